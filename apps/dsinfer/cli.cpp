@@ -1,0 +1,46 @@
+#include <cstdio>
+#include <exception>
+#include <vector>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/thread_pool.h"
+
+namespace dsinfer::cli {
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{
+      "dsinfer: DeepSeek (V2, V2-Lite, V3, V3.1, R1) inference on CPUs, compatible with the\n"
+      "reference DeepSeek-V3 demo (same shards, same numbers, same flags)."};
+  app.require_subcommand(1);
+  int threads = 0;
+  bool quiet = false, verbose = false;
+  app.add_option("--threads", threads, "worker threads (default: all hardware threads)");
+  app.add_flag("-q,--quiet", quiet, "only errors on stderr");
+  app.add_flag("-v,--verbose", verbose, "debug logging on stderr");
+  std::vector<Command> commands = {register_convert(app), register_fp8_cast_bf16(app),
+                                   register_eval(app)};
+  try {
+    app.parse(argc, argv);
+    if (threads > 0) ThreadPool::set_default_threads(threads);
+    if (quiet) set_log_level(LogLevel::kQuiet);
+    if (verbose) set_log_level(LogLevel::kDebug);
+    for (const Command& command : commands)
+      if (command.parser->parsed()) command.run();
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace dsinfer::cli

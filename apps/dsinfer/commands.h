@@ -1,0 +1,24 @@
+// Each subcommand lives in its own cmd_*.cpp and registers itself on the top-level CLI app.
+// A command's callback throws dsinfer::Error on bad input; main() turns that into one line on
+// stderr and exit status 1.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace dsinfer::cli {
+
+// A registered subcommand: its parser and what to run once all options are parsed.
+struct Command {
+  CLI::App* parser;
+  std::function<void()> run;
+};
+
+Command register_convert(CLI::App& app);
+Command register_fp8_cast_bf16(CLI::App& app);
+Command register_eval(CLI::App& app);
+
+// Runs the whole CLI (argv as given to main); returns the process exit status.
+int run_cli(int argc, char** argv);
+
+}  // namespace dsinfer::cli

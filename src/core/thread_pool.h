@@ -1,0 +1,49 @@
+// A persistent pool of worker threads. parallel_for splits [0, n) into one contiguous chunk per
+// thread (the caller works too), so layers reuse hot threads instead of spawning per call.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace dsinfer {
+
+class ThreadPool {
+ public:
+  // n_threads counts the calling thread; 0 means one per hardware thread.
+  explicit ThreadPool(int n_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Calls fn(begin, end) over disjoint chunks covering [0, n); returns when all are done.
+  // Chunks are multiples of `grain` (except the last) so callers can keep blocks whole.
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
+                    int64_t grain = 1);
+
+  // A process-wide pool, sized by set_default_threads() or the hardware.
+  static ThreadPool& global();
+  static void set_default_threads(int n_threads);
+
+ private:
+  void worker_loop(int index);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  int64_t job_n_ = 0;
+  int64_t job_grain_ = 1;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace dsinfer

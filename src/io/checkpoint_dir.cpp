@@ -1,0 +1,102 @@
+#include "io/checkpoint_dir.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+
+namespace dsinfer {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+std::vector<std::string> list_matching(const std::string& dir,
+                                       const std::function<bool(const std::string&)>& keep) {
+  std::error_code ec;
+  check(fs::is_directory(dir, ec), "checkpoint directory ", dir, " does not exist");
+  std::vector<std::string> out;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (!entry.is_regular_file()) continue;
+    std::string name = entry.path().filename().string();
+    if (keep(name)) out.push_back(entry.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+}  // namespace
+
+std::vector<std::string> list_files(const std::string& dir, const std::string& suffix) {
+  return list_matching(dir, [&](const std::string& name) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  });
+}
+
+std::vector<std::string> list_files_containing(const std::string& dir, const std::string& part) {
+  return list_matching(dir, [&](const std::string& name) { return name.find(part) != std::string::npos; });
+}
+
+CheckpointDir::CheckpointDir(const std::string& dir) : dir_(dir) {
+  const fs::path index_path = fs::path(dir) / "model.safetensors.index.json";
+  std::map<std::string, std::string> weight_map;
+  std::vector<std::string> paths;
+  if (fs::exists(index_path)) {
+    has_index_ = true;
+    std::ifstream in(index_path);
+    json index;
+    try {
+      index = json::parse(in);
+    } catch (const json::exception& e) {
+      fail(index_path.string(), " is not valid JSON (", e.what(), ")");
+    }
+    check(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(),
+          index_path.string(), " has no weight_map object");
+    std::set<std::string> names;
+    for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
+      check(it.value().is_string(), index_path.string(), ": weight_map entry ", it.key(),
+            " is not a file name");
+      weight_map[it.key()] = it.value().get<std::string>();
+      names.insert(it.value().get<std::string>());
+    }
+    for (const std::string& name : names) {
+      fs::path p = fs::path(dir) / name;
+      check(fs::exists(p), index_path.string(), " names ", name, ", which is missing from ", dir);
+      paths.push_back(p.string());
+    }
+  } else {
+    paths = list_files(dir, ".safetensors");
+  }
+  check(!paths.empty(), "no .safetensors files in ", dir);
+  for (const std::string& p : paths) {
+    files_.push_back(std::make_unique<SafetensorsFile>(p));
+    for (const auto& [name, view] : files_.back()->tensors()) {
+      auto [it, inserted] = tensors_.emplace(name, &view);
+      check(inserted, "tensor ", name, " appears in both ", it->second->file, " and ", p);
+    }
+  }
+  for (const auto& [name, file] : weight_map) {
+    auto it = tensors_.find(name);
+    check(it != tensors_.end(), index_path.string(), " maps ", name, " to ", file,
+          ", but no file holds it");
+    check(fs::path(it->second->file).filename() == file, index_path.string(), " maps ", name,
+          " to ", file, ", but it is in ", it->second->file);
+  }
+}
+
+const TensorView* CheckpointDir::find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : it->second;
+}
+
+const TensorView& CheckpointDir::get(const std::string& name) const {
+  const TensorView* view = find(name);
+  if (!view) fail("checkpoint ", dir_, " has no tensor ", name);
+  return *view;
+}
+
+}  // namespace dsinfer

@@ -1,0 +1,196 @@
+#include "io/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace dsinfer {
+
+using json = nlohmann::json;
+
+namespace {
+// safetensors caps the header at 100 MB; a larger length means a corrupt or foreign file.
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+
+uint64_t read_u64_le(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+}  // namespace
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string TensorView::describe() const {
+  return cat(name, " ", shape_string(shape), " ", dtype_name(dtype));
+}
+
+SafetensorsFile::SafetensorsFile(const std::string& path)
+    : file_(std::make_unique<MappedFile>(path)) {
+  const uint8_t* base = file_->data();
+  const uint64_t size = file_->size();
+  check(size >= 8, path, ": not a safetensors file (", size, " bytes, shorter than the header length)");
+  const uint64_t header_len = read_u64_le(base);
+  check(header_len <= kMaxHeaderBytes, path, ": corrupt safetensors header length ", header_len);
+  check(8 + header_len <= size, path, ": truncated: header of ", header_len,
+        " bytes does not fit in the file of ", size, " bytes");
+  json header;
+  try {
+    header = json::parse(base + 8, base + 8 + header_len);
+  } catch (const json::exception& e) {
+    fail(path, ": safetensors header is not valid JSON (", e.what(), ")");
+  }
+  check(header.is_object(), path, ": safetensors header is not a JSON object");
+  const uint64_t data_start = 8 + header_len;
+  const uint64_t data_size = size - data_start;
+
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    const json& entry = it.value();
+    if (name == "__metadata__") {
+      check(entry.is_object(), path, ": __metadata__ is not an object");
+      for (auto m = entry.begin(); m != entry.end(); ++m) {
+        check(m.value().is_string(), path, ": __metadata__ value of ", m.key(), " is not a string");
+        metadata_[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    auto where = [&] { return cat(path, ": tensor ", name); };
+    check(entry.is_object() && entry.contains("dtype") && entry.contains("shape") &&
+              entry.contains("data_offsets"),
+          where(), " lacks dtype, shape or data_offsets");
+    check(entry["dtype"].is_string(), where(), ": dtype is not a string");
+    TensorView view;
+    view.name = name;
+    view.file = path;
+    try {
+      view.dtype = parse_dtype(entry["dtype"].get<std::string>());
+    } catch (const Error& e) {
+      fail(where(), ": ", e.what());
+    }
+    const json& shape = entry["shape"];
+    check(shape.is_array(), where(), ": shape is not an array");
+    uint64_t numel = 1;
+    for (const json& d : shape) {
+      check(d.is_number_unsigned(), where(), ": shape ", shape.dump(), " has a non-natural dimension");
+      const uint64_t dim = d.get<uint64_t>();
+      check(dim == 0 || numel <= (1ull << 62) / dim, where(), ": shape ", shape.dump(), " overflows");
+      numel *= dim;
+      view.shape.push_back(static_cast<int64_t>(dim));
+    }
+    const json& offsets = entry["data_offsets"];
+    check(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
+              offsets[1].is_number_unsigned(),
+          where(), ": data_offsets is not a pair of natural numbers");
+    const uint64_t begin = offsets[0].get<uint64_t>();
+    const uint64_t end = offsets[1].get<uint64_t>();
+    check(begin <= end, where(), ": data_offsets [", begin, ", ", end, "] are reversed");
+    check(end <= data_size, where(), ": data_offsets [", begin, ", ", end,
+          "] run past the end of the data (", data_size, " bytes; file truncated?)");
+    const uint64_t expected = numel * dtype_size(view.dtype);
+    check(end - begin == expected, where(), ": ", end - begin, " bytes but dtype ",
+          dtype_name(view.dtype), " x shape ", shape.dump(), " needs ", expected);
+    view.data = base + data_start + begin;
+    view.n_bytes = end - begin;
+    if (begin < end) ranges.emplace_back(begin, end);
+    tensors_.emplace(name, std::move(view));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i)
+    check(ranges[i].first >= ranges[i - 1].second, path, ": two tensors overlap at data offset ",
+          ranges[i].first);
+}
+
+const TensorView& SafetensorsFile::get(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) fail(path(), ": no tensor named ", name);
+  return it->second;
+}
+
+SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<Entry> entries,
+                                     const std::map<std::string, std::string>& metadata)
+    : path_(path) {
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.name < b.name; });
+  json header = json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  for (const Entry& e : entries) {
+    check(!slots_.count(e.name), path, ": tensor ", e.name, " listed twice");
+    uint64_t bytes = dtype_size(e.dtype);
+    for (int64_t d : e.shape) bytes *= static_cast<uint64_t>(d);
+    header[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape},
+                      {"data_offsets", {offset, offset + bytes}}};
+    slots_[e.name] = Slot{offset, bytes};
+    offset += bytes;
+  }
+  data_size_ = offset;
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  data_start_ = 8 + text.size();
+
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("cannot create ", path, ": ", std::strerror(errno));
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(text.size() >> (8 * i));
+  std::string prefix(reinterpret_cast<char*>(len), 8);
+  prefix += text;
+  size_t done = 0;
+  while (done < prefix.size()) {
+    ssize_t n = ::pwrite(fd_, prefix.data() + done, prefix.size() - done, done);
+    if (n <= 0) fail("cannot write ", path, ": ", std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+  if (::ftruncate(fd_, static_cast<off_t>(data_start_ + data_size_)) != 0)
+    fail("cannot size ", path, ": ", std::strerror(errno));
+}
+
+SafetensorsWriter::~SafetensorsWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void SafetensorsWriter::write(const std::string& name, size_t offset, const void* bytes, size_t n) {
+  auto it = slots_.find(name);
+  check(it != slots_.end(), path_, ": writing unknown tensor ", name);
+  Slot& slot = it->second;
+  check(offset + n <= slot.size, path_, ": write past the end of tensor ", name);
+  const uint8_t* p = static_cast<const uint8_t*>(bytes);
+  uint64_t at = data_start_ + slot.begin + offset;
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = ::pwrite(fd_, p + done, n - done, static_cast<off_t>(at + done));
+    if (w <= 0) fail("cannot write ", path_, ": ", std::strerror(errno));
+    done += static_cast<size_t>(w);
+  }
+  slot.written += n;
+}
+
+void SafetensorsWriter::finish() {
+  for (const auto& [name, slot] : slots_)
+    check(slot.written == slot.size, path_, ": tensor ", name, " got ", slot.written, " of ",
+          slot.size, " bytes");
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    fail("cannot close ", path_, ": ", std::strerror(errno));
+  }
+  fd_ = -1;
+}
+
+}  // namespace dsinfer

@@ -1,0 +1,92 @@
+#include "kernels/linear.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace dsinfer {
+
+int64_t WeightMatrix::bytes() const {
+  int64_t n = rows * cols * static_cast<int64_t>(dtype_size(dtype));
+  if (dtype == DType::kF8E4M3) n += ceil_div(rows, kFp8Block) * scale_cols() * 4;
+  return n;
+}
+
+// The hot loops are compiled for several ISAs and picked at load time (GCC target_clones),
+// so the default build runs anywhere and still uses AVX-512/AVX2 where the CPU has them.
+#define DS_TARGET_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+
+DS_TARGET_CLONES float dot(const float* a, const float* b, int64_t n) {
+  constexpr int kLanes = 16;
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += a[i + l] * b[i + l];
+  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
+  float s = 0;
+  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  return s;
+}
+
+DS_TARGET_CLONES void axpy(float alpha, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+DS_TARGET_CLONES static void decode_bf16(const uint16_t* in, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(in[i]);
+}
+
+DS_TARGET_CLONES static void decode_fp8(const uint8_t* in, float scale, float* out, int64_t n) {
+  const float* table = fp8_e4m3_table();
+  for (int64_t i = 0; i < n; ++i) out[i] = table[in[i]] * scale;
+}
+
+void dequantize_row(const WeightMatrix& w, int64_t row, float* out) {
+  switch (w.dtype) {
+    case DType::kF32:
+      std::copy_n(reinterpret_cast<const float*>(w.data) + row * w.cols, w.cols, out);
+      return;
+    case DType::kBF16:
+      decode_bf16(reinterpret_cast<const uint16_t*>(w.data) + row * w.cols, out, w.cols);
+      return;
+    case DType::kF8E4M3: {
+      const uint8_t* codes = w.data + row * w.cols;
+      const float* scales = w.scale + (row / kFp8Block) * w.scale_cols();
+      for (int64_t c = 0; c < w.cols; c += kFp8Block) {
+        int64_t n = std::min<int64_t>(kFp8Block, w.cols - c);
+        decode_fp8(codes + c, scales[c / kFp8Block], out + c, n);
+      }
+      return;
+    }
+    default:
+      break;
+  }
+}
+
+void matmul_rows(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w,
+                 int64_t row_begin, int64_t row_end, float* y, int64_t y_stride, float* row_buffer) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const float* wrow;
+    if (w.dtype == DType::kF32) {
+      wrow = reinterpret_cast<const float*>(w.data) + r * w.cols;
+    } else {
+      dequantize_row(w, r, row_buffer);
+      wrow = row_buffer;
+    }
+    for (int64_t t = 0; t < n_tokens; ++t)
+      y[t * y_stride + (r - row_begin)] = dot(x + t * x_stride, wrow, w.cols);
+  }
+}
+
+void linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool) {
+  // Rows in groups of 16 keep each thread's output writes on whole cache lines.
+  pool.parallel_for(
+      w.rows,
+      [&](int64_t begin, int64_t end) {
+        thread_local std::vector<float> buffer;
+        if (buffer.size() < static_cast<size_t>(w.cols)) buffer.resize(w.cols);
+        matmul_rows(x, n_tokens, w.cols, w, begin, end, y + begin, w.rows, buffer.data());
+      },
+      /*grain=*/16);
+}
+
+}  // namespace dsinfer
