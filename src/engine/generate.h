@@ -1,0 +1,43 @@
+// The reference's generation loop (generate.py: generate, REFERENCE.md section 5): one forward
+// over [0, shortest prompt), then one position at a time for all rows together; a row still
+// inside its prompt takes its prompt token; stop when every row has produced eos.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "model/transformer.h"
+
+namespace dsinfer {
+
+struct GenerateOptions {
+  int max_new_tokens = 200;
+  int eos_id = -1;           // -1: never stops early
+  float temperature = 0.2f;  // 0: greedy
+};
+
+struct GenerateStats {
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+};
+
+// Called for each newly generated (not prompt) token of a row, in order.
+using TokenCallback = std::function<void(int row, int32_t token)>;
+
+// Returns each row's completion: cut to max_new_tokens and at its first eos. Throws Error when
+// there are more prompts than max_batch_size, a prompt is empty or longer than max_seq_len, or a
+// token id is outside the vocabulary.
+std::vector<std::vector<int32_t>> generate(Transformer& model,
+                                           const std::vector<std::vector<int32_t>>& prompts,
+                                           const GenerateOptions& options, Sampler& sampler,
+                                           const TokenCallback& on_token = nullptr,
+                                           GenerateStats* stats = nullptr);
+
+// Checks the batch limits generate() enforces (shared with other front ends).
+void check_prompts(const ModelConfig& config, const std::vector<std::vector<int32_t>>& prompts);
+
+}  // namespace dsinfer

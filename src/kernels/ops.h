@@ -1,0 +1,20 @@
+// Elementwise and row-wise operations of the forward pass, fp32 in and out.
+#pragma once
+
+#include <cstdint>
+
+namespace dsinfer {
+
+// y = w * x * rsqrt(mean(x^2) + eps) over each of n_rows rows of `dim` values (in place allowed).
+void rms_norm(const float* x, const float* weight, int64_t n_rows, int64_t dim, float eps, float* y);
+
+// a[i] = silu(a[i]) * b[i]
+void silu_mul(float* a, const float* b, int64_t n);
+
+// In-place softmax of x[n] (max-subtracted, fp32).
+void softmax(float* x, int64_t n);
+
+// Index of the first maximum (torch.argmax picks the first of equal maxima).
+int64_t argmax(const float* x, int64_t n);
+
+}  // namespace dsinfer

@@ -1,0 +1,59 @@
+// The blocks of the forward pass (internal to the model layer; transformer.cpp strings them
+// together). Each takes its input activations and writes its output; collectives happen inside
+// where the reference puts them (after wo, after w2, after the routed experts).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/rope.h"
+#include "model/shard_plan.h"
+#include "model/weights.h"
+#include "parallel/comm.h"
+
+namespace dsinfer {
+
+struct ForwardContext {
+  const ModelConfig& config;
+  const ShardPlan& plan;
+  Comm& comm;
+  ThreadPool& pool;
+};
+
+// Grow-only buffers so that decode allocates nothing after the first step.
+struct Scratch {
+  std::vector<float> q, q_lora, kv, attn, mlp_a, mlp_b, gathered, expert_out, routed, shared,
+      scores;
+  std::vector<int> experts;
+  std::vector<float> expert_weights;
+};
+
+inline float* grow(std::vector<float>& v, int64_t n) {
+  if (v.size() < static_cast<size_t>(n)) v.resize(n);
+  return v.data();
+}
+
+// Multi-head latent attention, absorbed form. x [batch*seqlen, dim] -> out [batch*seqlen, dim]
+// (all-reduced). Writes this step's latent and rope key into the cache at start_pos...
+void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* x,
+                 int batch, int seqlen, int start_pos, KVCache& cache, const Rope& rope,
+                 Scratch& scratch, float* out);
+
+// w2(silu(w1 x) * w3 x); x [n, dim] -> out [n, dim]. All-reduced when `reduce`.
+void mlp_forward(const ForwardContext& ctx, const MlpWeights& w, const float* x, int64_t n,
+                 bool reduce, Scratch& scratch, float* out);
+
+// Router: scores [n_routed_experts] (logits of the gate) -> the chosen experts and their
+// weights (REFERENCE.md section 4: softmax or sigmoid, bias only in selection, group limit,
+// normalisation for sigmoid, route_scale). experts/weights hold n_activated_experts each.
+void route(const ModelConfig& config, const float* gate_logits, const float* bias, int* experts,
+           float* weights);
+
+// Mixture of experts: routed experts of this rank (all-reduced) plus the shared experts.
+void moe_forward(const ForwardContext& ctx, const MoeWeights& w, const float* x, int64_t n,
+                 Scratch& scratch, float* out);
+
+}  // namespace dsinfer

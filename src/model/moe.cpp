@@ -1,0 +1,135 @@
+// Feed-forward blocks: the dense MLP and the mixture of experts with its router.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "kernels/linear.h"
+#include "kernels/ops.h"
+#include "model/layers.h"
+
+namespace dsinfer {
+
+void mlp_forward(const ForwardContext& ctx, const MlpWeights& w, const float* x, int64_t n,
+                 bool reduce, Scratch& scratch, float* out) {
+  const int64_t inter = w.w1.rows;
+  float* a = grow(scratch.mlp_a, n * inter);  // [n, inter]
+  float* b = grow(scratch.mlp_b, n * inter);  // [n, inter]
+  linear(x, n, w.w1, a, ctx.pool);
+  linear(x, n, w.w3, b, ctx.pool);
+  silu_mul(a, b, n * inter);
+  linear(a, n, w.w2, out, ctx.pool);  // [n, dim]
+  if (reduce) ctx.comm.all_reduce_sum(out, n * w.w2.rows);
+}
+
+namespace {
+// Indices of the k largest values, largest first; ties go to the lower index (torch.topk's
+// order on CPU for equal values is not specified; exact ties do not occur with real scores).
+void top_k(const float* values, int n, int k, int* out) {
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+    return values[a] > values[b] || (values[a] == values[b] && a < b);
+  });
+  std::copy_n(order.begin(), k, out);
+}
+}  // namespace
+
+void route(const ModelConfig& c, const float* gate_logits, const float* bias, int* experts, float* weights) {
+  const int E = c.n_routed_experts;
+  std::vector<float> scores(gate_logits, gate_logits + E);
+  if (c.score_func == ScoreFunc::kSoftmax) {
+    softmax(scores.data(), E);
+  } else {
+    for (float& s : scores) s = 1.0f / (1.0f + std::exp(-s));
+  }
+  // selection uses the biased scores; the weights use the original ones
+  std::vector<float> select = scores;
+  if (bias)
+    for (int e = 0; e < E; ++e) select[e] += bias[e];
+  if (c.n_expert_groups > 1) {
+    const int G = c.n_expert_groups, per_group = E / G;
+    std::vector<float> group_scores(G);
+    for (int g = 0; g < G; ++g) {
+      const float* s = select.data() + g * per_group;
+      if (!bias) {
+        group_scores[g] = *std::max_element(s, s + per_group);
+      } else {
+        int top2[2];
+        const int k = std::min(2, per_group);
+        top_k(s, per_group, k, top2);
+        group_scores[g] = s[top2[0]] + (k > 1 ? s[top2[1]] : 0.0f);
+      }
+    }
+    std::vector<int> keep(c.n_limited_groups);
+    top_k(group_scores.data(), G, c.n_limited_groups, keep.data());
+    std::vector<bool> kept(G, false);
+    for (int g : keep) kept[g] = true;
+    for (int g = 0; g < G; ++g)
+      if (!kept[g])
+        std::fill_n(select.begin() + g * per_group, per_group, -std::numeric_limits<float>::infinity());
+  }
+  const int k = c.n_activated_experts;
+  top_k(select.data(), E, k, experts);
+  float sum = 0;
+  for (int j = 0; j < k; ++j) {
+    weights[j] = scores[experts[j]];
+    sum += weights[j];
+  }
+  for (int j = 0; j < k; ++j) {
+    if (c.score_func == ScoreFunc::kSigmoid) weights[j] /= sum;
+    weights[j] *= static_cast<float>(c.route_scale);
+  }
+}
+
+void moe_forward(const ForwardContext& ctx, const MoeWeights& w, const float* x, int64_t n,
+                 Scratch& scratch, float* out) {
+  const ModelConfig& c = ctx.config;
+  const int64_t dim = c.dim, E = c.n_routed_experts, k = c.n_activated_experts;
+
+  // router: gate logits -> k experts and weights per token
+  float* logits = grow(scratch.scores, n * E);  // [n, E]
+  linear(x, n, w.gate, logits, ctx.pool);
+  scratch.experts.resize(n * k);
+  scratch.expert_weights.resize(n * k);
+  const float* bias = w.gate_bias.empty() ? nullptr : w.gate_bias.data();
+  for (int64_t i = 0; i < n; ++i)
+    route(c, logits + i * E, bias, scratch.experts.data() + i * k, scratch.expert_weights.data() + i * k);
+
+  // routed experts of this rank, in expert order: gather each expert's tokens, run it once
+  float* routed = grow(scratch.routed, n * dim);  // [n, dim]
+  std::fill_n(routed, n * dim, 0.0f);
+  std::vector<int64_t> tokens;
+  std::vector<float> token_weights;
+  for (size_t local = 0; local < w.experts.size(); ++local) {
+    const int expert = ctx.plan.experts_begin + static_cast<int>(local);
+    tokens.clear();
+    token_weights.clear();
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < k; ++j)
+        if (scratch.experts[i * k + j] == expert) {
+          tokens.push_back(i);
+          token_weights.push_back(scratch.expert_weights[i * k + j]);
+        }
+    if (tokens.empty()) continue;
+    const int64_t m = static_cast<int64_t>(tokens.size());
+    float* gathered = grow(scratch.gathered, m * dim);  // [m, dim]
+    for (int64_t t = 0; t < m; ++t) std::copy_n(x + tokens[t] * dim, dim, gathered + t * dim);
+    float* y = grow(scratch.expert_out, m * dim);       // [m, dim]
+    mlp_forward(ctx, w.experts[local], gathered, m, /*reduce=*/false, scratch, y);
+    for (int64_t t = 0; t < m; ++t) axpy(token_weights[t], y + t * dim, routed + tokens[t] * dim, dim);
+  }
+  ctx.comm.all_reduce_sum(routed, n * dim);
+
+  // shared experts (column/row-parallel MLP, reduced inside), then routed + shared
+  if (!w.shared.w1.empty()) {
+    float* shared = grow(scratch.shared, n * dim);
+    mlp_forward(ctx, w.shared, x, n, /*reduce=*/true, scratch, shared);
+    for (int64_t i = 0; i < n * dim; ++i) out[i] = routed[i] + shared[i];
+  } else {
+    std::copy_n(routed, n * dim, out);
+  }
+}
+
+}  // namespace dsinfer

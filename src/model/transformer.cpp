@@ -1,0 +1,113 @@
+#include "model/transformer.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "kernels/linear.h"
+#include "kernels/ops.h"
+
+namespace dsinfer {
+
+Transformer::Transformer(const ModelConfig& config, ModelWeights weights, const ShardPlan& plan,
+                         Comm& comm, ThreadPool& pool)
+    : config_(config), weights_(std::move(weights)), plan_(plan), comm_(comm), pool_(pool), rope_(config) {}
+
+std::unique_ptr<Transformer> Transformer::load(const ModelConfig& config, const std::string& ckpt_dir,
+                                               Comm& comm, ThreadPool& pool) {
+  const ShardPlan plan = ShardPlan::make(config, comm.rank(), comm.world_size());
+  const std::string path = shard_path(ckpt_dir, comm.rank(), comm.world_size());
+  const double start = now_seconds();
+  auto file = std::make_shared<SafetensorsFile>(path);
+  ModelWeights weights = load_weights(config, plan, file);
+  log_info("loaded ", path, " (", file->tensors().size(), " tensors) in ", now_seconds() - start, " s");
+  return std::make_unique<Transformer>(config, std::move(weights), plan, comm, pool);
+}
+
+void Transformer::embed(const int32_t* tokens, int64_t n, float* h) {
+  // vocab-parallel: rows outside this rank's block contribute zeros; the sum restores them
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t local = static_cast<int64_t>(tokens[i]) - plan_.vocab_begin;
+    if (local >= 0 && local < plan_.vocab_local)
+      dequantize_row(weights_.embed, local, h + i * config_.dim);
+    else
+      std::fill_n(h + i * config_.dim, config_.dim, 0.0f);
+  }
+  comm_.all_reduce_sum(h, n * config_.dim);
+}
+
+void Transformer::forward(const int32_t* tokens, int batch, int seqlen, int start_pos, KVCache& cache,
+                          float* logits) {
+  check(batch >= 1 && seqlen >= 1, "forward: empty input");
+  check(batch <= cache.batch() && start_pos + seqlen <= cache.capacity(), "forward: batch ", batch,
+        " x positions up to ", start_pos + seqlen, " exceed the cache (", cache.batch(), " x ",
+        cache.capacity(), ")");
+  for (int64_t i = 0; i < static_cast<int64_t>(batch) * seqlen; ++i)
+    check(tokens[i] >= 0 && tokens[i] < config_.vocab_size, "token id ", tokens[i],
+          " is outside the vocabulary [0, ", config_.vocab_size, ")");
+  const ForwardContext ctx{config_, plan_, comm_, pool_};
+  const int64_t n = static_cast<int64_t>(batch) * seqlen, dim = config_.dim;
+  float* h = grow(h_, n * dim);  // [n, dim] residual stream
+  float* x = grow(x_, n * dim);  // [n, dim] normalised input of a block
+  float* y = grow(y_, n * dim);  // [n, dim] output of a block
+  embed(tokens, n, h);
+  rope_.prepare(start_pos, seqlen);
+
+  for (int layer = 0; layer < config_.n_layers; ++layer) {
+    const LayerWeights& lw = weights_.layers[layer];
+    // h = h + attn(attn_norm(h))
+    rms_norm(h, lw.attn_norm.data(), n, dim, 1e-6f, x);
+    mla_forward(ctx, lw.attn, layer, x, batch, seqlen, start_pos, cache, rope_, scratch_, y);
+    for (int64_t i = 0; i < n * dim; ++i) h[i] += y[i];
+    // h = h + ffn(ffn_norm(h))
+    rms_norm(h, lw.ffn_norm.data(), n, dim, 1e-6f, x);
+    if (lw.is_moe)
+      moe_forward(ctx, lw.moe, x, n, scratch_, y);
+    else
+      mlp_forward(ctx, lw.mlp, x, n, /*reduce=*/true, scratch_, y);
+    for (int64_t i = 0; i < n * dim; ++i) h[i] += y[i];
+  }
+
+  // final norm of each row's last position, vocab-parallel head, gather the vocabulary
+  float* last = grow(last_, batch * dim);  // [batch, dim]
+  for (int b = 0; b < batch; ++b)
+    rms_norm(h + (static_cast<int64_t>(b) * seqlen + seqlen - 1) * dim, weights_.norm.data(), 1, dim, 1e-6f,
+             last + b * dim);
+  const int64_t v_local = plan_.vocab_local;
+  float* local_logits = grow(logits_local_, batch * v_local);  // [batch, vocab_local]
+  linear(last, batch, weights_.head, local_logits, pool_);
+  if (plan_.world_size == 1) {
+    std::copy_n(local_logits, batch * v_local, logits);
+    return;
+  }
+  float* gathered = grow(gathered_, plan_.world_size * batch * v_local);  // [world, batch, vocab_local]
+  comm_.all_gather(local_logits, batch * v_local, gathered);
+  for (int r = 0; r < plan_.world_size; ++r)
+    for (int b = 0; b < batch; ++b)
+      std::copy_n(gathered + (static_cast<int64_t>(r) * batch + b) * v_local, v_local,
+                  logits + static_cast<int64_t>(b) * config_.vocab_size + r * v_local);
+}
+
+int64_t Transformer::weight_bytes() const {
+  const ModelConfig& c = config_;
+  int64_t bytes = weights_.head.bytes();
+  for (const LayerWeights& lw : weights_.layers) {
+    const AttentionWeights& a = lw.attn;
+    for (const WeightMatrix* m : {&a.wq, &a.wq_a, &a.wq_b, &a.wkv_a, &a.wkv_b, &a.wo})
+      if (!m->empty()) bytes += m->bytes();
+    auto mlp_bytes = [](const MlpWeights& m) {
+      return m.w1.empty() ? 0 : m.w1.bytes() + m.w2.bytes() + m.w3.bytes();
+    };
+    if (!lw.is_moe) {
+      bytes += mlp_bytes(lw.mlp);
+    } else {
+      bytes += lw.moe.gate.bytes() + mlp_bytes(lw.moe.shared);
+      // each token activates n_activated of n_routed experts; this rank holds its share of them
+      if (!lw.moe.experts.empty())
+        bytes += mlp_bytes(lw.moe.experts[0]) * c.n_activated_experts / plan_.world_size;
+    }
+  }
+  return bytes;
+}
+
+}  // namespace dsinfer

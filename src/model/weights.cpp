@@ -1,0 +1,160 @@
+#include "model/weights.h"
+
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include "core/error.h"
+
+namespace dsinfer {
+
+namespace {
+
+// Hands out tensors of one shard file by name, checking each against the shape the config
+// implies, and remembers which ones were used so leftovers can be reported.
+class ShardReader {
+ public:
+  ShardReader(const ModelConfig& config, const SafetensorsFile& file) : config_(config), file_(file) {}
+
+  const TensorView& tensor(const std::string& name, const std::vector<int64_t>& shape) {
+    check(file_.contains(name), file_.path(), ": missing tensor ", name, " (expected shape ",
+          shape_string(shape), "); does the config match the checkpoint?");
+    const TensorView& t = file_.get(name);
+    check(t.shape == shape, file_.path(), ": tensor ", name, " has shape ", shape_string(t.shape),
+          " but the config implies ", shape_string(shape));
+    used_.insert(name);
+    return t;
+  }
+
+  // A vector (norm weights, router bias) widened to fp32.
+  std::vector<float> vector(const std::string& name, int64_t n) {
+    const TensorView& t = tensor(name, {n});
+    std::vector<float> out(n);
+    for (int64_t i = 0; i < n; ++i) {
+      switch (t.dtype) {
+        case DType::kF32: out[i] = reinterpret_cast<const float*>(t.data)[i]; break;
+        case DType::kBF16: out[i] = bf16_to_f32(reinterpret_cast<const uint16_t*>(t.data)[i]); break;
+        default: fail(file_.path(), ": tensor ", name, " has dtype ", dtype_name(t.dtype), "; expected BF16 or F32");
+      }
+    }
+    return out;
+  }
+
+  // A matrix kept in its file dtype: bf16/f32 (embedding, head, router), never fp8.
+  WeightMatrix plain_matrix(const std::string& name, int64_t rows, int64_t cols) {
+    const TensorView& t = tensor(name, {rows, cols});
+    check(t.dtype == DType::kBF16 || t.dtype == DType::kF32, file_.path(), ": tensor ", name,
+          " has dtype ", dtype_name(t.dtype), "; expected BF16 or F32");
+    return WeightMatrix{t.dtype, rows, cols, t.data, nullptr};
+  }
+
+  // A Linear: fp8 with a block scale when the config says dtype fp8, bf16 (or f32) otherwise.
+  WeightMatrix linear(const std::string& prefix, int64_t rows, int64_t cols) {
+    const std::string name = prefix + ".weight";
+    const TensorView& t = tensor(name, {rows, cols});
+    WeightMatrix w{t.dtype, rows, cols, t.data, nullptr};
+    if (config_.dtype == WeightDType::kFP8) {
+      check(t.dtype == DType::kF8E4M3, file_.path(), ": tensor ", name, " has dtype ",
+            dtype_name(t.dtype), " but the config says dtype fp8 (F8_E4M3)");
+      const TensorView& s = tensor(prefix + ".scale", {ceil_div(rows, kFp8Block), ceil_div(cols, kFp8Block)});
+      check(s.dtype == DType::kF32, file_.path(), ": tensor ", s.name, " has dtype ",
+            dtype_name(s.dtype), "; expected F32");
+      w.scale = reinterpret_cast<const float*>(s.data);
+    } else {
+      check(t.dtype == DType::kBF16 || t.dtype == DType::kF32, file_.path(), ": tensor ", name,
+            " has dtype ", dtype_name(t.dtype), " but the config says dtype bf16");
+    }
+    return w;
+  }
+
+  MlpWeights mlp(const std::string& prefix, int64_t inter, int64_t dim) {
+    return MlpWeights{linear(prefix + ".w1", inter, dim), linear(prefix + ".w2", dim, inter),
+                      linear(prefix + ".w3", inter, dim)};
+  }
+
+  bool contains(const std::string& name) const { return file_.contains(name); }
+
+  void check_all_used() const {
+    for (const auto& [name, view] : file_.tensors())
+      check(used_.count(name), file_.path(), ": unexpected tensor ", name,
+            " (not part of the model the config describes; wrong config or checkpoint?)");
+  }
+
+ private:
+  const ModelConfig& config_;
+  const SafetensorsFile& file_;
+  std::set<std::string> used_;
+};
+
+}  // namespace
+
+ModelWeights load_weights(const ModelConfig& c, const ShardPlan& plan, std::shared_ptr<SafetensorsFile> file) {
+  ShardReader reader(c, *file);
+  ModelWeights w;
+  w.file = file;
+  const int64_t dim = c.dim;
+  const int64_t H = plan.n_local_heads;
+  w.embed = reader.plain_matrix("embed.weight", plan.vocab_local, dim);
+  for (int i = 0; i < c.n_layers; ++i) {
+    const std::string p = "layers." + std::to_string(i);
+    LayerWeights layer;
+    layer.attn_norm = reader.vector(p + ".attn_norm.weight", dim);
+    layer.ffn_norm = reader.vector(p + ".ffn_norm.weight", dim);
+    AttentionWeights& a = layer.attn;
+    if (c.q_lora_rank == 0) {
+      a.wq = reader.linear(p + ".attn.wq", H * c.qk_head_dim(), dim);
+    } else {
+      a.wq_a = reader.linear(p + ".attn.wq_a", c.q_lora_rank, dim);
+      a.q_norm = reader.vector(p + ".attn.q_norm.weight", c.q_lora_rank);
+      a.wq_b = reader.linear(p + ".attn.wq_b", H * c.qk_head_dim(), c.q_lora_rank);
+    }
+    a.wkv_a = reader.linear(p + ".attn.wkv_a", c.kv_lora_rank + c.qk_rope_head_dim, dim);
+    a.kv_norm = reader.vector(p + ".attn.kv_norm.weight", c.kv_lora_rank);
+    a.wkv_b = reader.linear(p + ".attn.wkv_b", H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+    a.wo = reader.linear(p + ".attn.wo", dim, H * c.v_head_dim);
+    layer.is_moe = c.is_moe_layer(i);
+    if (!layer.is_moe) {
+      layer.mlp = reader.mlp(p + ".ffn", plan.inter_local, dim);
+    } else {
+      MoeWeights& m = layer.moe;
+      m.gate = reader.plain_matrix(p + ".ffn.gate.weight", c.n_routed_experts, dim);
+      // The router's selection bias (V3's e_score_correction_bias) is used when the checkpoint
+      // has it; the reference demo keys it on dim == 7168, which only fits the real V3.
+      if (reader.contains(p + ".ffn.gate.bias"))
+        m.gate_bias = reader.vector(p + ".ffn.gate.bias", c.n_routed_experts);
+      for (int e = 0; e < plan.n_local_experts; ++e)
+        m.experts.push_back(reader.mlp(p + ".ffn.experts." + std::to_string(plan.experts_begin + e),
+                                       c.moe_inter_dim, dim));
+      if (c.n_shared_experts > 0) m.shared = reader.mlp(p + ".ffn.shared_experts", plan.shared_inter_local, dim);
+    }
+    w.layers.push_back(std::move(layer));
+  }
+  w.norm = reader.vector("norm.weight", dim);
+  w.head = reader.plain_matrix("head.weight", plan.vocab_local, dim);
+  reader.check_all_used();
+  return w;
+}
+
+std::string shard_path(const std::string& ckpt_dir, int rank, int world_size) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  check(fs::is_directory(ckpt_dir, ec), "checkpoint directory ", ckpt_dir, " does not exist");
+  const std::string name = "model" + std::to_string(rank) + "-mp" + std::to_string(world_size) + ".safetensors";
+  const fs::path path = fs::path(ckpt_dir) / name;
+  if (fs::exists(path)) return path.string();
+  std::set<std::string> sets;
+  const std::regex pattern(R"(model(\d+)-mp(\d+)\.safetensors)");
+  for (const auto& entry : fs::directory_iterator(ckpt_dir)) {
+    std::smatch m;
+    std::string file = entry.path().filename().string();
+    if (std::regex_match(file, m, pattern)) sets.insert("mp" + m[2].str());
+  }
+  std::string found;
+  for (const auto& s : sets) found += (found.empty() ? "" : ", ") + s;
+  fail("missing shard ", path.string(), " for rank ", rank, " of world size ", world_size,
+       found.empty() ? std::string("; the directory holds no converted shards (run dsinfer convert)")
+                     : "; the directory holds shard sets " + found +
+                           " (the world size must equal the convert --model-parallel)");
+}
+
+}  // namespace dsinfer
