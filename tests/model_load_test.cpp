@@ -1,0 +1,159 @@
+// Bad input to the model-running commands: every case is one clear message naming the culprit
+// and a non-zero exit, never a crash.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "test_support.h"
+
+namespace dsinfer {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using test::data_path;
+using test::run_dsinfer;
+
+class ModelLoadErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    golden_ = data_path("golden/tiny-v3");
+    ckpt_ = test::scratch_dir("ckpt");
+    auto r = run_dsinfer("-q convert --hf-ckpt-path " + golden_ + "/hf --save-path " + ckpt_ +
+                         " --n-experts 8 --model-parallel 1");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    case_ = golden_ + "/ref-mp1-fp32.json";
+    out_ = test::scratch_dir("out") + "/eval";
+  }
+
+  // The reference-form config of tiny-v3 with some fields changed, written to a scratch file.
+  std::string config_with(const json& changes) {
+    json c = json::parse(test::read_file(golden_ + "/hf/inference_config.json"));
+    c.update(changes);
+    std::string path = test::scratch_dir("config") + "/config.json";
+    test::write_file(path, c.dump());
+    return path;
+  }
+
+  // A copy of the shard without `drop` (and with `add` as an extra f32 tensor when given).
+  void rewrite_shard(const std::string& drop, const std::string& add = "") {
+    const std::string path = ckpt_ + "/model0-mp1.safetensors";
+    const std::string tmp = ckpt_ + "/rewritten.tmp";
+    {
+      SafetensorsFile in(path);
+      std::vector<SafetensorsWriter::Entry> entries;
+      for (const auto& [name, t] : in.tensors())
+        if (name != drop) entries.push_back({name, t.dtype, t.shape});
+      if (!add.empty()) entries.push_back({add, DType::kF32, {4}});
+      SafetensorsWriter out(tmp, entries);
+      for (const auto& [name, t] : in.tensors())
+        if (name != drop) out.write(name, t.data, t.n_bytes);
+      if (!add.empty()) {
+        float zeros[4] = {};
+        out.write(add, zeros, sizeof zeros);
+      }
+      out.finish();
+    }
+    fs::rename(tmp, path);
+  }
+
+  test::CommandResult eval(const std::string& extra = "") {
+    return run_dsinfer("eval --ckpt-path " + ckpt_ + " --case " + case_ + " --out " + out_ + " " + extra);
+  }
+
+  static void expect_error(const test::CommandResult& r, const std::string& needle) {
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_LT(r.exit_code, 128) << "crashed: " << r.err;
+    EXPECT_NE(r.err.find("error:"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr lacks \"" << needle << "\":\n" << r.err;
+  }
+
+  std::string golden_, ckpt_, case_, out_;
+};
+
+TEST_F(ModelLoadErrors, GoodCheckpointRuns) { EXPECT_EQ(eval().exit_code, 0); }
+
+TEST_F(ModelLoadErrors, MissingShardNamesTheWorldSize) {
+  fs::rename(ckpt_ + "/model0-mp1.safetensors", ckpt_ + "/model0-mp2.safetensors");
+  expect_error(eval(), "model0-mp1.safetensors");
+  expect_error(eval(), "mp2");
+}
+
+TEST_F(ModelLoadErrors, MissingTensorIsNamed) {
+  rewrite_shard("layers.1.attn.wkv_b.scale");
+  expect_error(eval(), "layers.1.attn.wkv_b.scale");
+}
+
+TEST_F(ModelLoadErrors, UnexpectedTensorIsNamed) {
+  rewrite_shard("", "layers.1.attn.bogus.weight");
+  expect_error(eval(), "layers.1.attn.bogus.weight");
+}
+
+TEST_F(ModelLoadErrors, ConfigShapeDisagreementNamesTensor) {
+  expect_error(eval("--config " + config_with({{"kv_lora_rank", 64}})), "layers.0.attn.wkv_a.weight");
+}
+
+TEST_F(ModelLoadErrors, ConfigWithFewerLayersReportsLeftoverTensor) {
+  expect_error(eval("--config " + config_with({{"n_layers", 2}})), "layers.2.");
+}
+
+TEST_F(ModelLoadErrors, ConfigDtypeDisagreement) {
+  expect_error(eval("--config " + config_with({{"dtype", "bf16"}})), "bf16");
+}
+
+TEST_F(ModelLoadErrors, TruncatedShard) {
+  fs::resize_file(ckpt_ + "/model0-mp1.safetensors", fs::file_size(ckpt_ + "/model0-mp1.safetensors") - 100);
+  expect_error(eval(), "model0-mp1.safetensors");
+}
+
+TEST_F(ModelLoadErrors, CorruptHeader) {
+  test::write_file(ckpt_ + "/model0-mp1.safetensors", std::string("\x10\0\0\0\0\0\0\0{not json here!}", 24));
+  expect_error(eval(), "not valid JSON");
+}
+
+TEST_F(ModelLoadErrors, MissingConfigJson) {
+  fs::remove(ckpt_ + "/config.json");
+  expect_error(eval(), "config.json");
+}
+
+TEST_F(ModelLoadErrors, UnknownConfigKey) {
+  expect_error(eval("--config " + config_with({{"n_expert", 3}})), "n_expert");
+}
+
+TEST_F(ModelLoadErrors, PromptLongerThanMaxSeqLen) {
+  // The generate prompts of the case have up to 9 tokens; prefill 7 + 5 decode steps = 12.
+  json c = json::parse(test::read_file(case_));
+  c.erase("decode_tokens");
+  case_ = test::scratch_dir("case") + "/case.json";
+  test::write_file(case_, c.dump());
+  expect_error(eval("--config " + config_with({{"max_seq_len", 8}})), "max_seq_len");
+}
+
+TEST_F(ModelLoadErrors, MorePromptsThanMaxBatchSize) {
+  expect_error(eval("--config " + config_with({{"max_batch_size", 2}})), "max_batch_size");
+}
+
+TEST_F(ModelLoadErrors, TokenOutsideVocabulary) {
+  json c = json::parse(test::read_file(case_));
+  c["generate"]["prompts"][0][0] = 5000;
+  case_ = test::scratch_dir("case") + "/case.json";
+  test::write_file(case_, c.dump());
+  expect_error(eval(), "5000");
+}
+
+TEST_F(ModelLoadErrors, MissingCheckpointDirectory) {
+  ckpt_ = ckpt_ + "/nope";
+  expect_error(eval("--config " + config_with(json::object())), "nope");
+}
+
+TEST_F(ModelLoadErrors, HelpListsFlags) {
+  auto r = run_dsinfer("eval --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* flag : {"--ckpt-path", "--config", "--case", "--out", "--seed"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+}
+
+}  // namespace
+}  // namespace dsinfer
