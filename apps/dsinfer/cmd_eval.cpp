@@ -3,6 +3,7 @@
 // a time (logits of the last position after every step), then greedy generation of the case's
 // prompts. Writes PREFIX.safetensors (tensor "logits" f32 [steps, batch, vocab]) and
 // PREFIX.json ({"completions": [[ids...], ...]}).
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -54,12 +55,15 @@ EvalCase read_case(const std::string& path) {
   } catch (const json::exception& e) {
     fail(path, " is not valid JSON (", e.what(), ")");
   }
-  check(j.is_object() && j.contains("prefill_tokens"), path, ": no prefill_tokens");
+  check(j.is_object() && (j.contains("prefill_tokens") || j.contains("generate")), path,
+        ": neither prefill_tokens nor generate");
   EvalCase c;
-  c.prefill = token_rows(j["prefill_tokens"], "prefill_tokens", path);
-  check(!c.prefill.empty() && !c.prefill[0].empty(), path, ": prefill_tokens is empty");
-  for (const auto& row : c.prefill)
-    check(row.size() == c.prefill[0].size(), path, ": prefill_tokens rows differ in length");
+  if (j.contains("prefill_tokens")) {
+    c.prefill = token_rows(j["prefill_tokens"], "prefill_tokens", path);
+    check(!c.prefill.empty() && !c.prefill[0].empty(), path, ": prefill_tokens is empty");
+    for (const auto& row : c.prefill)
+      check(row.size() == c.prefill[0].size(), path, ": prefill_tokens rows differ in length");
+  }
   if (j.contains("decode_tokens")) c.decode = token_rows(j["decode_tokens"], "decode_tokens", path);
   for (const auto& row : c.decode)
     check(row.size() == c.prefill.size(), path, ": each decode_tokens row needs one token per prefill row (",
@@ -79,30 +83,35 @@ void run_eval(const ModelOptions& model_options, const std::string& case_path, c
               uint64_t seed) {
   const EvalCase ec = read_case(case_path);
   const ModelConfig config = model_options.load_config();
+  // check the case against the config's limits before the (possibly long) load
+  if (ec.has_generate) check_prompts(config, ec.prompts);
+  if (!ec.prefill.empty()) check_prompts(config, ec.prefill);
   auto comm = make_local_comm();
   auto model = Transformer::load(config, model_options.ckpt_path, *comm, ThreadPool::global());
-  check_prompts(config, ec.prefill);
 
+  // logits of the last position after the prefill and after each decode step
   const int batch = static_cast<int>(ec.prefill.size());
-  const int prefill_len = static_cast<int>(ec.prefill[0].size());
-  const int steps = 1 + static_cast<int>(ec.decode.size());
-  check(prefill_len + steps - 1 <= config.max_seq_len, case_path, ": prefill plus decode steps exceed max_seq_len");
-  KVCache cache(config, batch, prefill_len + steps - 1);
+  const int prefill_len = batch ? static_cast<int>(ec.prefill[0].size()) : 0;
+  const int steps = batch ? 1 + static_cast<int>(ec.decode.size()) : 0;
   const int64_t vocab = config.vocab_size;
   std::vector<float> logits(static_cast<size_t>(steps) * batch * vocab);  // [steps, batch, vocab]
-
-  const double t0 = now_seconds();
-  std::vector<int32_t> tokens;
-  for (const auto& row : ec.prefill) tokens.insert(tokens.end(), row.begin(), row.end());
-  model->forward(tokens.data(), batch, prefill_len, 0, cache, logits.data());
-  const double t1 = now_seconds();
-  for (size_t s = 0; s < ec.decode.size(); ++s)
-    model->forward(ec.decode[s].data(), batch, 1, prefill_len + static_cast<int>(s), cache,
-                   logits.data() + (s + 1) * batch * vocab);
-  const double t2 = now_seconds();
-  log_info("eval: prefill ", batch, "x", prefill_len, " in ", (t1 - t0) * 1e3, " ms; ", ec.decode.size(),
-           " decode steps of batch ", batch, " at ", ec.decode.empty() ? 0.0 : ec.decode.size() / (t2 - t1),
-           " steps/s");
+  if (batch) {
+    check(prefill_len + steps - 1 <= config.max_seq_len, case_path,
+          ": prefill plus decode steps exceed max_seq_len (", config.max_seq_len, ")");
+    KVCache cache(config, batch, prefill_len + steps - 1);
+    const double t0 = now_seconds();
+    std::vector<int32_t> tokens;
+    for (const auto& row : ec.prefill) tokens.insert(tokens.end(), row.begin(), row.end());
+    model->forward(tokens.data(), batch, prefill_len, 0, cache, logits.data());
+    const double t1 = now_seconds();
+    for (size_t s = 0; s < ec.decode.size(); ++s)
+      model->forward(ec.decode[s].data(), batch, 1, prefill_len + static_cast<int>(s), cache,
+                     logits.data() + (s + 1) * batch * vocab);
+    const double t2 = now_seconds();
+    log_info("eval: prefill ", batch, "x", prefill_len, " in ", (t1 - t0) * 1e3, " ms; ",
+             ec.decode.size(), " decode steps of batch ", batch, " at ",
+             ec.decode.empty() ? 0.0 : ec.decode.size() / (t2 - t1), " steps/s");
+  }
 
   json out = json::object();
   if (ec.has_generate) {
@@ -113,8 +122,10 @@ void run_eval(const ModelOptions& model_options, const std::string& case_path, c
     options.temperature = ec.temperature;
     GenerateStats stats;
     out["completions"] = generate(*model, ec.prompts, options, sampler, nullptr, &stats);
-    log_info("eval: generated ", stats.generated_tokens, " tokens (", ec.prompts.size(), " rows) in ",
-             stats.decode_seconds, " s after a prefill of ", stats.prefill_seconds, " s");
+    log_info("eval: prefill of ", stats.prompt_tokens, " prompt tokens in ", stats.prefill_seconds,
+             " s; generated ", stats.generated_tokens, " tokens (", ec.prompts.size(), " rows) in ",
+             stats.decode_seconds, " s: ", stats.generated_tokens / std::max(stats.decode_seconds, 1e-9),
+             " tokens/s");
   }
 
   SafetensorsWriter writer(out_prefix + ".safetensors",

@@ -78,7 +78,10 @@ void matmul_rows(const float* x, int64_t n_tokens, int64_t x_stride, const Weigh
 }
 
 void linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool) {
+  // Below this many multiply-adds, waking other threads costs more than it saves.
+  constexpr int64_t kMinParallelWork = 1 << 16;
   // Rows in groups of 16 keep each thread's output writes on whole cache lines.
+  const int64_t grain = std::max<int64_t>(16, kMinParallelWork / std::max<int64_t>(1, w.cols * n_tokens));
   pool.parallel_for(
       w.rows,
       [&](int64_t begin, int64_t end) {
@@ -86,7 +89,7 @@ void linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, T
         if (buffer.size() < static_cast<size_t>(w.cols)) buffer.resize(w.cols);
         matmul_rows(x, n_tokens, w.cols, w, begin, end, y + begin, w.rows, buffer.data());
       },
-      /*grain=*/16);
+      grain);
 }
 
 }  // namespace dsinfer
