@@ -1,11 +1,28 @@
+#include <memory>
+
 #include "commands.h"
-#include "core/error.h"
+#include "convert/convert.h"
 
 namespace dsinfer::cli {
 
 Command register_convert(CLI::App& app) {
-  CLI::App* sub = app.add_subcommand("convert", "cut a Hugging Face checkpoint into model{rank}-mp{N}.safetensors shards");
-  return {sub, [] { fail("convert: not implemented yet"); }};
+  CLI::App* sub = app.add_subcommand(
+      "convert",
+      "cut a Hugging Face checkpoint into model{rank}-mp{N}.safetensors shards (the reference's convert.py)");
+  auto options = std::make_shared<ConvertOptions>();
+  sub->add_option("--hf-ckpt-path", options->hf_ckpt_path,
+                  "Hugging Face checkpoint directory (*.safetensors, model.safetensors.index.json, config.json)")
+      ->required();
+  sub->add_option("--save-path", options->save_path,
+                  "output directory (created if missing) for model{rank}-mp{N}.safetensors, the *token* files and config.json")
+      ->required();
+  sub->add_option("--n-experts", options->n_experts,
+                  "number of routed experts (n_routed_experts in config.json; 256 for V3)")
+      ->required();
+  sub->add_option("--model-parallel", options->model_parallel,
+                  "number of ranks (processes) the model will run on; must divide --n-experts")
+      ->required();
+  return {sub, [options] { convert_checkpoint(*options); }};
 }
 
 }  // namespace dsinfer::cli

@@ -1,10 +1,376 @@
+// convert: HF checkpoint -> model{rank}-mp{P}.safetensors, as the reference's convert.py.
+//
+// Two passes. The plan pass reads only the input headers: it renames every tensor through the
+// name table, decides which ranks get it and which slice, and checks everything that can be
+// wrong (unknown names, dims not divisible by P, expert indices, duplicate names) before a
+// single output byte is written. The copy pass then creates every output file with its final
+// header and copies each slice straight from the mapped input into place: whole tensors and
+// dim-0 slices are contiguous and go out without a copy, other slices are gathered a bounded
+// chunk at a time. Memory stays at one chunk however big the checkpoint is.
 #include "convert/convert.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+
 #include "core/error.h"
+#include "core/log.h"
+#include "io/checkpoint_dir.h"
+#include "io/safetensors.h"
+#include "model/tensor_names.h"
 
 namespace dsinfer {
 
-void convert_checkpoint(const ConvertOptions&) { fail("convert: not implemented yet"); }
-void fp8_cast_bf16(const std::string&, const std::string&) { fail("fp8-cast-bf16: not implemented yet"); }
+namespace fs = std::filesystem;
+
+namespace convert_detail {
+
+StagedOutputs::~StagedOutputs() {
+  if (committed_) return;
+  for (const std::string& path : finals_) {
+    std::error_code ec;
+    fs::remove(path + ".partial", ec);
+  }
+}
+
+std::string StagedOutputs::stage(const std::string& final_path) {
+  finals_.push_back(final_path);
+  return final_path + ".partial";
+}
+
+void StagedOutputs::commit() {
+  for (const std::string& path : finals_) {
+    std::error_code ec;
+    fs::rename(path + ".partial", path, ec);
+    check(!ec, "cannot rename ", path, ".partial to ", path, ": ", ec.message());
+  }
+  committed_ = true;
+}
+
+void make_output_dir(const std::string& dir, const std::string& what) {
+  check(!dir.empty(), what, " is empty");
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    check(fs::is_directory(dir, ec), what, " ", dir, " exists and is not a directory");
+    return;
+  }
+  fs::create_directories(dir, ec);
+  check(!ec, "cannot create ", what, " ", dir, ": ", ec.message());
+}
+
+void copy_file_into(const std::string& path, const std::string& dir) {
+  const fs::path target = fs::path(dir) / fs::path(path).filename();
+  std::error_code ec;
+  if (fs::exists(target, ec) && fs::equivalent(path, target, ec)) return;  // same directory
+  fs::copy_file(path, target, fs::copy_options::overwrite_existing, ec);
+  check(!ec, "cannot copy ", path, " to ", target.string(), ": ", ec.message());
+}
+
+namespace {
+size_t g_chunk_bytes = size_t{64} << 20;
+}
+size_t chunk_bytes() { return g_chunk_bytes; }
+void set_chunk_bytes(size_t bytes) { g_chunk_bytes = bytes > 0 ? bytes : 1; }
+
+namespace {
+uintptr_t page_size() {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+}  // namespace
+
+void release_pages(const void* p, size_t n) {
+  const uintptr_t page = page_size();
+  uintptr_t begin = reinterpret_cast<uintptr_t>(p);
+  uintptr_t end = begin + n;
+  begin = (begin + page - 1) / page * page;  // whole pages inside the range only: a page
+  end = end / page * page;                   // shared with the next tensor stays mapped
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+void prefetch_pages(const void* p, size_t n) {
+  const uintptr_t page = page_size();
+  uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+}
+
+void warn_unindexed(const CheckpointDir& ckpt) {
+  if (!ckpt.has_index()) return;
+  std::set<std::string> opened;
+  for (const auto& file : ckpt.files()) opened.insert(fs::path(file->path()).filename().string());
+  for (const std::string& path : list_files(ckpt.dir(), ".safetensors"))
+    if (!opened.count(fs::path(path).filename().string()))
+      log_info("warning: ", path, " is not in model.safetensors.index.json; ignored");
+}
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) bytes /= 1024, ++u;
+  char text[32];
+  std::snprintf(text, sizeof text, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+  return text;
+}
+
+std::string format_seconds(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", s);
+  return text;
+}
+
+}  // namespace convert_detail
+
+namespace {
+
+using convert_detail::chunk_bytes;
+
+// Which layers convert drops: the multi-token-prediction module sits at layer
+// num_hidden_layers (61 in V3), and inference never loads it.
+struct LayerFilter {
+  int first_skipped = -1;  // skip layer >= this, when >= 0
+  bool only_61 = false;    // the reference's literal rule, when there is no config.json
+
+  bool skips(int layer) const {
+    if (layer < 0) return false;
+    if (only_61) return layer == 61;
+    return layer >= first_skipped;
+  }
+  std::string describe() const {
+    return only_61 ? std::string("layer 61") : cat("layers >= ", first_skipped);
+  }
+};
+
+LayerFilter layer_filter(const std::string& hf_dir, int n_experts) {
+  LayerFilter filter;
+  const fs::path path = fs::path(hf_dir) / "config.json";
+  if (!fs::exists(path)) {
+    filter.only_61 = true;
+    log_info("convert: no config.json in ", hf_dir, "; skipping layer 61 (the V3 MTP layer) as convert.py does");
+    return filter;
+  }
+  nlohmann::json config;
+  try {
+    std::ifstream in(path);
+    config = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail(path.string(), " is not valid JSON (", e.what(), ")");
+  }
+  check(config.is_object(), path.string(), " is not a JSON object");
+  if (!config.contains("num_hidden_layers")) {
+    filter.only_61 = true;
+    log_info("convert: ", path.string(), " has no num_hidden_layers; skipping layer 61 as convert.py does");
+    return filter;
+  }
+  const nlohmann::json& layers = config["num_hidden_layers"];
+  check(layers.is_number_unsigned(), path.string(), ": num_hidden_layers is not a natural number");
+  filter.first_skipped = layers.get<int>();
+  if (config.contains("n_routed_experts") && config["n_routed_experts"].is_number_integer() &&
+      config["n_routed_experts"].get<int>() != n_experts)
+    log_info("convert: warning: --n-experts ", n_experts, " but ", path.string(), " says n_routed_experts ",
+             config["n_routed_experts"].get<int>());
+  return filter;
+}
+
+// One output tensor of one or all ranks.
+struct Job {
+  const TensorView* src = nullptr;
+  std::string name;   // converted name
+  int rank = -1;      // >= 0: the whole tensor goes to this rank only (a routed expert)
+  int dim = -1;       // >= 0: rank i gets slice i of P along this dim; -1: the whole tensor
+};
+
+std::vector<int64_t> sliced_shape(const TensorView& t, int dim, int parts) {
+  std::vector<int64_t> shape = t.shape;
+  if (dim >= 0) shape[dim] /= parts;
+  return shape;
+}
+
+// The input tensors of a file in the order their bytes lie, so the mapped file is read front
+// to back.
+std::vector<const TensorView*> in_data_order(const SafetensorsFile& file) {
+  std::vector<const TensorView*> views;
+  for (const auto& [name, view] : file.tensors()) views.push_back(&view);
+  std::stable_sort(views.begin(), views.end(),
+                   [](const TensorView* a, const TensorView* b) { return a->data < b->data; });
+  return views;
+}
+
+std::vector<Job> plan(const CheckpointDir& ckpt, const ConvertOptions& options,
+                      const LayerFilter& filter, size_t* skipped) {
+  const int parts = options.model_parallel;
+  const int local_experts = options.n_experts / parts;
+  std::vector<Job> jobs;
+  std::map<std::string, std::string> origin;  // converted name -> HF name
+  *skipped = 0;
+  for (const auto& file : ckpt.files()) {
+    for (const TensorView* view : in_data_order(*file)) {
+      const std::string& hf_name = view->name;
+      if (filter.skips(layer_of(hf_name))) {
+        ++*skipped;
+        continue;
+      }
+      ConvertedName converted = convert_hf_name(hf_name);
+      auto [it, inserted] = origin.emplace(converted.name, hf_name);
+      check(inserted, "tensors ", it->second, " and ", hf_name, " both convert to ", converted.name);
+      Job job;
+      job.src = view;
+      job.name = converted.name;
+      if (converted.expert >= 0) {
+        check(converted.expert < options.n_experts, "tensor ", hf_name, " (", file->path(),
+              ") belongs to routed expert ", converted.expert, ", but --n-experts is ",
+              options.n_experts);
+        job.rank = converted.expert / local_experts;
+      } else if (converted.shard != ShardDim::kNone) {
+        job.dim = converted.shard == ShardDim::kRows ? 0 : 1;
+        check(static_cast<int>(view->shape.size()) > job.dim, "tensor ", hf_name, " ",
+              shape_string(view->shape), " (", file->path(), ") has no dimension ", job.dim,
+              " to cut into --model-parallel ", parts, " slices");
+        check(view->shape[job.dim] % parts == 0, "tensor ", hf_name, " ", shape_string(view->shape),
+              " (", file->path(), "): dimension ", job.dim, " (", view->shape[job.dim],
+              ") is not divisible by --model-parallel ", parts);
+        if (parts == 1) job.dim = -1;  // one slice is the whole tensor
+      }
+      jobs.push_back(std::move(job));
+    }
+  }
+  return jobs;
+}
+
+// Copies bytes [begin, end) of `t` to byte `at` of tensor `name` in each of `writers`, a chunk
+// at a time, each input chunk read once whatever the number of writers and released after.
+void copy_range(const std::vector<SafetensorsWriter*>& writers, const std::string& name,
+                const TensorView& t, size_t begin, size_t end, size_t at, Progress& progress) {
+  for (size_t done = begin; done < end;) {
+    const size_t n = std::min(chunk_bytes(), end - done);
+    convert_detail::prefetch_pages(t.data + done, n);
+    for (SafetensorsWriter* writer : writers) {
+      writer->write(name, at + (done - begin), t.data + done, n);
+      progress.advance(static_cast<double>(n));
+    }
+    convert_detail::release_pages(t.data + done, n);
+    done += n;
+  }
+}
+
+// Writes one planned tensor to the ranks that get it.
+void write_job(const Job& job, const std::vector<std::unique_ptr<SafetensorsWriter>>& writers,
+               Progress& progress, std::vector<uint8_t>& buffer) {
+  const TensorView& t = *job.src;
+  const int parts = static_cast<int>(writers.size());
+  if (job.rank >= 0) {  // a routed expert, whole, to one rank
+    copy_range({writers[job.rank].get()}, job.name, t, 0, t.n_bytes, 0, progress);
+    return;
+  }
+  std::vector<SafetensorsWriter*> all;
+  for (const auto& writer : writers) all.push_back(writer.get());
+  if (job.dim < 0) {  // the whole tensor to every rank
+    copy_range(all, job.name, t, 0, t.n_bytes, 0, progress);
+    return;
+  }
+  // Slice i of P along job.dim: the input is `outer` rows of `stride` bytes, of which rank i
+  // takes the `piece` bytes at i * piece.
+  size_t outer = 1, inner = dtype_size(t.dtype);
+  for (int d = 0; d < job.dim; ++d) outer *= static_cast<size_t>(t.shape[d]);
+  for (size_t d = job.dim + 1; d < t.shape.size(); ++d) inner *= static_cast<size_t>(t.shape[d]);
+  const size_t stride = static_cast<size_t>(t.shape[job.dim]) * inner;
+  const size_t piece = stride / parts;
+  if (outer == 0 || piece == 0) return;
+  if (outer == 1) {  // dim 0: each rank's slice is one contiguous range, straight from the mapping
+    for (int rank = 0; rank < parts; ++rank)
+      copy_range({all[rank]}, job.name, t, rank * piece, (rank + 1) * piece, 0, progress);
+    return;
+  }
+  // Otherwise gather each rank's pieces of a block of rows into the buffer.
+  const size_t rows_per_chunk = std::max<size_t>(1, chunk_bytes() / stride);
+  buffer.resize(std::min(outer, rows_per_chunk) * piece);
+  for (size_t row = 0; row < outer; row += rows_per_chunk) {
+    const size_t rows = std::min(rows_per_chunk, outer - row);
+    const uint8_t* block = t.data + row * stride;
+    convert_detail::prefetch_pages(block, rows * stride);
+    for (int rank = 0; rank < parts; ++rank) {
+      for (size_t r = 0; r < rows; ++r)
+        std::copy_n(block + r * stride + rank * piece, piece, buffer.data() + r * piece);
+      all[rank]->write(job.name, row * piece, buffer.data(), rows * piece);
+      progress.advance(static_cast<double>(rows * piece));
+    }
+    convert_detail::release_pages(block, rows * stride);
+  }
+}
+
+}  // namespace
+
+void convert_checkpoint(const ConvertOptions& options) {
+  const double start = now_seconds();
+  const int parts = options.model_parallel;
+  check(parts >= 1, "--model-parallel must be at least 1 (got ", parts, ")");
+  check(options.n_experts >= 0, "--n-experts must not be negative (got ", options.n_experts, ")");
+  check(options.n_experts % parts == 0, "--n-experts ", options.n_experts,
+        " is not divisible by --model-parallel ", parts,
+        " (each rank holds n_experts / model_parallel routed experts)");
+  std::error_code ec;
+  check(fs::is_directory(options.hf_ckpt_path, ec), "--hf-ckpt-path ", options.hf_ckpt_path,
+        " is not a directory");
+  check(!options.save_path.empty(), "--save-path is empty");
+
+  const LayerFilter filter = layer_filter(options.hf_ckpt_path, options.n_experts);
+  CheckpointDir ckpt(options.hf_ckpt_path);
+  convert_detail::warn_unindexed(ckpt);
+  size_t skipped = 0;
+  const std::vector<Job> jobs = plan(ckpt, options, filter, &skipped);
+
+  // Every rank's header, from the plan.
+  std::vector<std::vector<SafetensorsWriter::Entry>> entries(parts);
+  double total_bytes = 0;
+  for (const Job& job : jobs) {
+    for (int rank = 0; rank < parts; ++rank) {
+      if (job.rank >= 0 && job.rank != rank) continue;
+      SafetensorsWriter::Entry entry{job.name, job.src->dtype, sliced_shape(*job.src, job.dim, parts)};
+      total_bytes += static_cast<double>(job.dim >= 0 ? job.src->n_bytes / parts : job.src->n_bytes);
+      entries[rank].push_back(std::move(entry));
+    }
+  }
+
+  convert_detail::make_output_dir(options.save_path, "--save-path");
+  convert_detail::StagedOutputs staged;  // outlives the writers
+  std::vector<std::unique_ptr<SafetensorsWriter>> writers;
+  for (int rank = 0; rank < parts; ++rank) {
+    const std::string path = (fs::path(options.save_path) / cat("model", rank, "-mp", parts, ".safetensors")).string();
+    writers.push_back(std::make_unique<SafetensorsWriter>(staged.stage(path), std::move(entries[rank])));
+  }
+
+  log_info("convert: ", jobs.size(), " tensors from ", ckpt.files().size(), " files -> ", parts,
+           parts == 1 ? " rank in " : " ranks in ", options.save_path, " (", convert_detail::human_bytes(total_bytes), ")");
+  Progress progress("convert", total_bytes);
+  std::vector<uint8_t> buffer;
+  for (const Job& job : jobs) write_job(job, writers, progress, buffer);
+  for (auto& writer : writers) writer->finish();
+  writers.clear();
+  staged.commit();
+  progress.finish();
+
+  std::vector<std::string> extras = list_files_containing(options.hf_ckpt_path, "token");
+  const fs::path config = fs::path(options.hf_ckpt_path) / "config.json";
+  if (fs::is_regular_file(config, ec) &&
+      std::find(extras.begin(), extras.end(), config.string()) == extras.end())
+    extras.push_back(config.string());
+  for (const std::string& path : extras) convert_detail::copy_file_into(path, options.save_path);
+
+  std::string copied;
+  for (const std::string& path : extras) copied += (copied.empty() ? "" : ", ") + fs::path(path).filename().string();
+  log_info("convert: wrote ", parts, " file", parts == 1 ? "" : "s", " model{0..", parts - 1, "}-mp", parts,
+           ".safetensors (", jobs.size(), " tensors, ", convert_detail::human_bytes(total_bytes), ") to ",
+           options.save_path, " in ", convert_detail::format_seconds(now_seconds() - start), " s; skipped ",
+           skipped, " tensors of ", filter.describe(), " (multi-token prediction); copied ",
+           copied.empty() ? std::string("no other files") : copied);
+}
 
 }  // namespace dsinfer
