@@ -1,0 +1,1 @@
+#include "tokenizer/chat_template.h"
