@@ -15,17 +15,18 @@ int run_cli(int argc, char** argv) {
       "reference DeepSeek-V3 demo (same shards, same numbers, same flags)."};
   app.require_subcommand(1);
   int threads = 0;
-  bool quiet = false, verbose = false;
+  bool quiet = false, debug = false;
   app.add_option("--threads", threads, "worker threads (default: all hardware threads)");
   app.add_flag("-q,--quiet", quiet, "only errors on stderr");
-  app.add_flag("-v,--verbose", verbose, "debug logging on stderr");
+  app.add_flag("--debug", debug, "debug logging on stderr");
   std::vector<Command> commands = {register_convert(app), register_fp8_cast_bf16(app),
-                                   register_eval(app)};
+                                   register_eval(app), register_perplexity(app),
+                                   register_generate(app), register_tokenize(app)};
   try {
     app.parse(argc, argv);
     if (threads > 0) ThreadPool::set_default_threads(threads);
     if (quiet) set_log_level(LogLevel::kQuiet);
-    if (verbose) set_log_level(LogLevel::kDebug);
+    if (debug) set_log_level(LogLevel::kDebug);
     for (const Command& command : commands)
       if (command.parser->parsed()) command.run();
   } catch (const CLI::ParseError& e) {

@@ -17,6 +17,9 @@ struct Command {
 Command register_convert(CLI::App& app);
 Command register_fp8_cast_bf16(CLI::App& app);
 Command register_eval(CLI::App& app);
+Command register_perplexity(CLI::App& app);
+Command register_generate(CLI::App& app);
+Command register_tokenize(CLI::App& app);
 
 // Runs the whole CLI (argv as given to main); returns the process exit status.
 int run_cli(int argc, char** argv);

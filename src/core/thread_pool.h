@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -23,6 +24,9 @@ class ThreadPool {
 
   // Calls fn(begin, end) over disjoint chunks covering [0, n); returns when all are done.
   // Chunks are multiples of `grain` (except the last) so callers can keep blocks whole.
+  // If fn throws, the first exception is rethrown here once every chunk has finished.
+  // A call from inside fn (nested) runs serially on the calling thread; calls from several
+  // outside threads at once take turns.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
                     int64_t grain = 1);
 
@@ -33,8 +37,12 @@ class ThreadPool {
  private:
   void worker_loop(int index);
 
+  // Runs fn over this thread's chunk, keeping the first exception in error_.
+  void run_chunk(const std::function<void(int64_t, int64_t)>& fn, int64_t begin, int64_t end);
+
   int n_threads_;
   std::vector<std::thread> workers_;
+  std::mutex call_mutex_;  // one parallel_for at a time
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
@@ -44,6 +52,7 @@ class ThreadPool {
   uint64_t generation_ = 0;
   int pending_ = 0;
   bool stop_ = false;
+  std::exception_ptr error_;
 };
 
 }  // namespace dsinfer

@@ -20,11 +20,16 @@ std::vector<std::string> list_matching(const std::string& dir,
   std::error_code ec;
   check(fs::is_directory(dir, ec), "checkpoint directory ", dir, " does not exist");
   std::vector<std::string> out;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (!entry.is_regular_file()) continue;
-    std::string name = entry.path().filename().string();
-    if (keep(name)) out.push_back(entry.path().string());
+  fs::directory_iterator it(dir, ec);
+  check(!ec, "cannot list ", dir, ": ", ec.message());
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    check(!ec, "cannot list ", dir, ": ", ec.message());
+    std::error_code file_ec;
+    if (!it->is_regular_file(file_ec)) continue;
+    std::string name = it->path().filename().string();
+    if (keep(name)) out.push_back(it->path().string());
   }
+  check(!ec, "cannot list ", dir, ": ", ec.message());
   std::sort(out.begin(), out.end());
   return out;
 }

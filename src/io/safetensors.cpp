@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -17,6 +18,16 @@ using json = nlohmann::json;
 namespace {
 // safetensors caps the header at 100 MB; a larger length means a corrupt or foreign file.
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+
+// The order of the safetensors library's Dtype enum (BOOL < U8 < I8 < F8_E5M2 < F8_E4M3 < I16
+// < U16 < F16 < BF16 < I32 < U32 < F32 < F64 < I64 < U64); its writer lays tensors out by this
+// rank, highest first, so that each one starts aligned to its element size.
+int safetensors_dtype_rank(DType dtype) {
+  // Indexed by DType: F32, F16, BF16, F8_E4M3, F64, I64, I32, I16, I8, U8, BOOL.
+  constexpr int kRank[] = {11, 7, 8, 4, 12, 13, 9, 5, 2, 1, 0};
+  static_assert(std::size(kRank) == static_cast<size_t>(DType::kCount));
+  return kRank[static_cast<int>(dtype)];
+}
 
 uint64_t read_u64_le(const uint8_t* p) {
   uint64_t v = 0;
@@ -87,11 +98,15 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
     }
     const json& shape = entry["shape"];
     check(shape.is_array(), where(), ": shape is not an array");
+    // The byte count (not just the element count) must stay below 2^62, or numel x dtype size
+    // could wrap around and match a short (even empty) data range.
+    const uint64_t max_numel = (1ull << 62) / dtype_size(view.dtype);
     uint64_t numel = 1;
     for (const json& d : shape) {
-      check(d.is_number_unsigned(), where(), ": shape ", shape.dump(), " has a non-natural dimension");
+      check(d.is_number_unsigned(), where(), ": shape ", shape.dump(),
+            " has a non-natural dimension");
       const uint64_t dim = d.get<uint64_t>();
-      check(dim == 0 || numel <= (1ull << 62) / dim, where(), ": shape ", shape.dump(), " overflows");
+      check(dim == 0 || numel <= max_numel / dim, where(), ": shape ", shape.dump(), " overflows");
       numel *= dim;
       view.shape.push_back(static_cast<int64_t>(dim));
     }
@@ -127,18 +142,29 @@ const TensorView& SafetensorsFile::get(const std::string& name) const {
 SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<Entry> entries,
                                      const std::map<std::string, std::string>& metadata)
     : path_(path) {
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return a.name < b.name; });
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    const int ra = safetensors_dtype_rank(a.dtype), rb = safetensors_dtype_rank(b.dtype);
+    return ra != rb ? ra > rb : a.name < b.name;
+  });
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const Entry& e : entries) {
+    check(e.name != "__metadata__", path, ": a tensor cannot be named __metadata__");
     check(!slots_.count(e.name), path, ": tensor ", e.name, " listed twice");
     uint64_t bytes = dtype_size(e.dtype);
-    for (int64_t d : e.shape) bytes *= static_cast<uint64_t>(d);
+    for (int64_t d : e.shape) {
+      check(d >= 0, path, ": tensor ", e.name, " has a negative dimension in shape ",
+            shape_string(e.shape));
+      check(d == 0 || bytes <= (1ull << 62) / static_cast<uint64_t>(d), path, ": tensor ", e.name,
+            " shape ", shape_string(e.shape), " overflows");
+      bytes *= static_cast<uint64_t>(d);
+    }
     header[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape},
                       {"data_offsets", {offset, offset + bytes}}};
-    slots_[e.name] = Slot{offset, bytes};
+    Slot& slot = slots_[e.name];
+    slot.begin = offset;
+    slot.size = bytes;
     offset += bytes;
   }
   data_size_ = offset;
@@ -154,12 +180,21 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<Entry>
   prefix += text;
   size_t done = 0;
   while (done < prefix.size()) {
-    ssize_t n = ::pwrite(fd_, prefix.data() + done, prefix.size() - done, done);
-    if (n <= 0) fail("cannot write ", path, ": ", std::strerror(errno));
+    ssize_t n = ::pwrite(fd_, prefix.data() + done, prefix.size() - done, static_cast<off_t>(done));
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd_);
+      fd_ = -1;
+      fail("cannot write ", path, ": ", std::strerror(err));
+    }
     done += static_cast<size_t>(n);
   }
-  if (::ftruncate(fd_, static_cast<off_t>(data_start_ + data_size_)) != 0)
-    fail("cannot size ", path, ": ", std::strerror(errno));
+  if (::ftruncate(fd_, static_cast<off_t>(data_start_ + data_size_)) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    fail("cannot size ", path, ": ", std::strerror(err));
+  }
 }
 
 SafetensorsWriter::~SafetensorsWriter() {
@@ -167,10 +202,12 @@ SafetensorsWriter::~SafetensorsWriter() {
 }
 
 void SafetensorsWriter::write(const std::string& name, size_t offset, const void* bytes, size_t n) {
+  check(fd_ >= 0, path_, ": write to tensor ", name, " after finish()");
   auto it = slots_.find(name);
   check(it != slots_.end(), path_, ": writing unknown tensor ", name);
   Slot& slot = it->second;
-  check(offset + n <= slot.size, path_, ": write past the end of tensor ", name);
+  check(offset <= slot.size && n <= slot.size - offset, path_, ": write past the end of tensor ",
+        name, " (", n, " bytes at ", offset, " of ", slot.size, ")");
   const uint8_t* p = static_cast<const uint8_t*>(bytes);
   uint64_t at = data_start_ + slot.begin + offset;
   size_t done = 0;
@@ -179,10 +216,26 @@ void SafetensorsWriter::write(const std::string& name, size_t offset, const void
     if (w <= 0) fail("cannot write ", path_, ": ", std::strerror(errno));
     done += static_cast<size_t>(w);
   }
-  slot.written += n;
+  if (n > 0) mark_written(slot, offset, offset + n);
+}
+
+// Adds [begin, end) to the slot's written ranges, merging it with any it overlaps or touches,
+// so that `written` counts each byte once however often it was written.
+void SafetensorsWriter::mark_written(Slot& slot, uint64_t begin, uint64_t end) {
+  auto it = slot.covered.upper_bound(begin);
+  if (it != slot.covered.begin() && std::prev(it)->second >= begin) --it;
+  while (it != slot.covered.end() && it->first <= end) {
+    begin = std::min(begin, it->first);
+    end = std::max(end, it->second);
+    slot.written -= it->second - it->first;
+    it = slot.covered.erase(it);
+  }
+  slot.covered.emplace(begin, end);
+  slot.written += end - begin;
 }
 
 void SafetensorsWriter::finish() {
+  check(fd_ >= 0, path_, ": finish() called twice");
   for (const auto& [name, slot] : slots_)
     check(slot.written == slot.size, path_, ": tensor ", name, " got ", slot.written, " of ",
           slot.size, " bytes");

@@ -52,8 +52,10 @@ class SafetensorsFile {
 
 // Writes a safetensors file whose tensor list is fixed up front (the header comes first), then
 // accepts each tensor's bytes in any order and in pieces, so a converter can stream slices of
-// huge inputs without holding a whole tensor. Tensors are laid out in name order, as the
-// safetensors library does for equal dtypes; the header is padded with spaces to 8 bytes.
+// huge inputs without holding a whole tensor. Tensors are laid out as the safetensors library
+// does: by dtype, widest first (so every tensor is aligned to its element size), then by name;
+// the header is padded with spaces to 8 bytes. Pieces may overlap or repeat; finish() checks
+// that their union covers every byte.
 class SafetensorsWriter {
  public:
   struct Entry {
@@ -78,8 +80,11 @@ class SafetensorsWriter {
   struct Slot {
     uint64_t begin;
     uint64_t size;
-    uint64_t written = 0;
+    uint64_t written = 0;                  // bytes covered by `covered`
+    std::map<uint64_t, uint64_t> covered;  // disjoint, non-touching [begin, end) ranges written
   };
+  static void mark_written(Slot& slot, uint64_t begin, uint64_t end);
+
   std::string path_;
   int fd_ = -1;
   uint64_t data_start_ = 0;

@@ -1,8 +1,12 @@
 #include "model/config.h"
 
+#include <cmath>
+#include <cstdint>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <type_traits>
 
 #include "core/error.h"
 
@@ -16,10 +20,27 @@ template <typename T>
 T get_as(const json& value, const std::string& key, const std::string& origin) {
   try {
     if constexpr (std::is_same_v<T, int>) {
-      check(value.is_number_integer() || (value.is_number_float() &&
-                                          value.get<double>() == static_cast<int>(value.get<double>())),
+      // Integral floats count (some writers emit 4096.0); anything outside int is an error,
+      // never a silent wrap-around.
+      constexpr double kMin = std::numeric_limits<int>::min(),
+                       kMax = std::numeric_limits<int>::max();
+      if (value.is_number_unsigned()) {
+        const uint64_t v = value.get<uint64_t>();
+        check(v <= static_cast<uint64_t>(kMax), origin, ": ", key, " is out of range, got ",
+              value.dump());
+        return static_cast<int>(v);
+      }
+      if (value.is_number_integer()) {
+        const int64_t v = value.get<int64_t>();
+        check(v >= kMin && v <= kMax, origin, ": ", key, " is out of range, got ", value.dump());
+        return static_cast<int>(v);
+      }
+      check(value.is_number_float() && std::isfinite(value.get<double>()) &&
+                std::trunc(value.get<double>()) == value.get<double>(),
             origin, ": ", key, " must be an integer, got ", value.dump());
-      return value.is_number_integer() ? value.get<int>() : static_cast<int>(value.get<double>());
+      const double v = value.get<double>();
+      check(v >= kMin && v <= kMax, origin, ": ", key, " is out of range, got ", value.dump());
+      return static_cast<int>(v);
     } else if constexpr (std::is_same_v<T, double>) {
       check(value.is_number(), origin, ": ", key, " must be a number, got ", value.dump());
       return value.get<double>();
@@ -107,33 +128,44 @@ ModelConfig parse_hf_form(const json& j, const std::string& origin) {
   if (j.contains("routed_scaling_factor") && !j["routed_scaling_factor"].is_null())
     c.route_scale = get_as<double>(j["routed_scaling_factor"], "routed_scaling_factor", origin);
   if (j.contains("scoring_func") && !j["scoring_func"].is_null())
-    c.score_func = parse_score_func(get_as<std::string>(j["scoring_func"], "scoring_func", origin), origin);
+    c.score_func =
+        parse_score_func(get_as<std::string>(j["scoring_func"], "scoring_func", origin), origin);
   opt_int("q_lora_rank", c.q_lora_rank);  // null in V2-Lite means no low-rank q
   c.kv_lora_rank = get_as<int>(req("kv_lora_rank"), "kv_lora_rank", origin);
   c.qk_nope_head_dim = get_as<int>(req("qk_nope_head_dim"), "qk_nope_head_dim", origin);
   c.qk_rope_head_dim = get_as<int>(req("qk_rope_head_dim"), "qk_rope_head_dim", origin);
   c.v_head_dim = get_as<int>(req("v_head_dim"), "v_head_dim", origin);
-  if (j.contains("rope_theta")) c.rope_theta = get_as<double>(j["rope_theta"], "rope_theta", origin);
-  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+  if (j.contains("rope_theta"))
+    c.rope_theta = get_as<double>(j["rope_theta"], "rope_theta", origin);
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     const json& rs = j["rope_scaling"];
-    if (rs.contains("factor")) c.rope_factor = get_as<double>(rs["factor"], "rope_scaling.factor", origin);
+    check(rs.is_object(), origin, ": rope_scaling must be an object, got ", rs.dump());
+    if (rs.contains("factor"))
+      c.rope_factor = get_as<double>(rs["factor"], "rope_scaling.factor", origin);
     if (rs.contains("original_max_position_embeddings"))
       c.original_seq_len = get_as<int>(rs["original_max_position_embeddings"],
                                        "rope_scaling.original_max_position_embeddings", origin);
-    if (rs.contains("beta_fast")) c.beta_fast = get_as<int>(rs["beta_fast"], "rope_scaling.beta_fast", origin);
-    if (rs.contains("beta_slow")) c.beta_slow = get_as<int>(rs["beta_slow"], "rope_scaling.beta_slow", origin);
+    if (rs.contains("beta_fast"))
+      c.beta_fast = get_as<int>(rs["beta_fast"], "rope_scaling.beta_fast", origin);
+    if (rs.contains("beta_slow"))
+      c.beta_slow = get_as<int>(rs["beta_slow"], "rope_scaling.beta_slow", origin);
     // The reference's mscale is the one applied to the softmax scale, i.e. HF's mscale_all_dim.
     if (rs.contains("mscale_all_dim"))
       c.mscale = get_as<double>(rs["mscale_all_dim"], "rope_scaling.mscale_all_dim", origin);
     else if (rs.contains("mscale"))
       c.mscale = get_as<double>(rs["mscale"], "rope_scaling.mscale", origin);
   }
-  if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
+  if (j.contains("quantization_config") && !j["quantization_config"].is_null()) {
     const json& q = j["quantization_config"];
-    std::string method = q.value("quant_method", "");
+    check(q.is_object(), origin, ": quantization_config must be an object, got ", q.dump());
+    const std::string method =
+        q.contains("quant_method")
+            ? get_as<std::string>(q["quant_method"], "quantization_config.quant_method", origin)
+            : "";
     check(method == "fp8", origin, ": unsupported quantization method \"", method, "\"");
     c.dtype = WeightDType::kFP8;
-    if (q.contains("scale_fmt") && q["scale_fmt"].is_string()) c.scale_fmt = q["scale_fmt"];
+    if (q.contains("scale_fmt") && !q["scale_fmt"].is_null())
+      c.scale_fmt = get_as<std::string>(q["scale_fmt"], "quantization_config.scale_fmt", origin);
   }
   opt_int("eos_token_id", c.eos_token_id);
   opt_int("bos_token_id", c.bos_token_id);

@@ -1,0 +1,152 @@
+// dsinfer generate: the reference's generate.py. Batch mode answers every line of --input-file
+// as one batch and prints "Prompt: ...\nCompletion: ...\n\n" per line; interactive mode chats
+// (">>> " prompt, /clear, /exit), streaming each completion. Counts and tokens/s go to stderr.
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/chat.h"
+#include "engine/generate.h"
+#include "line_reader.h"
+#include "model_options.h"
+#include "parallel/comm.h"
+#include "text_lines.h"
+
+namespace dsinfer::cli {
+
+using json = nlohmann::json;
+
+namespace {
+
+struct GenerateCliOptions {
+  ModelOptions model;
+  std::string input_file;
+  bool interactive = false;
+  int max_new_tokens = 200;
+  float temperature = 0.2f;
+  uint64_t seed = 965;
+  std::string system;
+};
+
+void report(const GenerateStats& s) {
+  log_info("[", s.prompt_tokens, " prompt tokens, ", s.generated_tokens, " completion tokens; prefill ",
+           s.prompt_tokens / std::max(s.prefill_seconds, 1e-9), " tokens/s, decode ",
+           s.generated_tokens / std::max(s.decode_seconds, 1e-9), " tokens/s]");
+}
+
+json with_system(const std::string& system, const json& messages) {
+  if (system.empty()) return messages;
+  json all = json::array({{{"role", "system"}, {"content", system}}});
+  for (const json& m : messages) all.push_back(m);
+  return all;
+}
+
+std::vector<std::string> read_prompts(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), "cannot read input file ", path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::vector<std::string> prompts;
+  for (const std::string& line : split_lines(buffer.str())) prompts.push_back(python_strip(line));
+  return prompts;
+}
+
+void run_batch(const GenerateCliOptions& o, const ModelConfig& config, const Tokenizer& tokenizer,
+               const ChatFormatter& chat) {
+  const std::vector<std::string> prompts = read_prompts(o.input_file);
+  check(static_cast<int>(prompts.size()) <= config.max_batch_size, "Number of prompts in ", o.input_file, " (",
+        prompts.size(), ") exceeds maximum batch size (max_batch_size=", config.max_batch_size, ")");
+  check(!prompts.empty(), o.input_file, " holds no prompts");
+  std::vector<std::vector<int32_t>> prompt_ids;
+  for (const std::string& p : prompts)
+    prompt_ids.push_back(chat.prompt_ids(with_system(o.system, json::array({{{"role", "user"}, {"content", p}}}))));
+  check_prompts(config, prompt_ids);  // before the (possibly long) load
+
+  auto comm = make_local_comm();
+  auto model = Transformer::load(config, o.model.ckpt_path, *comm, ThreadPool::global());
+  Sampler sampler(o.seed);
+  GenerateOptions options{o.max_new_tokens, tokenizer.eos_id(), o.temperature};
+  GenerateStats stats;
+  const auto completions = generate(*model, prompt_ids, options, sampler, nullptr, &stats);
+  report(stats);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::string completion = tokenizer.decode(completions[i], /*skip_special_tokens=*/true);
+    std::printf("Prompt: %s\nCompletion: %s\n\n", prompts[i].c_str(), completion.c_str());
+  }
+  std::fflush(stdout);
+}
+
+void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, const Tokenizer& tokenizer,
+                     const ChatFormatter& chat) {
+  auto comm = make_local_comm();
+  auto model = Transformer::load(config, o.model.ckpt_path, *comm, ThreadPool::global());
+  Sampler sampler(o.seed);
+  GenerateOptions options{o.max_new_tokens, tokenizer.eos_id(), o.temperature};
+  LineReader reader(">>> ");
+  json messages = json::array();
+  while (auto line = reader.read_line()) {
+    if (*line == "/exit") break;
+    if (*line == "/clear") {
+      messages.clear();
+      continue;
+    }
+    messages.push_back({{"role", "user"}, {"content", *line}});
+    try {
+      const std::vector<int32_t> ids = chat.prompt_ids(with_system(o.system, messages));
+      StreamDecoder stream(tokenizer, /*skip_special_tokens=*/true);
+      GenerateStats stats;
+      const auto completion_ids = generate(
+          *model, {ids}, options, sampler,
+          [&](int, int32_t token) {
+            const std::string piece = stream.push(token);
+            std::fwrite(piece.data(), 1, piece.size(), stdout);
+            std::fflush(stdout);
+          },
+          &stats);
+      const std::string rest = stream.finish();
+      std::fwrite(rest.data(), 1, rest.size(), stdout);
+      std::fputs("\n", stdout);
+      std::fflush(stdout);
+      report(stats);
+      // the history holds the decoded text, re-templated next turn (as the reference does)
+      messages.push_back({{"role", "assistant"}, {"content", tokenizer.decode(completion_ids[0], true)}});
+    } catch (const Error& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      messages.erase(messages.end() - 1);  // drop the turn that failed, keep the session
+    }
+  }
+}
+
+void run_generate(const GenerateCliOptions& o) {
+  check(!o.input_file.empty() || o.interactive, "Either input-file or interactive mode must be specified");
+  check(o.max_new_tokens >= 0, "--max-new-tokens must be >= 0");
+  const ModelConfig config = o.model.load_config();
+  log_info(config.summary());
+  const Tokenizer tokenizer = Tokenizer::load(o.model.ckpt_path);
+  const ChatFormatter chat(tokenizer);
+  if (o.interactive)
+    run_interactive(o, config, tokenizer, chat);
+  else
+    run_batch(o, config, tokenizer, chat);
+}
+
+}  // namespace
+
+Command register_generate(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("generate", "chat interactively or answer a file of prompts (generate.py)");
+  auto o = std::make_shared<GenerateCliOptions>();
+  o->model.add_to(sub);
+  sub->add_option("--input-file", o->input_file, "file of prompts, one per line, answered as one batch");
+  sub->add_flag("--interactive", o->interactive, "chat: >>> prompt, /clear empties the history, /exit ends");
+  sub->add_option("--max-new-tokens", o->max_new_tokens, "most tokens per completion")->capture_default_str();
+  sub->add_option("--temperature", o->temperature, "sampling temperature (0: greedy)")->capture_default_str();
+  sub->add_option("--seed", o->seed, "sampling seed")->capture_default_str();
+  sub->add_option("--system", o->system, "a system message put before the conversation");
+  return {sub, [o] { run_generate(*o); }};
+}
+
+}  // namespace dsinfer::cli

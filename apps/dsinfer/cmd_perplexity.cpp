@@ -1,0 +1,119 @@
+// dsinfer perplexity: the negative log-likelihood of every next token of each sequence, fed one
+// token at a time through the KV cache from position 0 (as the reference golden generator did).
+// Input: token-id sequences from a case file (golden ppl schema: {"tokens": [[ids...], ...]}) or
+// a text file, tokenized with the checkpoint's tokenizer (BOS first) and cut into windows of
+// max_seq_len tokens.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/perplexity.h"
+#include "model_options.h"
+#include "parallel/comm.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dsinfer::cli {
+
+using json = nlohmann::json;
+
+namespace {
+
+struct PerplexityOptions {
+  ModelOptions model;
+  std::string input_file;
+  std::string case_file;
+  bool verbose = false;
+  bool as_json = false;
+};
+
+std::vector<std::vector<int32_t>> read_case_tokens(const std::string& path) {
+  std::ifstream in(path);
+  check(in.good(), "cannot read case file ", path);
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    fail(path, " is not valid JSON (", e.what(), ")");
+  }
+  check(j.is_object() && j.contains("tokens") && j["tokens"].is_array(), path,
+        ": expected {\"tokens\": [[ids...], ...]}");
+  std::vector<std::vector<int32_t>> sequences;
+  for (const json& row : j["tokens"]) {
+    check(row.is_array(), path, ": tokens must be a list of token-id lists");
+    std::vector<int32_t> ids;
+    for (const json& t : row) {
+      check(t.is_number_integer(), path, ": non-integer token ", t.dump());
+      ids.push_back(t.get<int32_t>());
+    }
+    sequences.push_back(std::move(ids));
+  }
+  return sequences;
+}
+
+std::vector<std::vector<int32_t>> read_text_tokens(const std::string& path, const std::string& tokenizer_dir,
+                                                   int max_seq_len) {
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), "cannot read input file ", path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const Tokenizer tokenizer = Tokenizer::load(tokenizer_dir);
+  const std::vector<int32_t> ids = tokenizer.encode(buffer.str(), /*add_special_tokens=*/true);
+  std::vector<std::vector<int32_t>> windows;
+  for (size_t start = 0; start + 1 < ids.size(); start += max_seq_len)
+    windows.emplace_back(ids.begin() + start, ids.begin() + std::min(ids.size(), start + max_seq_len));
+  if (!windows.empty() && windows.back().size() < 2) windows.pop_back();
+  check(!windows.empty(), path, ": fewer than 2 tokens to score");
+  return windows;
+}
+
+void run_perplexity(const PerplexityOptions& o) {
+  check(o.input_file.empty() != o.case_file.empty(), "give exactly one of --input-file and --case");
+  const ModelConfig config = o.model.load_config();
+  const auto sequences = o.case_file.empty()
+                             ? read_text_tokens(o.input_file, o.model.ckpt_path, config.max_seq_len)
+                             : read_case_tokens(o.case_file);
+  auto comm = make_local_comm();
+  auto model = Transformer::load(config, o.model.ckpt_path, *comm, ThreadPool::global());
+  json nll_rows = json::array();
+  double total = 0;
+  int64_t count = 0;
+  const double start = now_seconds();
+  for (size_t s = 0; s < sequences.size(); ++s) {
+    const std::vector<double> nll = sequence_nll(*model, sequences[s]);
+    for (double v : nll) total += v;
+    count += static_cast<int64_t>(nll.size());
+    nll_rows.push_back(nll);
+    if (o.verbose && !o.as_json)
+      for (size_t t = 0; t < nll.size(); ++t)
+        std::printf("seq %zu pos %zu token %d nll %.6f\n", s, t + 1, sequences[s][t + 1], nll[t]);
+  }
+  const double mean = total / static_cast<double>(count);
+  log_info("perplexity: ", count, " tokens in ", sequences.size(), " sequences, ",
+           count / (now_seconds() - start), " tokens/s");
+  if (o.as_json) {
+    json out = {{"mean_nll", mean}, {"perplexity", std::exp(mean)}, {"nll", nll_rows}};
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::printf("mean_nll %.6f\nperplexity %.4f\n", mean, std::exp(mean));
+  }
+}
+
+}  // namespace
+
+Command register_perplexity(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("perplexity", "negative log-likelihood and perplexity of token sequences or text");
+  auto o = std::make_shared<PerplexityOptions>();
+  o->model.add_to(sub);
+  sub->add_option("--input-file", o->input_file, "text file to score (tokenized with the checkpoint's tokenizer)");
+  sub->add_option("--case", o->case_file, "JSON file {\"tokens\": [[ids...], ...]} (golden ppl schema)");
+  sub->add_flag("--verbose", o->verbose, "also print every token's NLL");
+  sub->add_flag("--json", o->as_json, "print {\"mean_nll\", \"perplexity\", \"nll\": [[...], ...]} as JSON");
+  return {sub, [o] { run_perplexity(*o); }};
+}
+
+}  // namespace dsinfer::cli

@@ -1,0 +1,26 @@
+#include "engine/chat.h"
+
+#include "core/error.h"
+
+namespace dsinfer {
+
+namespace {
+const std::string& checked_template(const Tokenizer& tokenizer) {
+  check(!tokenizer.chat_template().empty(), "the tokenizer has no chat_template (tokenizer_config.json)");
+  return tokenizer.chat_template();
+}
+}  // namespace
+
+ChatFormatter::ChatFormatter(const Tokenizer& tokenizer)
+    : tokenizer_(tokenizer), template_(checked_template(tokenizer)) {}
+
+std::string ChatFormatter::render(const nlohmann::json& messages, bool add_generation_prompt) const {
+  return apply_chat_template(template_, messages, tokenizer_.bos_token(), tokenizer_.eos_token(),
+                             add_generation_prompt);
+}
+
+std::vector<int32_t> ChatFormatter::prompt_ids(const nlohmann::json& messages) const {
+  return tokenizer_.encode(render(messages), /*add_special_tokens=*/false);
+}
+
+}  // namespace dsinfer

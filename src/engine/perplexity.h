@@ -1,0 +1,19 @@
+// Negative log-likelihood of every next token, computed as the reference golden generator did:
+// one token per forward call from position 0, the KV cache carrying the state.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/transformer.h"
+
+namespace dsinfer {
+
+// nll[t] = -log softmax(logits after tokens[0..t])[tokens[t+1]] (natural log, double), for
+// t < tokens.size() - 1. Sequences longer than max_seq_len are an Error.
+std::vector<double> sequence_nll(Transformer& model, const std::vector<int32_t>& tokens);
+
+// -log softmax(logits)[target] in double.
+double token_nll(const float* logits, int64_t vocab, int32_t target);
+
+}  // namespace dsinfer

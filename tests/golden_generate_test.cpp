@@ -1,0 +1,107 @@
+// Text end to end against the reference's generate.py transcripts (chat-mp1-fp32.json): batch
+// stdout byte for byte, and the interactive session turn by turn through real stdin; and the
+// reference's per-token negative log-likelihoods (ppl-mp1-fp32.json).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace dsinfer {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using test::data_path;
+
+// Converts tests/data/golden/<model>/hf into a scratch checkpoint with the tokenizer beside it.
+std::string converted_checkpoint(const std::string& model) {
+  const std::string golden = data_path("golden/" + model);
+  const json config = json::parse(test::read_file(golden + "/hf/config.json"));
+  const std::string ckpt = test::scratch_dir("ckpt");
+  auto r = test::run_dsinfer("-q convert --hf-ckpt-path " + golden + "/hf --save-path " + ckpt + " --n-experts " +
+                             std::to_string(config["n_routed_experts"].get<int>()) + " --model-parallel 1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(data_path(std::string("tokenizer/deepseek-v3/") + f), ckpt + "/" + f);
+  return ckpt;
+}
+
+class GoldenGenerate : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenGenerate, BatchStdoutMatchesReference) {
+  const std::string golden = data_path("golden/" + GetParam());
+  const json chat = json::parse(test::read_file(golden + "/chat-mp1-fp32.json"));
+  const std::string ckpt = converted_checkpoint(GetParam());
+  auto r = test::run_dsinfer("generate --ckpt-path " + ckpt + " --input-file " + golden + "/prompts.txt" +
+                             " --max-new-tokens " + std::to_string(chat["max_new_tokens"].get<int>()) +
+                             " --temperature 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, chat["batch"]["stdout"].get<std::string>());
+  EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
+}
+
+TEST_P(GoldenGenerate, InteractiveTurnsMatchReference) {
+  const std::string golden = data_path("golden/" + GetParam());
+  const json chat = json::parse(test::read_file(golden + "/chat-mp1-fp32.json"));
+  const json turns = json::parse(test::read_file(golden + "/turns.json"));
+  const std::string ckpt = converted_checkpoint(GetParam());
+  std::string input, expected;
+  size_t answered = 0;
+  for (const json& t : turns) {
+    input += t.get<std::string>() + "\n";
+  }
+  for (const json& t : chat["interactive"]) {
+    expected += ">>> ";
+    if (t.contains("completion")) expected += t["completion"].get<std::string>() + "\n", ++answered;
+  }
+  expected += ">>> ";  // the prompt that reads /exit; "this is never read" after it
+  ASSERT_GT(answered, 0u);
+  auto r = test::run_dsinfer("generate --ckpt-path " + ckpt + " --interactive --max-new-tokens " +
+                                 std::to_string(chat["max_new_tokens"].get<int>()) + " --temperature 0",
+                             input);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, expected);
+}
+
+TEST_P(GoldenGenerate, EndOfInputEndsInteractiveCleanly) {
+  const std::string ckpt = converted_checkpoint(GetParam());
+  auto r = test::run_dsinfer("generate --ckpt-path " + ckpt + " --interactive --max-new-tokens 3", "Hello\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind(">>> ", 0), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Chat, GoldenGenerate, ::testing::Values("tiny-v3-chat", "tiny-v3-story"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n) if (ch == '-') ch = '_';
+                           return n;
+                         });
+
+TEST(GoldenPerplexity, PerTokenNllMatchesReference) {
+  const std::string golden = data_path("golden/tiny-v3-story");
+  const json ref = json::parse(test::read_file(golden + "/ppl-mp1-fp32.json"));
+  const std::string ckpt = converted_checkpoint("tiny-v3-story");
+  auto r = test::run_dsinfer("perplexity --ckpt-path " + ckpt + " --case " + golden + "/ppl-mp1-fp32.json --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json got = json::parse(r.out);
+  ASSERT_EQ(got["nll"].size(), ref["nll"].size());
+  double worst = 0;
+  for (size_t s = 0; s < ref["nll"].size(); ++s) {
+    ASSERT_EQ(got["nll"][s].size(), ref["nll"][s].size());
+    for (size_t t = 0; t < ref["nll"][s].size(); ++t) {
+      const double d = std::fabs(got["nll"][s][t].get<double>() - ref["nll"][s][t].get<double>());
+      worst = std::max(worst, d);
+      EXPECT_LE(d, 1e-4) << "sequence " << s << " position " << t;
+    }
+  }
+  const double ppl = got["perplexity"].get<double>(), ref_ppl = ref["perplexity"].get<double>();
+  EXPECT_LE(std::fabs(ppl - ref_ppl) / ref_ppl, 1e-4) << ppl << " vs " << ref_ppl;
+  std::printf("[ golden ] tiny-v3-story perplexity %.4f (reference %.4f), worst per-token |d nll| %.2g\n", ppl,
+              ref_ppl, worst);
+}
+
+}  // namespace
+}  // namespace dsinfer

@@ -1,0 +1,279 @@
+#include "kernels/linear.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace dsinfer {
+namespace {
+
+std::vector<float> random_floats(std::mt19937& rng, size_t n, float scale = 1.0f) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = normal(rng);
+  return v;
+}
+
+TEST(Linear, DotMatchesDoublePrecision) {
+  std::mt19937 rng(11);
+  for (int64_t n : {0, 1, 2, 7, 15, 16, 17, 31, 32, 33, 100, 255, 256, 1000, 7168}) {
+    for (int rep = 0; rep < 5; ++rep) {
+      auto a = random_floats(rng, static_cast<size_t>(n));
+      auto b = random_floats(rng, static_cast<size_t>(n), 3.0f);
+      double want = 0, magnitude = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        want += static_cast<double>(a[i]) * b[i];
+        magnitude += std::fabs(static_cast<double>(a[i]) * b[i]);
+      }
+      const float got = dot(a.data(), b.data(), n);
+      EXPECT_NEAR(got, want, 1e-6 * magnitude + 1e-30) << "n " << n;
+    }
+  }
+  // Exact small-integer sums: every element counts (catches a dropped tail).
+  for (int64_t n = 0; n <= 70; ++n) {
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      a[i] = static_cast<float>(i + 1);
+      b[i] = (i % 2) ? -1.0f : 2.0f;
+    }
+    double want = 0;
+    for (int64_t i = 0; i < n; ++i) want += a[i] * b[i];
+    EXPECT_EQ(dot(a.data(), b.data(), n), want) << n;
+  }
+}
+
+TEST(Linear, AxpyMatchesDoublePrecision) {
+  std::mt19937 rng(12);
+  for (int64_t n : {0, 1, 5, 16, 17, 63, 64, 65, 1000}) {
+    auto x = random_floats(rng, static_cast<size_t>(n));
+    auto y = random_floats(rng, static_cast<size_t>(n));
+    const float alpha = -1.75f;
+    std::vector<float> out = y;
+    // Guard elements past the end must stay untouched.
+    out.push_back(123.0f);
+    axpy(alpha, x.data(), out.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = static_cast<double>(y[i]) + static_cast<double>(alpha) * x[i];
+      EXPECT_NEAR(out[i], want, 1e-6 * (std::fabs(y[i]) + std::fabs(alpha * x[i])) + 1e-30) << i;
+    }
+    EXPECT_EQ(out[static_cast<size_t>(n)], 123.0f);
+  }
+}
+
+// A test matrix in one dtype with its own storage, and the fp32 values it stands for.
+struct TestMatrix {
+  WeightMatrix w;
+  std::vector<uint8_t> bytes;
+  std::vector<float> scales;
+  std::vector<float> dense;  // [rows, cols], dequantized by the naive rule
+
+  TestMatrix(DType dtype, int64_t rows, int64_t cols, std::mt19937& rng) {
+    w.dtype = dtype;
+    w.rows = rows;
+    w.cols = cols;
+    dense.resize(static_cast<size_t>(rows * cols));
+    bytes.resize(static_cast<size_t>(rows * cols) * dtype_size(dtype));
+    std::normal_distribution<float> normal(0.0f, 0.5f);
+    std::uniform_int_distribution<int> code(0, 255);
+    if (dtype == DType::kF8E4M3) {
+      const int64_t srows = ceil_div(rows, kFp8Block), scols = ceil_div(cols, kFp8Block);
+      scales.resize(static_cast<size_t>(srows * scols));
+      // Distinct per block so a wrong block index shows.
+      for (size_t i = 0; i < scales.size(); ++i)
+        scales[i] = std::ldexp(1.0f + 0.1f * static_cast<float>(i), -static_cast<int>(i % 5) - 3);
+    }
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const size_t i = static_cast<size_t>(r * cols + c);
+        switch (dtype) {
+          case DType::kF32: {
+            const float v = normal(rng);
+            std::memcpy(&bytes[i * 4], &v, 4);
+            dense[i] = v;
+            break;
+          }
+          case DType::kBF16: {
+            const uint16_t b = f32_to_bf16(normal(rng));
+            std::memcpy(&bytes[i * 2], &b, 2);
+            dense[i] = bf16_to_f32(b);
+            break;
+          }
+          case DType::kF8E4M3: {
+            uint8_t b;
+            do b = static_cast<uint8_t>(code(rng));
+            while ((b & 0x7f) == 0x7f);  // no NaN codes
+            bytes[i] = b;
+            const float s = scales[static_cast<size_t>((r / kFp8Block) * ceil_div(cols, kFp8Block) +
+                                                       c / kFp8Block)];
+            dense[i] =
+                fp8_e4m3_to_f32_slow(b) * s;  // the reference: code value x block scale, fp32
+            break;
+          }
+          default:
+            ADD_FAILURE() << "unsupported test dtype";
+        }
+      }
+    w.data = bytes.data();
+    w.scale = scales.empty() ? nullptr : scales.data();
+  }
+};
+
+TEST(Linear, DequantizeRowMatchesNaiveIncludingPartialEdgeBlocks) {
+  std::mt19937 rng(13);
+  const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {128, 128}, {129, 257},
+                                                {1, 5},     {5, 1},     {256, 384}};
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+    for (const auto& [rows, cols] : shapes) {
+      SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols);
+      TestMatrix m(dtype, rows, cols, rng);
+      std::vector<float> out(static_cast<size_t>(cols) + 1);
+      for (int64_t r = 0; r < rows; ++r) {
+        out.back() = -7.0f;  // guard
+        dequantize_row(m.w, r, out.data());
+        for (int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(out[static_cast<size_t>(c)], m.dense[static_cast<size_t>(r * cols + c)])
+              << "row " << r << " col " << c;
+        ASSERT_EQ(out.back(), -7.0f) << "wrote past cols";
+      }
+    }
+  }
+}
+
+TEST(Linear, Fp8DequantizeIsCodeTimesScaleForEveryCodeAndScale) {
+  // One row of all 256 codes (two blocks), for scales across the whole float range: each
+  // output must be exactly fp32(code value x scale), NaN for the NaN codes.
+  std::vector<uint8_t> codes(256);
+  for (int i = 0; i < 256; ++i) codes[static_cast<size_t>(i)] = static_cast<uint8_t>(i);
+  std::mt19937 rng(16);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  std::vector<float> scale_values = {1.0f,      0.5f,      127.0f,   128.0f,   129.0f,
+                                     256.0f,    300.0f,    0x1p100f, 0x1p127f, 0x1p-126f,
+                                     0x1p-140f, 0x1p-149f, -3.0f,    0.0f};
+  for (int e = -149; e <= 127; e += 3) scale_values.push_back(std::ldexp(mantissa(rng), e));
+  std::vector<float> out(256);
+  for (float s0 : scale_values) {
+    for (float s1 : {s0, 1.0f}) {
+      const float scales[2] = {s0, s1};
+      WeightMatrix w{DType::kF8E4M3, 1, 256, codes.data(), scales};
+      dequantize_row(w, 0, out.data());
+      for (int i = 0; i < 256; ++i) {
+        const float want = fp8_e4m3_to_f32_slow(static_cast<uint8_t>(i)) * scales[i / 128];
+        const float got = out[static_cast<size_t>(i)];
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(got)) << "code " << i << " scale " << scales[i / 128];
+        } else {
+          EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+              << "code " << i << " scale " << scales[i / 128] << " got " << got << " want " << want;
+        }
+      }
+    }
+  }
+}
+
+TEST(Linear, Fp8DequantizeUsesTheRightBlockScale) {
+  // All codes 1.0 (0x38): the output is exactly the scale of each element's block.
+  const int64_t rows = 300, cols = 200;
+  std::vector<uint8_t> codes(static_cast<size_t>(rows * cols), 0x38);
+  const float scales[3 * 2] = {1, 2, 3, 4, 5, 6};
+  WeightMatrix w{DType::kF8E4M3, rows, cols, codes.data(), scales};
+  std::vector<float> out(static_cast<size_t>(cols));
+  for (int64_t r : {0, 127, 128, 255, 256, 299}) {
+    dequantize_row(w, r, out.data());
+    for (int64_t c : {0, 127, 128, 199})
+      EXPECT_EQ(out[static_cast<size_t>(c)], scales[(r / 128) * 2 + c / 128]) << r << "," << c;
+  }
+}
+
+void expect_linear_matches_reference(const TestMatrix& m, const std::vector<float>& x,
+                                     int64_t n_tokens, const std::vector<float>& y) {
+  const int64_t rows = m.w.rows, cols = m.w.cols;
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t r = 0; r < rows; ++r) {
+      double want = 0, magnitude = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double p = static_cast<double>(x[static_cast<size_t>(t * cols + c)]) *
+                         m.dense[static_cast<size_t>(r * cols + c)];
+        want += p;
+        magnitude += std::fabs(p);
+      }
+      ASSERT_NEAR(y[static_cast<size_t>(t * rows + r)], want, 1e-5 * magnitude + 1e-30)
+          << "token " << t << " row " << r;
+    }
+}
+
+TEST(Linear, LinearMatchesDoubleReference) {
+  std::mt19937 rng(14);
+  // linear() keeps small matrices on one thread (grain = max(16, 65536 / (cols x tokens)) rows),
+  // so the larger shapes are there to split across the pool, with partial fp8 edge blocks.
+  const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {16, 128},  {17, 3},    {1, 129},
+                                                {257, 130}, {700, 520}, {1030, 260}};
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+    for (const auto& [rows, cols] : shapes) {
+      TestMatrix m(dtype, rows, cols, rng);
+      for (int64_t n_tokens : {1, 5}) {
+        const auto x = random_floats(rng, static_cast<size_t>(n_tokens * cols));
+        std::vector<float> first;
+        for (int threads : {1, 2, 3}) {
+          SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols
+                                          << " tokens " << n_tokens << " threads " << threads);
+          ThreadPool pool(threads);
+          std::vector<float> y(static_cast<size_t>(n_tokens * rows) + 1, NAN);
+          y.back() = 42.0f;
+          linear(x.data(), n_tokens, m.w, y.data(), pool);
+          EXPECT_EQ(y.back(), 42.0f) << "wrote past the output";
+          y.pop_back();
+          expect_linear_matches_reference(m, x, n_tokens, y);
+          // Fixed summation order: the thread count does not change a single bit.
+          if (first.empty()) {
+            first = y;
+          } else {
+            EXPECT_EQ(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)), 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Linear, MatmulRowsHonoursStridesAndRowRange) {
+  std::mt19937 rng(15);
+  TestMatrix m(DType::kBF16, 40, 24, rng);
+  const int64_t n_tokens = 3, x_stride = 30, y_stride = 50;
+  const auto x = random_floats(rng, static_cast<size_t>(n_tokens * x_stride));
+  std::vector<float> y(static_cast<size_t>(n_tokens * y_stride), -1.0f);
+  std::vector<float> buffer(24);
+  matmul_rows(x.data(), n_tokens, x_stride, m.w, 10, 30, y.data(), y_stride, buffer.data());
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t j = 0; j < y_stride; ++j) {
+      const float got = y[static_cast<size_t>(t * y_stride + j)];
+      if (j >= 20) {
+        EXPECT_EQ(got, -1.0f) << "t " << t << " j " << j;
+        continue;
+      }
+      double want = 0;
+      for (int64_t c = 0; c < 24; ++c)
+        want += static_cast<double>(x[static_cast<size_t>(t * x_stride + c)]) *
+                m.dense[static_cast<size_t>((10 + j) * 24 + c)];
+      EXPECT_NEAR(got, want, 1e-5 * (1 + std::fabs(want))) << "t " << t << " j " << j;
+    }
+}
+
+TEST(Linear, WeightMatrixBytes) {
+  WeightMatrix f32{DType::kF32, 300, 200, nullptr, nullptr};
+  EXPECT_EQ(f32.bytes(), 300 * 200 * 4);
+  WeightMatrix bf16{DType::kBF16, 300, 200, nullptr, nullptr};
+  EXPECT_EQ(bf16.bytes(), 300 * 200 * 2);
+  WeightMatrix fp8{DType::kF8E4M3, 300, 200, nullptr, nullptr};
+  EXPECT_EQ(fp8.scale_cols(), 2);
+  EXPECT_EQ(fp8.bytes(), 300 * 200 + 3 * 2 * 4);
+  EXPECT_TRUE(fp8.empty());
+}
+
+}  // namespace
+}  // namespace dsinfer
