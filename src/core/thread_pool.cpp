@@ -18,6 +18,25 @@ struct InJob {
   ~InJob() { t_in_job = saved; }
 };
 
+// Tens of microseconds of polling (pause is ~10-140 cycles) before a thread sleeps.
+constexpr int kSpinIterations = 2000;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Polls `done` up to kSpinIterations times; true if it became true.
+template <typename Pred>
+bool spin_until(Pred done) {
+  for (int i = 0; i < kSpinIterations; ++i) {
+    if (done()) return true;
+    cpu_relax();
+  }
+  return done();
+}
+
 // Chunk `index` of `parts` over [0, n), aligned to `grain`.
 std::pair<int64_t, int64_t> chunk(int64_t n, int64_t grain, int index, int parts) {
   const int64_t units = (n + grain - 1) / grain;
@@ -37,7 +56,7 @@ ThreadPool::ThreadPool(int n_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
+    stop_.store(true, std::memory_order_release);
   }
   wake_.notify_all();
   for (auto& worker : workers_) worker.join();
@@ -46,22 +65,21 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t)>* job;
-    int64_t n, grain;
-    {
+    auto has_work = [&] {
+      return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+    };
+    if (!spin_until(has_work)) {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
-      grain = job_grain_;
+      wake_.wait(lock, has_work);
     }
-    auto [begin, end] = chunk(n, grain, index, n_threads_);
-    if (begin < end) run_chunk(*job, begin, end);
-    {
+    if (stop_.load(std::memory_order_acquire)) return;
+    // job_ fields were written before the release increment of generation_ that we acquired
+    seen = generation_.load(std::memory_order_acquire);
+    auto [begin, end] = chunk(job_n_, job_grain_, index, n_threads_);
+    if (begin < end) run_chunk(*job_, begin, end);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) done_.notify_one();
+      done_.notify_one();
     }
   }
 }
@@ -91,18 +109,22 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     job_ = &fn;
     job_n_ = n;
     job_grain_ = grain;
-    pending_ = n_threads_ - 1;
     error_ = nullptr;
-    ++generation_;
+    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   auto [begin, end] = chunk(n, grain, 0, n_threads_);
   if (begin < end) run_chunk(fn, begin, end);
+  // Wait for every worker even when this thread's chunk threw: they still use fn.
+  auto all_done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
   std::exception_ptr error;
   {
-    // Wait for every worker even when this thread's chunk threw: they still use fn.
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return pending_ == 0; });
+    if (!spin_until(all_done)) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_.wait(lock, all_done);
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
     error = std::exchange(error_, nullptr);
   }
   if (error) std::rethrow_exception(error);

@@ -2,6 +2,7 @@
 // thread (the caller works too), so layers reuse hot threads instead of spawning per call.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -49,9 +50,12 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int64_t job_grain_ = 1;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  // Workers and the caller spin briefly on these before sleeping on the condition variables:
+  // decode calls parallel_for hundreds of times per token, and a futex wake-up per call would
+  // cost more than many of the calls themselves.
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
   std::exception_ptr error_;
 };
 

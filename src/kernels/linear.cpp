@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/error.h"
+
 namespace dsinfer {
 
 int64_t WeightMatrix::bytes() const {
@@ -77,7 +79,8 @@ void dequantize_row(const WeightMatrix& w, int64_t row, float* out) {
       return;
     }
     default:
-      break;
+      // the loader admits only the three dtypes above; anything else is a programming error
+      fail("dequantize_row: unsupported weight dtype ", dtype_name(w.dtype));
   }
 }
 
