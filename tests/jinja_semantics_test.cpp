@@ -471,6 +471,19 @@ TEST(JinjaLimits, DeepNestingIsRejected) {
   for (int k = 0; k < 500; ++k) ifs += "{% if true %}";
   EXPECT_CONTAINS(error_of(ifs), "nested deeper than 128 levels");
   EXPECT_CONTAINS(error_of("{{ " + std::string(1000, '-') + "1 }}"), "nested deeper than 128 levels");
+  // Long left-deep chains nest as deeply as parentheses do.
+  std::string sum = "{{ 1", attrs = "{{ x", filters = "{{ x", ands = "{{ x";
+  for (int k = 0; k < 100000; ++k) {
+    sum += " + 1";
+    attrs += ".a";
+    filters += "|trim";
+    ands += " and x";
+  }
+  for (const std::string& t : {sum, attrs, filters, ands})
+    EXPECT_CONTAINS(error_of(t + " }}"), "nested deeper than 128 levels");
+  std::string fine = "{{ 0";
+  for (int k = 0; k < 100; ++k) fine += " + 1";
+  EXPECT_EQ(render(fine + " }}"), "100");
   json deep = json::parse("{\"d\": " + std::string(5000, '[') + std::string(5000, ']') + "}");
   EXPECT_CONTAINS(error_of("{{ d }}", deep), "values nested deeper than 256 levels");
 }

@@ -1,11 +1,13 @@
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "commands.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
+#include "parallel/comm.h"
 
 namespace dsinfer::cli {
 
@@ -16,9 +18,14 @@ int run_cli(int argc, char** argv) {
   app.require_subcommand(1);
   int threads = 0;
   bool quiet = false, debug = false;
+  std::string comm_backend;
   app.add_option("--threads", threads, "worker threads (default: all hardware threads)");
   app.add_flag("-q,--quiet", quiet, "only errors on stderr");
   app.add_flag("--debug", debug, "debug logging on stderr");
+  app.add_option("--comm", comm_backend,
+                 "communication backend: local, mpi or gloo (default: DSINFER_COMM, else from the "
+                 "launcher's environment: mpirun -> mpi, WORLD_SIZE > 1 -> gloo, else local)")
+      ->check(CLI::IsMember({"local", "mpi", "gloo"}));
   std::vector<Command> commands = {register_convert(app), register_fp8_cast_bf16(app),
                                    register_eval(app), register_perplexity(app),
                                    register_generate(app), register_tokenize(app)};
@@ -27,6 +34,7 @@ int run_cli(int argc, char** argv) {
     if (threads > 0) ThreadPool::set_default_threads(threads);
     if (quiet) set_log_level(LogLevel::kQuiet);
     if (debug) set_log_level(LogLevel::kDebug);
+    set_comm_backend(comm_backend);
     for (const Command& command : commands)
       if (command.parser->parsed()) command.run();
   } catch (const CLI::ParseError& e) {

@@ -86,8 +86,8 @@ void run_eval(const ModelOptions& model_options, const std::string& case_path, c
   // check the case against the config's limits before the (possibly long) load
   if (ec.has_generate) check_prompts(config, ec.prompts);
   if (!ec.prefill.empty()) check_prompts(config, ec.prefill);
-  auto comm = make_local_comm();
-  auto model = Transformer::load(config, model_options.ckpt_path, *comm, ThreadPool::global());
+  auto comm = make_comm();
+  auto model = model_options.load_model(config, *comm);
 
   // logits of the last position after the prefill and after each decode step
   const int batch = static_cast<int>(ec.prefill.size());
@@ -128,6 +128,7 @@ void run_eval(const ModelOptions& model_options, const std::string& case_path, c
              " tokens/s");
   }
 
+  if (comm->rank() != 0) return;  // every rank holds the same logits; rank 0 writes them
   SafetensorsWriter writer(out_prefix + ".safetensors",
                            {{"logits", DType::kF32, {steps, batch, vocab}}});
   writer.write("logits", logits.data(), logits.size() * sizeof(float));

@@ -3,6 +3,8 @@
 // (">>> " prompt, /clear, /exit), streaming each completion. Counts and tokens/s go to stderr.
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -45,19 +47,54 @@ json with_system(const std::string& system, const json& messages) {
   return all;
 }
 
-std::vector<std::string> read_prompts(const std::string& path) {
+// Rank 0 alone reads the input (the file, stdin); every other rank gets what it read through
+// Comm::broadcast, so all ranks tokenize and generate the same prompts in lockstep. A message is
+// one kind byte and its payload.
+constexpr char kLine = 'L', kEnd = 'E', kFailed = 'F';
+
+// On rank 0 runs `read` (nullopt: end of input) and sends the result, or its error, to every
+// rank; on the others returns what rank 0 sent (and fails when rank 0 failed).
+std::optional<std::string> from_rank0(Comm& comm, const std::function<std::optional<std::string>()>& read) {
+  std::string message;
+  if (comm.rank() == 0) {
+    std::optional<std::string> got;
+    try {
+      got = read();
+    } catch (const Error& e) {
+      if (comm.world_size() > 1) {
+        message = std::string(1, kFailed) + e.what();
+        comm.broadcast(message, 0);
+      }
+      throw;
+    }
+    message = got ? std::string(1, kLine) + *got : std::string(1, kEnd);
+  }
+  comm.broadcast(message, 0);
+  check(!message.empty(), "rank ", comm.rank(), ": empty message from rank 0");
+  if (message[0] == kFailed) fail("rank 0 failed: ", message.substr(1));
+  if (message[0] == kEnd) return std::nullopt;
+  return message.substr(1);
+}
+
+std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   check(in.good(), "cannot read input file ", path);
   std::stringstream buffer;
   buffer << in.rdbuf();
+  return buffer.str();
+}
+
+std::vector<std::string> prompt_lines(const std::string& text) {
   std::vector<std::string> prompts;
-  for (const std::string& line : split_lines(buffer.str())) prompts.push_back(python_strip(line));
+  for (const std::string& line : split_lines(text)) prompts.push_back(python_strip(line));
   return prompts;
 }
 
 void run_batch(const GenerateCliOptions& o, const ModelConfig& config, const Tokenizer& tokenizer,
                const ChatFormatter& chat) {
-  const std::vector<std::string> prompts = read_prompts(o.input_file);
+  auto comm = make_comm();
+  const std::vector<std::string> prompts =
+      prompt_lines(*from_rank0(*comm, [&]() -> std::optional<std::string> { return read_text(o.input_file); }));
   check(static_cast<int>(prompts.size()) <= config.max_batch_size, "Number of prompts in ", o.input_file, " (",
         prompts.size(), ") exceeds maximum batch size (max_batch_size=", config.max_batch_size, ")");
   check(!prompts.empty(), o.input_file, " holds no prompts");
@@ -66,13 +103,14 @@ void run_batch(const GenerateCliOptions& o, const ModelConfig& config, const Tok
     prompt_ids.push_back(chat.prompt_ids(with_system(o.system, json::array({{{"role", "user"}, {"content", p}}}))));
   check_prompts(config, prompt_ids);  // before the (possibly long) load
 
-  auto comm = make_local_comm();
-  auto model = Transformer::load(config, o.model.ckpt_path, *comm, ThreadPool::global());
+  auto model = o.model.load_model(config, *comm);
+  // same seed and (after the all_gather) the same logits on every rank: the samples agree
   Sampler sampler(o.seed);
   GenerateOptions options{o.max_new_tokens, tokenizer.eos_id(), o.temperature};
   GenerateStats stats;
   const auto completions = generate(*model, prompt_ids, options, sampler, nullptr, &stats);
   report(stats);
+  if (comm->rank() != 0) return;
   for (size_t i = 0; i < prompts.size(); ++i) {
     const std::string completion = tokenizer.decode(completions[i], /*skip_special_tokens=*/true);
     std::printf("Prompt: %s\nCompletion: %s\n\n", prompts[i].c_str(), completion.c_str());
@@ -82,13 +120,16 @@ void run_batch(const GenerateCliOptions& o, const ModelConfig& config, const Tok
 
 void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, const Tokenizer& tokenizer,
                      const ChatFormatter& chat) {
-  auto comm = make_local_comm();
-  auto model = Transformer::load(config, o.model.ckpt_path, *comm, ThreadPool::global());
+  auto comm = make_comm();
+  const bool root = comm->rank() == 0;
+  auto model = o.model.load_model(config, *comm);
   Sampler sampler(o.seed);
   GenerateOptions options{o.max_new_tokens, tokenizer.eos_id(), o.temperature};
-  LineReader reader(">>> ");
+  std::optional<LineReader> reader;
+  if (root) reader.emplace(">>> ");
   json messages = json::array();
-  while (auto line = reader.read_line()) {
+  // every rank sees every line (and the end of input) and so takes the same branches
+  while (auto line = from_rank0(*comm, [&] { return reader->read_line(); })) {
     if (*line == "/exit") break;
     if (*line == "/clear") {
       messages.clear();
@@ -103,19 +144,25 @@ void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, con
           *model, {ids}, options, sampler,
           [&](int, int32_t token) {
             const std::string piece = stream.push(token);
+            if (!root) return;
             std::fwrite(piece.data(), 1, piece.size(), stdout);
             std::fflush(stdout);
           },
           &stats);
       const std::string rest = stream.finish();
-      std::fwrite(rest.data(), 1, rest.size(), stdout);
-      std::fputs("\n", stdout);
-      std::fflush(stdout);
+      if (root) {
+        std::fwrite(rest.data(), 1, rest.size(), stdout);
+        std::fputs("\n", stdout);
+        std::fflush(stdout);
+      }
       report(stats);
       // the history holds the decoded text, re-templated next turn (as the reference does)
       messages.push_back({{"role", "assistant"}, {"content", tokenizer.decode(completion_ids[0], true)}});
+    } catch (const CommError&) {
+      throw;  // the ranks no longer agree: end the session
     } catch (const Error& e) {
-      std::fprintf(stderr, "error: %s\n", e.what());
+      // the same input fails the same way on every rank, so all of them drop the turn
+      if (root) std::fprintf(stderr, "error: %s\n", e.what());
       messages.erase(messages.end() - 1);  // drop the turn that failed, keep the session
     }
   }

@@ -77,8 +77,8 @@ void run_perplexity(const PerplexityOptions& o) {
   const auto sequences = o.case_file.empty()
                              ? read_text_tokens(o.input_file, o.model.ckpt_path, config.max_seq_len)
                              : read_case_tokens(o.case_file);
-  auto comm = make_local_comm();
-  auto model = Transformer::load(config, o.model.ckpt_path, *comm, ThreadPool::global());
+  auto comm = make_comm();
+  auto model = o.model.load_model(config, *comm);
   json nll_rows = json::array();
   double total = 0;
   int64_t count = 0;
@@ -88,13 +88,14 @@ void run_perplexity(const PerplexityOptions& o) {
     for (double v : nll) total += v;
     count += static_cast<int64_t>(nll.size());
     nll_rows.push_back(nll);
-    if (o.verbose && !o.as_json)
+    if (o.verbose && !o.as_json && comm->rank() == 0)
       for (size_t t = 0; t < nll.size(); ++t)
         std::printf("seq %zu pos %zu token %d nll %.6f\n", s, t + 1, sequences[s][t + 1], nll[t]);
   }
   const double mean = total / static_cast<double>(count);
   log_info("perplexity: ", count, " tokens in ", sequences.size(), " sequences, ",
            count / (now_seconds() - start), " tokens/s");
+  if (comm->rank() != 0) return;  // every rank computed the same numbers; rank 0 prints them
   if (o.as_json) {
     json out = {{"mean_nll", mean}, {"perplexity", std::exp(mean)}, {"nll", nll_rows}};
     std::printf("%s\n", out.dump().c_str());

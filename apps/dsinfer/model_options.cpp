@@ -3,6 +3,8 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
+#include "model/weights.h"
 
 namespace dsinfer::cli {
 
@@ -21,6 +23,11 @@ ModelConfig ModelOptions::load_config() const {
           " does not exist (dsinfer convert copies it; or pass --config configs/config_671B.json)");
   }
   return dsinfer::load_config(path);
+}
+
+std::unique_ptr<Transformer> ModelOptions::load_model(const ModelConfig& config, Comm& comm) const {
+  shard_path(ckpt_path, comm.rank(), comm.world_size());  // throws naming the missing shard
+  return Transformer::load(config, ckpt_path, comm, ThreadPool::global());
 }
 
 }  // namespace dsinfer::cli

@@ -2,9 +2,12 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
 
 #include "model/config.h"
+#include "model/transformer.h"
+#include "parallel/comm.h"
 
 namespace dsinfer::cli {
 
@@ -15,6 +18,9 @@ struct ModelOptions {
   void add_to(CLI::App* sub);
   // Reads the config (explicit path or the checkpoint's config.json); errors name the file.
   ModelConfig load_config() const;
+  // Loads this rank's shard model{rank}-mp{world_size}; a shard set that does not match the
+  // world size is reported as such (on every rank) before anything else is checked.
+  std::unique_ptr<Transformer> load_model(const ModelConfig& config, Comm& comm) const;
 };
 
 }  // namespace dsinfer::cli

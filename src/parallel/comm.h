@@ -1,25 +1,51 @@
-// The collectives the tensor-parallel forward pass needs (REFERENCE.md section 4). Only the
-// world of one exists so far; gloo and MPI backends implement the same interface later.
+// The collectives the tensor-parallel forward pass needs (REFERENCE.md section 4), plus a byte
+// broadcast for rank 0's input (prompts, commands). Backends: local (world of one) and mpi
+// (started by mpirun); make_comm() picks one from the flag, DSINFER_COMM or the launcher's
+// environment.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
+
+#include "core/error.h"
 
 namespace dsinfer {
+
+// A failed collective: the ranks can no longer agree, so callers must not carry on after it.
+class CommError : public Error {
+ public:
+  using Error::Error;
+};
 
 class Comm {
  public:
   virtual ~Comm() = default;
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
+  // The backend's name ("local", "mpi"), for logs.
+  virtual const char* name() const = 0;
   // In place: data[i] = sum over ranks of data[i].
   virtual void all_reduce_sum(float* data, int64_t n) = 0;
   // out[world_size * n] = concatenation of every rank's in[n], in rank order.
   virtual void all_gather(const float* in, int64_t n, float* out) = 0;
+  // Every rank's `bytes` becomes root's `bytes` (any length, binary safe).
+  virtual void broadcast(std::string& bytes, int root) = 0;
   virtual void barrier() = 0;
 };
 
 // World of one: every collective is the identity.
 std::unique_ptr<Comm> make_local_comm();
+
+// Open MPI world (MPI_COMM_WORLD); initializes MPI on first use and finalizes it when the last
+// MpiComm goes away normally. Throws Error when dsinfer was built without MPI.
+std::unique_ptr<Comm> make_mpi_comm();
+
+// Forces a backend ("local", "mpi", "gloo"; empty: choose automatically). Set by --comm.
+void set_comm_backend(const std::string& name);
+
+// The backend for this process: --comm, else DSINFER_COMM, else OMPI_COMM_WORLD_SIZE set -> mpi,
+// WORLD_SIZE > 1 -> gloo, else local. Ranks other than 0 log only errors unless --debug.
+std::unique_ptr<Comm> make_comm();
 
 }  // namespace dsinfer

@@ -68,6 +68,7 @@ Dict dict_from(const std::string& fn, CallArgs& args) {
   Dict d;
   if (!args.args.empty()) {
     const Value& src = args.args[0];
+    if (src.is_undefined()) throw RuntimeError(*src.str());  // dict() asks it for keys()
     if (src.kind == Kind::Dict) {
       d = *src.dict();
     } else {

@@ -235,7 +235,9 @@ bool method_of(const Value& obj, const std::string& name, Value& out) {
 }
 
 Value undefined_item(const Value& obj, const Value& key) {
-  std::string who = obj.is_none() ? "'None'" : "'" + type_name(obj) + " object'";
+  std::string who = "'";
+  who += obj.is_none() ? std::string("None") : type_name(obj) + " object";
+  who += "'";
   if (key.is_string()) return Value::undefined(who + " has no attribute '" + key.s() + "'");
   return Value::undefined(who + " has no element " + repr(key));
 }

@@ -86,6 +86,20 @@ class Parser {
     Parser& p_;
   };
 
+  // Left-deep chains (a + b + c ..., x.a.b ..., x|f|g ...) nest one tree level per link: each
+  // link counts towards the depth limit until the chain's parse function returns.
+  struct ChainGuard {
+    explicit ChainGuard(Parser& p) : p_(p) {}
+    void bump(const Token& t) {
+      ++added_;
+      if (++p_.depth_ > p_.max_depth_)
+        p_.fail(t, "template nested deeper than " + std::to_string(p_.max_depth_) + " levels");
+    }
+    ~ChainGuard() { p_.depth_ -= added_; }
+    Parser& p_;
+    int added_ = 0;
+  };
+
   static ExprPtr make(ExprKind kind, size_t pos) {
     auto e = std::make_unique<Expr>();
     e->kind = kind;
@@ -304,7 +318,9 @@ class Parser {
     DepthGuard guard(*this, cur());
     if (!with_condexpr) return parse_or();
     ExprPtr expr = parse_or();
+    ChainGuard chain(*this);
     while (is_name("if")) {
+      chain.bump(cur());
       const size_t pos = next().pos;
       auto e = make(ExprKind::CondExpr, pos);
       e->children.push_back(parse_or());
@@ -325,7 +341,9 @@ class Parser {
 
   ExprPtr parse_or() {
     ExprPtr left = parse_and();
+    ChainGuard chain(*this);
     while (is_name("or")) {
+      chain.bump(cur());
       size_t pos = next().pos;
       left = binary(ExprKind::Or, pos, std::move(left), parse_and());
     }
@@ -334,7 +352,9 @@ class Parser {
 
   ExprPtr parse_and() {
     ExprPtr left = parse_not();
+    ChainGuard chain(*this);
     while (is_name("and")) {
+      chain.bump(cur());
       size_t pos = next().pos;
       left = binary(ExprKind::And, pos, std::move(left), parse_not());
     }
@@ -382,7 +402,9 @@ class Parser {
 
   ExprPtr parse_math1() {
     ExprPtr left = parse_concat();
+    ChainGuard chain(*this);
     while (is_op("+") || is_op("-")) {
+      chain.bump(cur());
       const Token& t = next();
       left = binary(ExprKind::Binary, t.pos, std::move(left), parse_concat(), t.text);
     }
@@ -400,7 +422,9 @@ class Parser {
 
   ExprPtr parse_math2() {
     ExprPtr left = parse_pow();
+    ChainGuard chain(*this);
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+      chain.bump(cur());
       const Token& t = next();
       left = binary(ExprKind::Binary, t.pos, std::move(left), parse_pow(), t.text);
     }
@@ -409,7 +433,9 @@ class Parser {
 
   ExprPtr parse_pow() {
     ExprPtr left = parse_unary(true);
+    ChainGuard chain(*this);
     while (is_op("**")) {
+      chain.bump(cur());
       const Token& t = next();
       left = binary(ExprKind::Binary, t.pos, std::move(left), parse_unary(true), t.text);
     }
@@ -505,7 +531,9 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr node) {
+    ChainGuard chain(*this);
     while (true) {
+      if (is_op(".") || is_op("[") || is_op("(")) chain.bump(cur());
       if (is_op(".")) {
         const size_t pos = next().pos;
         if (cur().type == Tok::Name) {
@@ -620,7 +648,9 @@ class Parser {
   }
 
   ExprPtr parse_filter_expr(ExprPtr node) {
+    ChainGuard chain(*this);
     while (true) {
+      if (is_op("|") || is_name("is") || is_op("(")) chain.bump(cur());
       if (is_op("|")) {
         node = parse_filters(std::move(node));
       } else if (is_name("is")) {
@@ -635,7 +665,9 @@ class Parser {
 
   // One or more "| name(args)" applied to node.
   ExprPtr parse_filters(ExprPtr node) {
+    ChainGuard chain(*this);
     while (skip_op("|")) {
+      chain.bump(cur());
       const Token& t = cur();
       std::string name = expect_name();
       if (is_op(".")) fail(t, "unsupported filter '" + name + ".'");
