@@ -20,19 +20,7 @@ using test::read_file;
 using test::scratch_dir;
 using test::write_file;
 
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no dsinfer::Error thrown";
-  return "";
-}
-
-#define EXPECT_CONTAINS(haystack, needle)                          \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
-      << "message \"" << (haystack) << "\" lacks \"" << (needle) << "\""
+using test::error_of;
 
 const char* kFile1 = "model-00001-of-00002.safetensors";
 const char* kFile2 = "model-00002-of-00002.safetensors";

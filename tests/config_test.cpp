@@ -22,19 +22,7 @@ using test::read_file;
 using test::scratch_dir;
 using test::write_file;
 
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no dsinfer::Error thrown";
-  return "";
-}
-
-#define EXPECT_CONTAINS(haystack, needle)                          \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
-      << "message \"" << (haystack) << "\" lacks \"" << (needle) << "\""
+using test::error_of;
 
 std::string config_path(const std::string& name) { return data_path("../../configs/" + name); }
 

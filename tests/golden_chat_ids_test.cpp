@@ -20,11 +20,7 @@ TEST_P(GoldenChatIds, GreedyCompletionIdsMatchReference) {
   const std::string golden = data_path("golden/" + GetParam());
   const json config = json::parse(test::read_file(golden + "/hf/config.json"));
   const json chat = json::parse(test::read_file(golden + "/chat-mp1-fp32.json"));
-  const std::string ckpt = test::scratch_dir("ckpt");
-  auto converted = test::run_dsinfer("-q convert --hf-ckpt-path " + golden + "/hf --save-path " + ckpt +
-                                     " --n-experts " + std::to_string(config["n_routed_experts"].get<int>()) +
-                                     " --model-parallel 1");
-  ASSERT_EQ(converted.exit_code, 0) << converted.err;
+  const std::string ckpt = test::convert_golden(GetParam());
 
   auto run = [&](const json& prompts, const std::string& name) {
     json c = {{"generate", {{"prompts", prompts}, {"max_new_tokens", chat["max_new_tokens"]},

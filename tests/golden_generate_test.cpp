@@ -16,25 +16,13 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using test::data_path;
 
-// Converts tests/data/golden/<model>/hf into a scratch checkpoint with the tokenizer beside it.
-std::string converted_checkpoint(const std::string& model) {
-  const std::string golden = data_path("golden/" + model);
-  const json config = json::parse(test::read_file(golden + "/hf/config.json"));
-  const std::string ckpt = test::scratch_dir("ckpt");
-  auto r = test::run_dsinfer("-q convert --hf-ckpt-path " + golden + "/hf --save-path " + ckpt + " --n-experts " +
-                             std::to_string(config["n_routed_experts"].get<int>()) + " --model-parallel 1");
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-    fs::copy_file(data_path(std::string("tokenizer/deepseek-v3/") + f), ckpt + "/" + f);
-  return ckpt;
-}
 
 class GoldenGenerate : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenGenerate, BatchStdoutMatchesReference) {
   const std::string golden = data_path("golden/" + GetParam());
   const json chat = json::parse(test::read_file(golden + "/chat-mp1-fp32.json"));
-  const std::string ckpt = converted_checkpoint(GetParam());
+  const std::string ckpt = test::convert_golden(GetParam(), 1, /*with_tokenizer=*/true);
   auto r = test::run_dsinfer("generate --ckpt-path " + ckpt + " --input-file " + golden + "/prompts.txt" +
                              " --max-new-tokens " + std::to_string(chat["max_new_tokens"].get<int>()) +
                              " --temperature 0");
@@ -47,7 +35,7 @@ TEST_P(GoldenGenerate, InteractiveTurnsMatchReference) {
   const std::string golden = data_path("golden/" + GetParam());
   const json chat = json::parse(test::read_file(golden + "/chat-mp1-fp32.json"));
   const json turns = json::parse(test::read_file(golden + "/turns.json"));
-  const std::string ckpt = converted_checkpoint(GetParam());
+  const std::string ckpt = test::convert_golden(GetParam(), 1, /*with_tokenizer=*/true);
   std::string input, expected;
   size_t answered = 0;
   for (const json& t : turns) {
@@ -67,7 +55,7 @@ TEST_P(GoldenGenerate, InteractiveTurnsMatchReference) {
 }
 
 TEST_P(GoldenGenerate, EndOfInputEndsInteractiveCleanly) {
-  const std::string ckpt = converted_checkpoint(GetParam());
+  const std::string ckpt = test::convert_golden(GetParam(), 1, /*with_tokenizer=*/true);
   auto r = test::run_dsinfer("generate --ckpt-path " + ckpt + " --interactive --max-new-tokens 3", "Hello\n");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind(">>> ", 0), 0u);
@@ -83,7 +71,7 @@ INSTANTIATE_TEST_SUITE_P(Chat, GoldenGenerate, ::testing::Values("tiny-v3-chat",
 TEST(GoldenPerplexity, PerTokenNllMatchesReference) {
   const std::string golden = data_path("golden/tiny-v3-story");
   const json ref = json::parse(test::read_file(golden + "/ppl-mp1-fp32.json"));
-  const std::string ckpt = converted_checkpoint("tiny-v3-story");
+  const std::string ckpt = test::convert_golden("tiny-v3-story", 1, /*with_tokenizer=*/true);
   auto r = test::run_dsinfer("perplexity --ckpt-path " + ckpt + " --case " + golden + "/ppl-mp1-fp32.json --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json got = json::parse(r.out);

@@ -17,47 +17,16 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using test::data_path;
 
-bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
-
-// `mpirun -n ranks dsinfer --threads 1 <args>`, `input` on rank 0's stdin, bounded in time.
-test::CommandResult run_mpi(int ranks, const std::string& args, const std::string& input = "") {
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  const std::string dir = test::scratch_dir("mpirun");
-  const std::string in = dir + "/stdin", out = dir + "/stdout", err = dir + "/stderr";
-  test::write_file(in, input);
-  const std::string cmd = "timeout 120 mpirun -n " + std::to_string(ranks) + " --oversubscribe --bind-to none " +
-                          DSINFER_BIN + " --threads 1 " + args + " <" + in + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  test::CommandResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = test::read_file(out);
-  r.err = test::read_file(err);
-  return r;
-}
-
-std::string converted_checkpoint(const std::string& model, int world_size) {
-  const std::string golden = data_path("golden/" + model);
-  const json config = json::parse(test::read_file(golden + "/hf/config.json"));
-  const std::string ckpt = test::scratch_dir("ckpt");
-  auto r = test::run_dsinfer("-q convert --hf-ckpt-path " + golden + "/hf --save-path " + ckpt + " --n-experts " +
-                             std::to_string(config["n_routed_experts"].get<int>()) + " --model-parallel " +
-                             std::to_string(world_size));
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-    fs::copy_file(data_path(std::string("tokenizer/deepseek-v3/") + f), ckpt + "/" + f);
-  return ckpt;
-}
 
 class GoldenMpBatch : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenMpBatch, StdoutMatchesReferenceAtTwoRanks) {
-  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
+  if (!test::has_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
   const std::string golden = data_path("golden/" + GetParam());
   const json chat = json::parse(test::read_file(golden + "/chat-mp2-fp32.json"));
   ASSERT_EQ(chat["world_size"].get<int>(), 2);
-  const std::string ckpt = converted_checkpoint(GetParam(), 2);
-  auto r = run_mpi(2, "generate --ckpt-path " + ckpt + " --input-file " + golden + "/prompts.txt --max-new-tokens " +
+  const std::string ckpt = test::convert_golden(GetParam(), 2, /*with_tokenizer=*/true);
+  auto r = test::run_mpi(2, "generate --ckpt-path " + ckpt + " --input-file " + golden + "/prompts.txt --max-new-tokens " +
                           std::to_string(chat["max_new_tokens"].get<int>()) + " --temperature 0");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, chat["batch"]["stdout"].get<std::string>());
@@ -72,11 +41,11 @@ INSTANTIATE_TEST_SUITE_P(Chat, GoldenMpBatch, ::testing::Values("tiny-v3-chat", 
                          });
 
 TEST(GoldenMpGenerate, InteractiveTurnsThroughRankZeroStdin) {
-  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
+  if (!test::has_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
   const std::string golden = data_path("golden/tiny-v3-chat");
   const json chat = json::parse(test::read_file(golden + "/chat-mp2-fp32.json"));
   const json turns = json::parse(test::read_file(golden + "/turns.json"));
-  const std::string ckpt = converted_checkpoint("tiny-v3-chat", 2);
+  const std::string ckpt = test::convert_golden("tiny-v3-chat", 2, /*with_tokenizer=*/true);
   std::string input, expected;
   size_t answered = 0;
   for (const json& t : turns) input += t.get<std::string>() + "\n";
@@ -86,7 +55,7 @@ TEST(GoldenMpGenerate, InteractiveTurnsThroughRankZeroStdin) {
   }
   expected += ">>> ";  // the prompt that reads /exit
   ASSERT_GT(answered, 0u);
-  auto r = run_mpi(2, "generate --ckpt-path " + ckpt + " --interactive --max-new-tokens " +
+  auto r = test::run_mpi(2, "generate --ckpt-path " + ckpt + " --interactive --max-new-tokens " +
                           std::to_string(chat["max_new_tokens"].get<int>()) + " --temperature 0",
                    input);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -94,28 +63,28 @@ TEST(GoldenMpGenerate, InteractiveTurnsThroughRankZeroStdin) {
 }
 
 TEST(GoldenMpGenerate, EndOfInputEndsEveryRank) {
-  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
-  const std::string ckpt = converted_checkpoint("tiny-v3-chat", 2);
-  auto r = run_mpi(2, "generate --ckpt-path " + ckpt + " --interactive --max-new-tokens 3", "Hello\n");
+  if (!test::has_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
+  const std::string ckpt = test::convert_golden("tiny-v3-chat", 2, /*with_tokenizer=*/true);
+  auto r = test::run_mpi(2, "generate --ckpt-path " + ckpt + " --interactive --max-new-tokens 3", "Hello\n");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind(">>> ", 0), 0u);
 }
 
 TEST(GoldenMpGenerate, UnreadableInputFileFailsEveryRank) {
-  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
-  const std::string ckpt = converted_checkpoint("tiny-v3-chat", 2);
-  auto r = run_mpi(2, "generate --ckpt-path " + ckpt + " --input-file " + ckpt + "/no-such-prompts.txt");
+  if (!test::has_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
+  const std::string ckpt = test::convert_golden("tiny-v3-chat", 2, /*with_tokenizer=*/true);
+  auto r = test::run_mpi(2, "generate --ckpt-path " + ckpt + " --input-file " + ckpt + "/no-such-prompts.txt");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.exit_code, 124) << "timed out:\n" << r.err;
   EXPECT_NE(r.err.find("cannot read input file"), std::string::npos) << r.err;
 }
 
 TEST(GoldenMpPerplexity, TwoRanksGiveTheSingleProcessNll) {
-  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
+  if (!test::has_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
   const std::string golden = data_path("golden/tiny-v3-story");
   const json ref = json::parse(test::read_file(golden + "/ppl-mp1-fp32.json"));
-  const std::string ckpt = converted_checkpoint("tiny-v3-story", 2);
-  auto r = run_mpi(2, "perplexity --ckpt-path " + ckpt + " --case " + golden + "/ppl-mp1-fp32.json --json");
+  const std::string ckpt = test::convert_golden("tiny-v3-story", 2, /*with_tokenizer=*/true);
+  auto r = test::run_mpi(2, "perplexity --ckpt-path " + ckpt + " --case " + golden + "/ppl-mp1-fp32.json --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json got = json::parse(r.out);  // one JSON document: only rank 0 prints
   ASSERT_EQ(got["nll"].size(), ref["nll"].size());

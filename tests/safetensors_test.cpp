@@ -23,19 +23,7 @@ using test::write_file;
 
 // Runs `body`, which must throw dsinfer::Error; returns its message (any other exception
 // escapes and fails the test).
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no dsinfer::Error thrown";
-  return "";
-}
-
-#define EXPECT_CONTAINS(haystack, needle)                          \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
-      << "message \"" << (haystack) << "\" lacks \"" << (needle) << "\""
+using test::error_of;
 
 std::string le64(uint64_t v) {
   std::string s(8, '\0');

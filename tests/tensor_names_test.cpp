@@ -18,19 +18,7 @@ using json = nlohmann::json;
 using test::data_path;
 using test::read_file;
 
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no dsinfer::Error thrown";
-  return "";
-}
-
-#define EXPECT_CONTAINS(haystack, needle)                          \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
-      << "message \"" << (haystack) << "\" lacks \"" << (needle) << "\""
+using test::error_of;
 
 json load_json(const std::string& relative) { return json::parse(read_file(data_path(relative))); }
 

@@ -8,6 +8,12 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/safetensors.h"
 
 namespace dsinfer::test {
 
@@ -38,17 +44,84 @@ void write_file(const std::string& path, const std::string& text) {
   out << text;
 }
 
-CommandResult run_dsinfer(const std::string& args, const std::string& input) {
+CommandResult run_command(const std::string& command, const std::string& input) {
   std::string dir = scratch_dir("cmd");
   std::string in = dir + "/stdin", out = dir + "/stdout", err = dir + "/stderr";
   write_file(in, input);
-  std::string cmd = std::string(DSINFER_BIN) + " " + args + " <" + in + " >" + out + " 2>" + err;
+  std::string cmd = command + " <" + in + " >" + out + " 2>" + err;
   int status = std::system(cmd.c_str());
   CommandResult result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   result.out = read_file(out);
   result.err = read_file(err);
   return result;
+}
+
+CommandResult run_dsinfer(const std::string& args, const std::string& input) {
+  return run_command(std::string(DSINFER_BIN) + " " + args, input);
+}
+
+bool has_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
+
+CommandResult run_mpi(int ranks, const std::string& args, const std::string& input, int timeout_s) {
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  return run_command("timeout " + std::to_string(timeout_s) + " mpirun -n " + std::to_string(ranks) +
+                         " --oversubscribe --bind-to none " + DSINFER_BIN + " --threads 1 " + args,
+                     input);
+}
+
+std::string convert_golden(const std::string& model, int world_size, bool with_tokenizer) {
+  const std::string golden = data_path("golden/" + model);
+  const auto config = nlohmann::json::parse(read_file(golden + "/hf/config.json"));
+  const std::string ckpt = scratch_dir("ckpt-" + model + "-mp" + std::to_string(world_size));
+  auto r = run_dsinfer("-q convert --hf-ckpt-path " + golden + "/hf --save-path " + ckpt + " --n-experts " +
+                       std::to_string(config["n_routed_experts"].get<int>()) + " --model-parallel " +
+                       std::to_string(world_size));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (with_tokenizer)
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+      fs::copy_file(data_path(std::string("tokenizer/deepseek-v3/") + f), ckpt + "/" + f);
+  return ckpt;
+}
+
+double expect_logits_match(const std::string& ours_path, const std::string& ref_path) {
+  SafetensorsFile ours(ours_path);
+  SafetensorsFile ref(ref_path);
+  const TensorView& a = ours.get("logits");
+  const TensorView& r = ref.get("logits");
+  EXPECT_EQ(a.shape, r.shape);
+  EXPECT_EQ(a.dtype, DType::kF32);
+  if (a.shape != r.shape || a.dtype != DType::kF32 || r.shape.size() != 3) return INFINITY;
+  const int64_t vocab = r.shape[2], rows = r.shape[0] * r.shape[1];
+  const float* x = reinterpret_cast<const float*>(a.data);
+  const float* y = reinterpret_cast<const float*>(r.data);
+  double worst = 0;
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* xr = x + row * vocab;
+    const float* yr = y + row * vocab;
+    double max_diff = 0, max_ref = 0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      max_diff = std::max(max_diff, std::fabs(static_cast<double>(xr[i]) - yr[i]));
+      max_ref = std::max(max_ref, std::fabs(static_cast<double>(yr[i])));
+    }
+    const double ratio = max_diff / max_ref;
+    worst = std::max(worst, ratio);
+    EXPECT_LE(ratio, 1e-3) << "row " << row;
+    EXPECT_EQ(std::max_element(xr, xr + vocab) - xr, std::max_element(yr, yr + vocab) - yr)
+        << "argmax of row " << row;
+  }
+  return worst;
+}
+
+std::string error_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no dsinfer::Error thrown";
+  return "";
 }
 
 std::string sha256_hex(const void* data, size_t n) {

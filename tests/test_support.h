@@ -1,6 +1,7 @@
 // Helpers shared by the tests: data paths, scratch directories, running the dsinfer binary.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,11 +17,33 @@ struct CommandResult {
   std::string out;  // stdout
   std::string err;  // stderr
 };
+// Runs a shell command line (no redirections of its own) with stdin from `input`.
+CommandResult run_command(const std::string& command, const std::string& input = "");
 // Runs `dsinfer <args>` (args already shell-quoted where needed) with stdin from `input`.
 CommandResult run_dsinfer(const std::string& args, const std::string& input = "");
+// Runs `mpirun -n <ranks> dsinfer --threads 1 <args>` (oversubscribed, unbound, as root allowed),
+// killed after timeout_s. Tests skip when has_mpirun() is false.
+CommandResult run_mpi(int ranks, const std::string& args, const std::string& input = "", int timeout_s = 120);
+bool has_mpirun();
+
+// Converts tests/data/golden/<model>/hf at model-parallel `world_size` into a fresh scratch
+// directory (with the DeepSeek-V3 tokenizer files beside the shards when asked); returns it.
+std::string convert_golden(const std::string& model, int world_size = 1, bool with_tokenizer = false);
+
+// Compares logits [steps, batch, vocab] in two safetensors files ("logits" tensor) with the
+// golden acceptance rule: per row max|ours - ref| <= 1e-3 max|ref| and the same argmax
+// (EXPECTs per row). Returns the worst ratio.
+double expect_logits_match(const std::string& ours_path, const std::string& ref_path);
+
+// The message of the dsinfer::Error that body throws (a test failure if it throws none).
+std::string error_of(const std::function<void()>& body);
 
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& text);
 std::string sha256_hex(const void* data, size_t n);
 
 }  // namespace dsinfer::test
+
+#define EXPECT_CONTAINS(haystack, needle)                          \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
+      << "message \"" << (haystack) << "\" lacks \"" << (needle) << "\""
