@@ -27,11 +27,13 @@ TEST(GoldenMpFailure, ThreeRanksOnTwoShardsFailOnEveryRank) {
                          /*input=*/"", /*timeout_s=*/60);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.exit_code, 124) << "timed out:\n" << r.err;
-  // every rank names its missing shard and the shard set the directory holds
+  // Each rank fails on its own missing shard; mpirun may end the job as soon as the first rank
+  // exits, so only one message (whichever rank came first) is certain to reach stderr.
+  bool named = false;
   for (int rank = 0; rank < 3; ++rank)
-    EXPECT_NE(r.err.find("missing shard " + ckpt + "/model" + std::to_string(rank) + "-mp3.safetensors"),
-              std::string::npos)
-        << r.err;
+    named = named || r.err.find("missing shard " + ckpt + "/model" + std::to_string(rank) + "-mp3.safetensors") !=
+                         std::string::npos;
+  EXPECT_TRUE(named) << r.err;
   EXPECT_NE(r.err.find("shard sets mp2"), std::string::npos) << r.err;
 }
 

@@ -29,12 +29,17 @@ int run_cli(int argc, char** argv) {
   std::vector<Command> commands = {register_convert(app), register_fp8_cast_bf16(app),
                                    register_eval(app), register_perplexity(app),
                                    register_generate(app), register_tokenize(app)};
+  std::vector<std::string> global_args;  // what `run` passes on to its ranks
+  commands.push_back(register_run(app, global_args));
   try {
     app.parse(argc, argv);
     if (threads > 0) ThreadPool::set_default_threads(threads);
     if (quiet) set_log_level(LogLevel::kQuiet);
     if (debug) set_log_level(LogLevel::kDebug);
     set_comm_backend(comm_backend);
+    if (threads > 0) global_args.insert(global_args.end(), {"--threads", std::to_string(threads)});
+    if (quiet) global_args.push_back("--quiet");
+    if (debug) global_args.push_back("--debug");
     for (const Command& command : commands)
       if (command.parser->parsed()) command.run();
   } catch (const CLI::ParseError& e) {

@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace dsinfer::cli {
 
@@ -20,6 +22,9 @@ Command register_eval(CLI::App& app);
 Command register_perplexity(CLI::App& app);
 Command register_generate(CLI::App& app);
 Command register_tokenize(CLI::App& app);
+// `run -n N SUBCOMMAND...`: the ranks get `global_args` (the top-level --threads, -q, --debug as
+// parsed, filled in before the command runs) in front of the subcommand.
+Command register_run(CLI::App& app, const std::vector<std::string>& global_args);
 
 // Runs the whole CLI (argv as given to main); returns the process exit status.
 int run_cli(int argc, char** argv);

@@ -8,6 +8,9 @@
 
 namespace dsinfer {
 
+// gloo_comm.cpp (a clear error when dsinfer was built without gloo).
+std::unique_ptr<Comm> make_gloo_comm();
+
 namespace {
 
 std::string g_forced;
@@ -42,8 +45,7 @@ std::unique_ptr<Comm> make_comm() {
   else if (backend == "mpi")
     comm = make_mpi_comm();
   else if (backend == "gloo")
-    fail("the gloo backend (WORLD_SIZE > 1, torchrun style) is not built yet; start the ranks with mpirun "
-         "or force one process with --comm local");
+    comm = make_gloo_comm();
   else
     fail("unknown communication backend '", backend, "' (--comm or DSINFER_COMM: local, mpi or gloo)");
   // Every rank computes the same thing; only rank 0 talks unless asked to.

@@ -1,0 +1,235 @@
+// dsinfer run -n N [--comm mpi|gloo] <subcommand> [args...]: a local launcher. With gloo it
+// starts N child processes of this binary with the torchrun-style environment (WORLD_SIZE, RANK,
+// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT); rank 0 keeps this process's stdin, the
+// others read /dev/null; stdout and stderr are shared. When one rank fails the others are ended
+// (SIGTERM, then SIGKILL after a grace period) and run fails naming that rank. With mpi it hands
+// over to `mpirun -n N --oversubscribe --bind-to none`, which forwards stdin to rank 0 itself.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "commands.h"
+#include "core/error.h"
+
+namespace dsinfer::cli {
+
+namespace {
+
+struct RunOptions {
+  int ranks = 0;
+  std::string comm;
+  std::vector<std::string> args;  // the subcommand and its arguments
+};
+
+constexpr int kGraceSeconds = 5;
+
+volatile sig_atomic_t g_signal = 0;
+void on_signal(int sig) { g_signal = sig; }
+
+std::string self_path() {
+  std::vector<char> buf(4096);
+  const ssize_t n = readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  check(n > 0, "run: cannot resolve /proc/self/exe: ", std::strerror(errno));
+  return std::string(buf.data(), static_cast<size_t>(n));
+}
+
+// A TCP port on 127.0.0.1 that nothing listens on right now.
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  check(fd >= 0, "run: socket: ", std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  const int err = errno;
+  close(fd);
+  check(ok, "run: cannot find a free port: ", std::strerror(err));
+  return ntohs(addr.sin_port);
+}
+
+std::string describe(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = strsignal(sig);
+    return "was killed by signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : "");
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
+std::vector<char*> to_argv(std::vector<std::string>& words) {
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  return argv;
+}
+
+[[noreturn]] void run_mpirun(const RunOptions& o, const std::vector<std::string>& global) {
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  // no ptrace rights in containers: Open MPI's single-copy shared memory would fail
+  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+  std::vector<std::string> words = {"mpirun", "-n", std::to_string(o.ranks), "--oversubscribe", "--bind-to", "none",
+                                    self_path()};
+  words.insert(words.end(), global.begin(), global.end());
+  words.insert(words.end(), o.args.begin(), o.args.end());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<char*> argv = to_argv(words);
+  execvp("mpirun", argv.data());
+  fail("run: cannot start mpirun (", std::strerror(errno),
+       "); install Open MPI (apt-get install openmpi-bin libopenmpi-dev) or use --comm gloo");
+}
+
+// Sends `sig` to every rank still running.
+void signal_all(const std::vector<pid_t>& pids, int sig) {
+  for (pid_t pid : pids)
+    if (pid > 0) kill(pid, sig);
+}
+
+// Ends every rank still running: SIGTERM, then SIGKILL after the grace period.
+void end_all(std::vector<pid_t>& pids) {
+  signal_all(pids, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kGraceSeconds);
+  bool killed = false;
+  for (;;) {
+    bool any = false;
+    for (pid_t& pid : pids) {
+      if (pid <= 0) continue;
+      int status = 0;
+      const pid_t r = waitpid(pid, &status, WNOHANG);
+      if (r == pid || (r < 0 && errno == ECHILD))
+        pid = -1;
+      else
+        any = true;
+    }
+    if (!any) return;
+    if (!killed && std::chrono::steady_clock::now() >= deadline) {
+      signal_all(pids, SIGKILL);
+      killed = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void run_local(const RunOptions& o, const std::vector<std::string>& global) {
+  const std::string self = self_path();
+  const std::string port = std::to_string(free_port());
+  std::vector<std::string> words = {self};
+  words.insert(words.end(), global.begin(), global.end());
+  words.insert(words.end(), o.args.begin(), o.args.end());
+  std::vector<char*> argv = to_argv(words);
+  const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  check(devnull >= 0, "run: cannot open /dev/null: ", std::strerror(errno));
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old_int {}, old_term {};
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<pid_t> pids(static_cast<size_t>(o.ranks), -1);
+  for (int rank = 0; rank < o.ranks; ++rank) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+      const int err = errno;
+      end_all(pids);
+      fail("run: cannot start rank ", rank, ": ", std::strerror(err));
+    }
+    if (pid == 0) {
+      sigaction(SIGINT, &old_int, nullptr);
+      sigaction(SIGTERM, &old_term, nullptr);
+      if (rank != 0) dup2(devnull, STDIN_FILENO);
+      setenv("WORLD_SIZE", std::to_string(o.ranks).c_str(), 1);
+      setenv("RANK", std::to_string(rank).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(o.ranks).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", port.c_str(), 1);
+      if (!o.comm.empty()) setenv("DSINFER_COMM", o.comm.c_str(), 1);
+      execv(self.c_str(), argv.data());
+      std::fprintf(stderr, "error: run: cannot execute %s: %s\n", self.c_str(), std::strerror(errno));
+      _exit(127);
+    }
+    pids[static_cast<size_t>(rank)] = pid;
+  }
+  close(devnull);
+
+  int running = o.ranks;
+  std::string failure;
+  while (running > 0) {
+    if (g_signal != 0) {
+      const int sig = g_signal;
+      g_signal = 0;
+      signal_all(pids, sig);
+      if (failure.empty()) failure = std::string("interrupted by signal ") + std::to_string(sig);
+    }
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;  // ECHILD: none left
+    }
+    int rank = -1;
+    for (size_t i = 0; i < pids.size(); ++i)
+      if (pids[i] == pid) rank = static_cast<int>(i), pids[i] = -1;
+    if (rank < 0) continue;
+    --running;
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok && failure.empty()) {
+      failure = "rank " + std::to_string(rank) + " of " + std::to_string(o.ranks) + " " + describe(status);
+      end_all(pids);
+      running = 0;
+    }
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  check(failure.empty(), "run: ", failure);
+}
+
+}  // namespace
+
+Command register_run(CLI::App& app, const std::vector<std::string>& global_args) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "run",
+      "start N local ranks of a subcommand: `dsinfer run -n 2 generate ...` (torchrun-style environment "
+      "for gloo; mpirun for mpi); rank 0 reads stdin, a failing rank ends them all");
+  sub->add_option("-n,--nproc", o->ranks, "number of ranks")->required()->check(CLI::Range(1, 1024));
+  sub->add_option("--comm", o->comm, "backend of the ranks: mpi (via mpirun, the default) or gloo")
+      ->check(CLI::IsMember({"mpi", "gloo"}));
+  // everything from the first word run does not know (the subcommand) on belongs to the ranks
+  sub->prefix_command();
+  sub->footer("Usage: dsinfer [--threads N] [-q] [--debug] run -n N [--comm mpi|gloo] SUBCOMMAND [ARGS...]");
+  return {sub, [o, sub, &global_args] {
+            RunOptions opts = *o;
+            opts.args = sub->remaining();
+            check(!opts.args.empty(), "run: name the subcommand the ranks run, e.g. `dsinfer run -n 2 eval ...`");
+            if (opts.comm.empty()) opts.comm = "mpi";
+            if (opts.comm == "mpi")
+              run_mpirun(opts, global_args);
+            else
+              run_local(opts, global_args);
+          }};
+}
+
+}  // namespace dsinfer::cli

@@ -1,0 +1,196 @@
+// `dsinfer run -n N <subcommand>`, the local launcher: the tiny-v3 mp2 golden through `run -n 2
+// eval` reproduces the reference, a rank that fails ends the whole run quickly with a message that
+// names it, and rank 0 gets the launcher's stdin (`run -n 2 generate --interactive`). The mpi path
+// (mpirun) is skipped when mpirun is not installed; the torchrun-style path (gloo) is exercised for
+// its process handling, which needs no collective backend.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "test_support.h"
+
+namespace dsinfer {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using test::data_path;
+
+bool mpirun_installed() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
+
+struct Timed {
+  test::CommandResult r;
+  double seconds = 0;
+};
+
+// `dsinfer --threads 1 run <args>` with `input` on stdin, killed after timeout_s.
+Timed launch(const std::string& args, const std::string& input = "", int timeout_s = 120) {
+  const std::string dir = test::scratch_dir("run");
+  const std::string in = dir + "/stdin", out = dir + "/stdout", err = dir + "/stderr";
+  test::write_file(in, input);
+  const std::string cmd = "timeout " + std::to_string(timeout_s) + " " + DSINFER_BIN + " --threads 1 run " + args +
+                          " <" + in + " >" + out + " 2>" + err;
+  const auto start = std::chrono::steady_clock::now();
+  const int status = std::system(cmd.c_str());
+  Timed t;
+  t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  t.r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  t.r.out = test::read_file(out);
+  t.r.err = test::read_file(err);
+  return t;
+}
+
+std::string convert(const std::string& model, int world_size, bool tokenizer = false) {
+  const std::string golden = data_path("golden/" + model);
+  const json config = json::parse(test::read_file(golden + "/hf/config.json"));
+  const std::string ckpt = test::scratch_dir("ckpt");
+  auto r = test::run_dsinfer("-q convert --hf-ckpt-path " + golden + "/hf --save-path " + ckpt + " --n-experts " +
+                             std::to_string(config["n_routed_experts"].get<int>()) + " --model-parallel " +
+                             std::to_string(world_size));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (tokenizer)
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+      fs::copy_file(data_path(std::string("tokenizer/deepseek-v3/") + f), ckpt + "/" + f);
+  return ckpt;
+}
+
+TEST(CliRun, EvalAtTwoRanksMatchesTheMp2Golden) {
+  if (!mpirun_installed()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
+  const std::string golden = data_path("golden/tiny-v3");
+  const std::string ckpt = convert("tiny-v3", 2);
+  const std::string out = test::scratch_dir("out") + "/eval";
+  auto t = launch("-n 2 eval --ckpt-path " + ckpt + " --case " + golden + "/ref-mp2-fp32.json --out " + out);
+  ASSERT_EQ(t.r.exit_code, 0) << t.r.err;
+
+  SafetensorsFile ours(out + ".safetensors");
+  SafetensorsFile ref(golden + "/ref-mp2-fp32.safetensors");
+  const TensorView& a = ours.get("logits");
+  const TensorView& b = ref.get("logits");
+  ASSERT_EQ(a.shape, b.shape);
+  ASSERT_EQ(a.dtype, DType::kF32);
+  const int64_t vocab = b.shape[2], rows = b.shape[0] * b.shape[1];
+  const float* x = reinterpret_cast<const float*>(a.data);
+  const float* y = reinterpret_cast<const float*>(b.data);
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* xr = x + row * vocab;
+    const float* yr = y + row * vocab;
+    double max_diff = 0, max_ref = 0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      max_diff = std::max(max_diff, std::fabs(static_cast<double>(xr[i]) - yr[i]));
+      max_ref = std::max(max_ref, std::fabs(static_cast<double>(yr[i])));
+    }
+    EXPECT_LE(max_diff / max_ref, 1e-3) << "row " << row;
+    EXPECT_EQ(std::max_element(xr, xr + vocab) - xr, std::max_element(yr, yr + vocab) - yr) << "argmax of row " << row;
+  }
+  const json expected = json::parse(test::read_file(golden + "/ref-mp2-fp32.json"));
+  const json got = json::parse(test::read_file(out + ".json"));
+  EXPECT_EQ(got["completions"], expected["generate"]["completions"]);
+}
+
+TEST(CliRun, MissingShardEndsTheRunInBoundedTime) {
+  if (!mpirun_installed()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
+  const std::string golden = data_path("golden/tiny-v3");
+  const std::string ckpt = convert("tiny-v3", 2);
+  std::remove((ckpt + "/model1-mp2.safetensors").c_str());
+  const std::string out = test::scratch_dir("out") + "/eval";
+  auto t = launch("-n 2 eval --ckpt-path " + ckpt + " --case " + golden + "/ref-mp2-fp32.json --out " + out, "",
+                  /*timeout_s=*/60);
+  EXPECT_NE(t.r.exit_code, 0);
+  EXPECT_NE(t.r.exit_code, 124) << "timed out:\n" << t.r.err;
+  EXPECT_NE(t.r.err.find("missing shard " + ckpt + "/model1-mp2.safetensors"), std::string::npos) << t.r.err;
+}
+
+TEST(CliRun, InteractiveTurnsReachRankZero) {
+  if (!mpirun_installed()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
+  const std::string golden = data_path("golden/tiny-v3-chat");
+  const json chat = json::parse(test::read_file(golden + "/chat-mp2-fp32.json"));
+  const json turns = json::parse(test::read_file(golden + "/turns.json"));
+  const std::string ckpt = convert("tiny-v3-chat", 2, /*tokenizer=*/true);
+  std::string input, expected;
+  for (const json& turn : turns) input += turn.get<std::string>() + "\n";
+  for (const json& turn : chat["interactive"]) {
+    expected += ">>> ";
+    if (turn.contains("completion")) expected += turn["completion"].get<std::string>() + "\n";
+  }
+  expected += ">>> ";  // the prompt that reads /exit
+  auto t = launch("-n 2 generate --ckpt-path " + ckpt + " --interactive --max-new-tokens " +
+                      std::to_string(chat["max_new_tokens"].get<int>()) + " --temperature 0",
+                  input);
+  ASSERT_EQ(t.r.exit_code, 0) << t.r.err;
+  EXPECT_EQ(t.r.out, expected);
+}
+
+// The torchrun-style path (--comm gloo): the launcher's own process handling. tokenize does not
+// use the communicator, so every rank runs it on its own.
+TEST(CliRunLocal, FailingRanksFailTheRunAndAreNamed) {
+  const std::string dir = test::scratch_dir("env");
+  auto t = launch("-n 3 --comm gloo tokenize --tokenizer-path " + dir + "/none --text hi", "", 60);
+  EXPECT_NE(t.r.exit_code, 0);
+  EXPECT_NE(t.r.exit_code, 124) << "timed out:\n" << t.r.err;
+  EXPECT_NE(t.r.err.find("error: run: rank "), std::string::npos) << t.r.err;
+  EXPECT_NE(t.r.err.find(" of 3 exited with status 1"), std::string::npos) << t.r.err;
+}
+
+TEST(CliRunLocal, OnlyRankZeroReadsTheInput) {
+  const std::string tok = data_path("tokenizer/deepseek-v3");
+  auto t = launch("-n 2 --comm gloo tokenize --tokenizer-path " + tok + " --input-file /dev/stdin", "\"hi\"\n", 60);
+  ASSERT_EQ(t.r.exit_code, 0) << t.r.err;
+  auto one = test::run_dsinfer("tokenize --tokenizer-path " + tok + " --text hi");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(t.r.out, one.out);  // rank 1 read /dev/null: no line of its own
+}
+
+// A rank killed by a signal while another waits on its input: the run ends at once and says so.
+TEST(CliRunLocal, RankKilledBySignalEndsTheRun) {
+  const std::string tok = data_path("tokenizer/deepseek-v3");
+  const std::string dir = test::scratch_dir("kill");
+  const std::string script = dir + "/kill.sh";
+  test::write_file(script,
+                   "mkfifo " + dir + "/fifo\n"
+                   "exec 3<>" + dir + "/fifo\n"  // held open: rank 0's stdin never ends
+                   "timeout 60 " + std::string(DSINFER_BIN) + " --threads 1 run -n 2 --comm gloo tokenize --tokenizer-path " +
+                   tok + " --input-file /dev/stdin <" + dir + "/fifo >" + dir + "/out 2>" + dir + "/err &\n"
+                   "guard=$!\n"
+                   "sleep 2\n"
+                   "for launcher in $(ps -o pid= --ppid $guard); do\n"  // timeout's child: dsinfer run
+                   "  for p in $(ps -o pid= --ppid $launcher); do kill -KILL $p; done\n"  // its ranks
+                   "done\n"
+                   "wait $guard\n"
+                   "echo $? >" + dir + "/rc\n");
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(std::system(("sh " + script).c_str()), 0);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string rc = test::read_file(dir + "/rc");
+  const std::string err = test::read_file(dir + "/err");
+  EXPECT_NE(rc, "0\n") << err;
+  EXPECT_NE(rc, "124\n") << "timed out:\n" << err;
+  EXPECT_LT(seconds, 30);
+  EXPECT_NE(err.find("was killed by signal 9"), std::string::npos) << err;
+}
+
+TEST(CliRunLocal, SuccessfulRanksMakeASuccessfulRun) {
+  const std::string tok = data_path("tokenizer/deepseek-v3");
+  auto t = launch("-n 2 --comm gloo tokenize --tokenizer-path " + tok + " --text hi", "", 60);
+  EXPECT_EQ(t.r.exit_code, 0) << t.r.err;
+  // both ranks print (tokenize does not use the communicator): two identical lines
+  const size_t first = t.r.out.find('\n');
+  ASSERT_NE(first, std::string::npos) << t.r.out;
+  EXPECT_EQ(t.r.out.substr(0, first + 1), t.r.out.substr(first + 1)) << t.r.out;
+}
+
+TEST(CliRunLocal, WithoutASubcommandIsAnError) {
+  auto t = launch("-n 2 --comm gloo", "", 30);
+  EXPECT_NE(t.r.exit_code, 0);
+  EXPECT_NE(t.r.exit_code, 124);
+}
+
+}  // namespace
+}  // namespace dsinfer
