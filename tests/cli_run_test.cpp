@@ -48,48 +48,16 @@ Timed launch(const std::string& args, const std::string& input = "", int timeout
   return t;
 }
 
-std::string convert(const std::string& model, int world_size, bool tokenizer = false) {
-  const std::string golden = data_path("golden/" + model);
-  const json config = json::parse(test::read_file(golden + "/hf/config.json"));
-  const std::string ckpt = test::scratch_dir("ckpt");
-  auto r = test::run_dsinfer("-q convert --hf-ckpt-path " + golden + "/hf --save-path " + ckpt + " --n-experts " +
-                             std::to_string(config["n_routed_experts"].get<int>()) + " --model-parallel " +
-                             std::to_string(world_size));
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  if (tokenizer)
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-      fs::copy_file(data_path(std::string("tokenizer/deepseek-v3/") + f), ckpt + "/" + f);
-  return ckpt;
-}
 
 TEST(CliRun, EvalAtTwoRanksMatchesTheMp2Golden) {
   if (!mpirun_installed()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
   const std::string golden = data_path("golden/tiny-v3");
-  const std::string ckpt = convert("tiny-v3", 2);
+  const std::string ckpt = test::convert_golden("tiny-v3", 2);
   const std::string out = test::scratch_dir("out") + "/eval";
   auto t = launch("-n 2 eval --ckpt-path " + ckpt + " --case " + golden + "/ref-mp2-fp32.json --out " + out);
   ASSERT_EQ(t.r.exit_code, 0) << t.r.err;
 
-  SafetensorsFile ours(out + ".safetensors");
-  SafetensorsFile ref(golden + "/ref-mp2-fp32.safetensors");
-  const TensorView& a = ours.get("logits");
-  const TensorView& b = ref.get("logits");
-  ASSERT_EQ(a.shape, b.shape);
-  ASSERT_EQ(a.dtype, DType::kF32);
-  const int64_t vocab = b.shape[2], rows = b.shape[0] * b.shape[1];
-  const float* x = reinterpret_cast<const float*>(a.data);
-  const float* y = reinterpret_cast<const float*>(b.data);
-  for (int64_t row = 0; row < rows; ++row) {
-    const float* xr = x + row * vocab;
-    const float* yr = y + row * vocab;
-    double max_diff = 0, max_ref = 0;
-    for (int64_t i = 0; i < vocab; ++i) {
-      max_diff = std::max(max_diff, std::fabs(static_cast<double>(xr[i]) - yr[i]));
-      max_ref = std::max(max_ref, std::fabs(static_cast<double>(yr[i])));
-    }
-    EXPECT_LE(max_diff / max_ref, 1e-3) << "row " << row;
-    EXPECT_EQ(std::max_element(xr, xr + vocab) - xr, std::max_element(yr, yr + vocab) - yr) << "argmax of row " << row;
-  }
+  test::expect_logits_match(out + ".safetensors", golden + "/ref-mp2-fp32.safetensors");
   const json expected = json::parse(test::read_file(golden + "/ref-mp2-fp32.json"));
   const json got = json::parse(test::read_file(out + ".json"));
   EXPECT_EQ(got["completions"], expected["generate"]["completions"]);
@@ -98,7 +66,7 @@ TEST(CliRun, EvalAtTwoRanksMatchesTheMp2Golden) {
 TEST(CliRun, MissingShardEndsTheRunInBoundedTime) {
   if (!mpirun_installed()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
   const std::string golden = data_path("golden/tiny-v3");
-  const std::string ckpt = convert("tiny-v3", 2);
+  const std::string ckpt = test::convert_golden("tiny-v3", 2);
   std::remove((ckpt + "/model1-mp2.safetensors").c_str());
   const std::string out = test::scratch_dir("out") + "/eval";
   auto t = launch("-n 2 eval --ckpt-path " + ckpt + " --case " + golden + "/ref-mp2-fp32.json --out " + out, "",
@@ -113,7 +81,7 @@ TEST(CliRun, InteractiveTurnsReachRankZero) {
   const std::string golden = data_path("golden/tiny-v3-chat");
   const json chat = json::parse(test::read_file(golden + "/chat-mp2-fp32.json"));
   const json turns = json::parse(test::read_file(golden + "/turns.json"));
-  const std::string ckpt = convert("tiny-v3-chat", 2, /*tokenizer=*/true);
+  const std::string ckpt = test::convert_golden("tiny-v3-chat", 2, /*tokenizer=*/true);
   std::string input, expected;
   for (const json& turn : turns) input += turn.get<std::string>() + "\n";
   for (const json& turn : chat["interactive"]) {
