@@ -114,6 +114,32 @@ double expect_logits_match(const std::string& ours_path, const std::string& ref_
   return worst;
 }
 
+std::vector<std::string> split_inp(const std::string& text) {
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> cases;
+  size_t start = 0;
+  for (size_t at = text.find(sep); at != std::string::npos; at = text.find(sep, start)) {
+    cases.push_back(text.substr(start, at - start));
+    start = at + sep.size();
+  }
+  EXPECT_EQ(start, text.size()) << "text after the last separator";
+  return cases;
+}
+
+std::vector<std::vector<int32_t>> parse_out(const std::string& text) {
+  std::vector<std::vector<int32_t>> lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<int32_t> ids;
+    std::istringstream ls(line);
+    int32_t id;
+    while (ls >> id) ids.push_back(id);
+    lines.push_back(ids);
+  }
+  return lines;
+}
+
 std::string error_of(const std::function<void()>& body) {
   try {
     body();

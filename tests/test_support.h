@@ -1,6 +1,7 @@
 // Helpers shared by the tests: data paths, scratch directories, running the dsinfer binary.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -34,6 +35,11 @@ std::string convert_golden(const std::string& model, int world_size = 1, bool wi
 // golden acceptance rule: per row max|ours - ref| <= 1e-3 max|ref| and the same argmax
 // (EXPECTs per row). Returns the worst ratio.
 double expect_logits_match(const std::string& ours_path, const std::string& ref_path);
+
+// llama.cpp tokenizer test vectors: a .inp file holds cases each followed by
+// "\n__ggml_vocab_test__\n"; a .out file holds one line of space-separated ids per case.
+std::vector<std::string> split_inp(const std::string& text);
+std::vector<std::vector<int32_t>> parse_out(const std::string& text);
 
 // The message of the dsinfer::Error that body throws (a test failure if it throws none).
 std::string error_of(const std::function<void()>& body);

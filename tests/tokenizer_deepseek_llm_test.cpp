@@ -17,6 +17,8 @@ namespace {
 using test::data_path;
 using test::read_file;
 using Ids = std::vector<int32_t>;
+using test::parse_out;
+using test::split_inp;
 
 const Tokenizer& llm() {
   static const Tokenizer t = [] {
@@ -25,31 +27,6 @@ const Tokenizer& llm() {
     return Tokenizer::from_strings(read_file(path), "", path);
   }();
   return t;
-}
-
-std::vector<std::string> split_inp(const std::string& text) {
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> cases;
-  size_t start = 0;
-  for (size_t at = text.find(sep); at != std::string::npos; at = text.find(sep, start)) {
-    cases.push_back(text.substr(start, at - start));
-    start = at + sep.size();
-  }
-  return cases;
-}
-
-std::vector<Ids> parse_out(const std::string& text) {
-  std::vector<Ids> lines;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    Ids ids;
-    std::istringstream ls(line);
-    int32_t id;
-    while (ls >> id) ids.push_back(id);
-    lines.push_back(ids);
-  }
-  return lines;
 }
 
 void check_vectors(const std::string& dir) {

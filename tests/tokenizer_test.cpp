@@ -22,6 +22,8 @@ using nlohmann::json;
 using test::data_path;
 using test::read_file;
 using Ids = std::vector<int32_t>;
+using test::parse_out;
+using test::split_inp;
 using Words = std::vector<std::string>;
 
 const std::string kFffd = "\xEF\xBF\xBD";
@@ -70,32 +72,6 @@ Ids one_token_per_word(const Tokenizer& t, const Words& words) {
   Ids ids;
   for (const auto& w : words) ids.push_back(id_of_bytes(t, w));
   return ids;
-}
-
-std::vector<std::string> split_inp(const std::string& text) {
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> cases;
-  size_t start = 0;
-  for (size_t at = text.find(sep); at != std::string::npos; at = text.find(sep, start)) {
-    cases.push_back(text.substr(start, at - start));
-    start = at + sep.size();
-  }
-  EXPECT_EQ(start, text.size()) << "text after the last separator";
-  return cases;
-}
-
-std::vector<Ids> parse_out(const std::string& text) {
-  std::vector<Ids> lines;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    Ids ids;
-    std::istringstream ls(line);
-    int32_t id;
-    while (ls >> id) ids.push_back(id);
-    lines.push_back(ids);
-  }
-  return lines;
 }
 
 // ---------------------------------------------------------------------------------------------
