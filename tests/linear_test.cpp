@@ -8,7 +8,9 @@
 #include <random>
 #include <vector>
 
+#include "core/cpu.h"
 #include "core/dtype.h"
+#include "core/error.h"
 
 namespace dsinfer {
 namespace {
@@ -207,33 +209,36 @@ void expect_linear_matches_reference(const TestMatrix& m, const std::vector<floa
     }
 }
 
-TEST(Linear, LinearMatchesDoubleReference) {
+// Every kernel variant this CPU runs (scalar oracle, AVX2, AVX-512), on both paths (GEMV below
+// gemm_min_tokens, packed GEMM from it on), with edge shapes: rows not a multiple of the row
+// groups (4, 6, 12), columns not a multiple of the vector width or of the 256-column panels.
+TEST(Linear, EveryIsaMatchesDoubleReference) {
   std::mt19937 rng(14);
-  // linear() keeps small matrices on one thread (grain = max(16, 65536 / (cols x tokens)) rows),
-  // so the larger shapes are there to split across the pool, with partial fp8 edge blocks.
-  const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {16, 128},  {17, 3},    {1, 129},
-                                                {257, 130}, {700, 520}, {1030, 260}};
-  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
-    for (const auto& [rows, cols] : shapes) {
-      TestMatrix m(dtype, rows, cols, rng);
-      for (int64_t n_tokens : {1, 5}) {
-        const auto x = random_floats(rng, static_cast<size_t>(n_tokens * cols));
-        std::vector<float> first;
-        for (int threads : {1, 2, 3}) {
-          SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols
-                                          << " tokens " << n_tokens << " threads " << threads);
-          ThreadPool pool(threads);
-          std::vector<float> y(static_cast<size_t>(n_tokens * rows) + 1, NAN);
-          y.back() = 42.0f;
-          linear(x.data(), n_tokens, m.w, y.data(), pool);
-          EXPECT_EQ(y.back(), 42.0f) << "wrote past the output";
-          y.pop_back();
-          expect_linear_matches_reference(m, x, n_tokens, y);
-          // Fixed summation order: the thread count does not change a single bit.
-          if (first.empty()) {
-            first = y;
-          } else {
-            EXPECT_EQ(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)), 0);
+  const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {16, 128}, {17, 3},     {1, 129},
+                                                {257, 130}, {700, 520}, {130, 600}, {13, 17}};
+  for (Isa isa : supported_isas()) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+      for (const auto& [rows, cols] : shapes) {
+        TestMatrix m(dtype, rows, cols, rng);
+        for (int64_t n_tokens : {1, 2, 3, 4, 5, 7, 8, 9, 33, 70}) {
+          const auto x = random_floats(rng, static_cast<size_t>(n_tokens * cols));
+          std::vector<float> first;
+          for (int threads : {1, 2, 3}) {
+            SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " " << rows << "x"
+                                            << cols << " tokens " << n_tokens << " threads " << threads);
+            ThreadPool pool(threads);
+            std::vector<float> y(static_cast<size_t>(n_tokens * rows) + 1, NAN);
+            y.back() = 42.0f;
+            linear(x.data(), n_tokens, m.w, y.data(), pool, isa);
+            EXPECT_EQ(y.back(), 42.0f) << "wrote past the output";
+            y.pop_back();
+            expect_linear_matches_reference(m, x, n_tokens, y);
+            // Fixed summation order: the thread count does not change a single bit.
+            if (first.empty()) {
+              first = y;
+            } else {
+              EXPECT_EQ(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)), 0);
+            }
           }
         }
       }
@@ -241,27 +246,49 @@ TEST(Linear, LinearMatchesDoubleReference) {
   }
 }
 
-TEST(Linear, MatmulRowsHonoursStridesAndRowRange) {
-  std::mt19937 rng(15);
-  TestMatrix m(DType::kBF16, 40, 24, rng);
-  const int64_t n_tokens = 3, x_stride = 30, y_stride = 50;
-  const auto x = random_floats(rng, static_cast<size_t>(n_tokens * x_stride));
-  std::vector<float> y(static_cast<size_t>(n_tokens * y_stride), -1.0f);
-  std::vector<float> buffer(24);
-  matmul_rows(x.data(), n_tokens, x_stride, m.w, 10, 30, y.data(), y_stride, buffer.data());
-  for (int64_t t = 0; t < n_tokens; ++t)
-    for (int64_t j = 0; j < y_stride; ++j) {
-      const float got = y[static_cast<size_t>(t * y_stride + j)];
-      if (j >= 20) {
-        EXPECT_EQ(got, -1.0f) << "t " << t << " j " << j;
-        continue;
-      }
-      double want = 0;
-      for (int64_t c = 0; c < 24; ++c)
-        want += static_cast<double>(x[static_cast<size_t>(t * x_stride + c)]) *
-                m.dense[static_cast<size_t>((10 + j) * 24 + c)];
-      EXPECT_NEAR(got, want, 1e-5 * (1 + std::fabs(want))) << "t " << t << " j " << j;
+TEST(Linear, EveryIsaDequantizesEveryFp8CodeExactly) {
+  // x one-hot: y[t, r] = W[r, t] with a single rounding, which must equal the reference's
+  // fp32(code value x scale) bit for bit, on the GEMV and the GEMM path of each variant.
+  // Rows hold all 254 finite codes (subnormals included) under two scales of one block row.
+  const int64_t rows = 254, cols = 200;
+  std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      int code = static_cast<int>((r + c * 7) % 254);
+      if (code >= 0x7f) code += 1;  // skip the NaN code 0x7f (and 0xff: 254 + 1 = 255 is never hit)
+      codes[static_cast<size_t>(r * cols + c)] = static_cast<uint8_t>(code);
     }
+  const float scales[2 * 2] = {0.0123f, 3.5e-5f, 7.0f, 1.0f / 448.0f};
+  WeightMatrix w{DType::kF8E4M3, rows, cols, codes.data(), scales};
+  for (Isa isa : supported_isas()) {
+    for (int64_t n_tokens : {3, 40}) {
+      SCOPED_TRACE(testing::Message() << isa_name(isa) << " tokens " << n_tokens);
+      std::vector<float> x(static_cast<size_t>(n_tokens * cols), 0.0f);
+      for (int64_t t = 0; t < n_tokens; ++t) x[static_cast<size_t>(t * cols + (t * 5) % cols)] = 1.0f;
+      std::vector<float> y(static_cast<size_t>(n_tokens * rows));
+      ThreadPool pool(2);
+      linear(x.data(), n_tokens, w, y.data(), pool, isa);
+      for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t c = (t * 5) % cols;
+          const float want = fp8_e4m3_to_f32_slow(codes[static_cast<size_t>(r * cols + c)]) *
+                             scales[(r / kFp8Block) * 2 + c / kFp8Block];
+          // Float equality is bit equality here except for the sign of zero, which a sum (of
+          // +0 and -0 products) does not keep: code 0x80 (-0) gives +0 like in the reference.
+          ASSERT_EQ(y[static_cast<size_t>(t * rows + r)], want)
+              << "row " << r << " col " << c << " got " << y[static_cast<size_t>(t * rows + r)] << " want " << want;
+        }
+    }
+  }
+}
+
+TEST(Linear, UnknownIsaNameIsAClearError) {
+  setenv("DSINFER_ISA", "sse9", 1);
+  EXPECT_THROW(best_isa(), Error);
+  setenv("DSINFER_ISA", "scalar", 1);
+  EXPECT_EQ(best_isa(), Isa::kScalar);
+  unsetenv("DSINFER_ISA");
+  EXPECT_EQ(best_isa(), supported_isas().back());
 }
 
 TEST(Linear, WeightMatrixBytes) {

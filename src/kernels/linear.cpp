@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/matmul_isa.h"
 
 namespace dsinfer {
 
@@ -84,34 +85,49 @@ void dequantize_row(const WeightMatrix& w, int64_t row, float* out) {
   }
 }
 
-void matmul_rows(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w,
-                 int64_t row_begin, int64_t row_end, float* y, int64_t y_stride, float* row_buffer) {
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    const float* wrow;
-    if (w.dtype == DType::kF32) {
-      wrow = reinterpret_cast<const float*>(w.data) + r * w.cols;
-    } else {
-      dequantize_row(w, r, row_buffer);
-      wrow = row_buffer;
-    }
-    for (int64_t t = 0; t < n_tokens; ++t)
-      y[t * y_stride + (r - row_begin)] = dot(x + t * x_stride, wrow, w.cols);
-  }
+namespace {
+
+const MatmulKernels& active_kernels() {
+  static const MatmulKernels& kernels = matmul_kernels(best_isa());
+  return kernels;
 }
 
-void linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool) {
+void linear_with(const MatmulKernels& kernels, const float* x, int64_t n_tokens, const WeightMatrix& w,
+                 float* y, ThreadPool& pool) {
+  MatmulTask task{x, n_tokens, w.cols, &w, y, w.rows, nullptr};
+  // Packed once here and shared by every thread (the activations are small next to the weights).
+  thread_local std::vector<float> packed;
+  if (n_tokens >= kernels.gemm_min_tokens) {
+    const int64_t size = kernels.packed_x_size(n_tokens, w.cols);
+    if (packed.size() < static_cast<size_t>(size)) packed.resize(size);
+    kernels.pack_x(x, n_tokens, w.cols, w.cols, packed.data());
+    task.x_packed = packed.data();
+  }
   // Below this many multiply-adds, waking other threads costs more than it saves.
   constexpr int64_t kMinParallelWork = 1 << 16;
-  // Rows in groups of 16 keep each thread's output writes on whole cache lines.
-  const int64_t grain = std::max<int64_t>(16, kMinParallelWork / std::max<int64_t>(1, w.cols * n_tokens));
+  int64_t grain = std::max<int64_t>(1, kMinParallelWork / std::max<int64_t>(1, w.cols * n_tokens));
+  grain = ceil_div(grain, kernels.row_grain) * kernels.row_grain;
   pool.parallel_for(
       w.rows,
       [&](int64_t begin, int64_t end) {
-        thread_local std::vector<float> buffer;
-        if (buffer.size() < static_cast<size_t>(w.cols)) buffer.resize(w.cols);
-        matmul_rows(x, n_tokens, w.cols, w, begin, end, y + begin, w.rows, buffer.data());
+        thread_local std::vector<float> scratch;
+        const int64_t size = kernels.scratch_size(task);
+        if (scratch.size() < static_cast<size_t>(size)) scratch.resize(size);
+        kernels.matmul_rows(task, begin, end, scratch.data());
       },
       grain);
 }
+
+}  // namespace
+
+void linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool) {
+  linear_with(active_kernels(), x, n_tokens, w, y, pool);
+}
+
+void linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool, Isa isa) {
+  linear_with(matmul_kernels(isa), x, n_tokens, w, y, pool);
+}
+
+Isa linear_isa() { return active_kernels().isa; }
 
 }  // namespace dsinfer

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "core/cpu.h"
 #include "core/thread_pool.h"
 #include "kernels/weight_matrix.h"
 
@@ -13,13 +14,14 @@ namespace dsinfer {
 // Dequantizes row `row`, columns [0, w.cols), into out[cols] (fp32).
 void dequantize_row(const WeightMatrix& w, int64_t row, float* out);
 
-// y[t, r - row_begin] = sum_c x[t, c] * W[r, c] for r in [row_begin, row_end), t < n_tokens.
-// x rows are x_stride apart, y rows y_stride apart. Single-threaded; `row_buffer` holds cols floats.
-void matmul_rows(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w,
-                 int64_t row_begin, int64_t row_end, float* y, int64_t y_stride, float* row_buffer);
-
-// y[n_tokens, w.rows] = x[n_tokens, w.cols] @ W^T, rows split across the pool.
+// y[n_tokens, w.rows] = x[n_tokens, w.cols] @ W^T, rows split across the pool, with the best
+// kernels this CPU runs (DSINFER_ISA caps the choice). fp32 activations and accumulation: the
+// result differs from the reference's dequantize-then-matmul only by rounding order.
 void linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool);
+// The same with the kernels of one ISA (which the CPU must support): for tests and benchmarks.
+void linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool, Isa isa);
+// The ISA that linear() uses.
+Isa linear_isa();
 
 // Dot product with fp32 accumulation in 16 independent lanes (vectorizes; fixed order, so
 // results do not depend on the thread count).

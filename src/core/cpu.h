@@ -1,0 +1,27 @@
+// Which instruction sets this CPU can run, for picking a kernel variant at run time. Variants
+// live in their own translation units (*_avx512.cpp, *_avx2.cpp, see CMakeLists.txt) and may be
+// called only when the CPU has the ISA; DSINFER_ISA=scalar|avx2|avx512 caps the choice (tests
+// and benchmarks use it to run each variant).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dsinfer {
+
+// Ordered from the most portable up; kCount is the sentinel.
+enum class Isa { kScalar, kAvx2, kAvx512, kCount };
+
+const char* isa_name(Isa isa);
+
+// True when the CPU (and OS) can run code built for `isa`. kAvx2 means AVX2+FMA+F16C; kAvx512
+// means F/BW/VL/DQ plus the BF16 dot-product extension.
+bool cpu_supports(Isa isa);
+
+// The best ISA the CPU supports, capped by DSINFER_ISA when set (an unknown name is an error).
+Isa best_isa();
+
+// Every ISA this CPU can run, scalar first (for tests that compare variants).
+std::vector<Isa> supported_isas();
+
+}  // namespace dsinfer

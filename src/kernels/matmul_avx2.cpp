@@ -1,0 +1,52 @@
+// AVX2 + FMA + F16C matrix kernels: 8 floats a vector. Compiled with AVX2 flags (see
+// CMakeLists.txt); reached only through matmul_kernels() after a CPU check.
+#include <immintrin.h>
+
+#include "kernels/matmul_impl.h"
+
+namespace dsinfer {
+namespace {
+
+struct Avx2 {
+  using V = __m256;
+  static constexpr int kWidth = 8;
+  static constexpr int kGemmRows = 6;  // 12 accumulators + 2 x vectors + 1 broadcast of 16
+  static V zero() { return _mm256_setzero_ps(); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V set1(float f) { return _mm256_set1_ps(f); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static float reduce(V v) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 h = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+  }
+  static V load_fp8(const uint8_t* p) {
+    // as in the AVX-512 variant: sign-extended code << 7, bit 14 cleared = fp16 of value / 256
+    const __m128i wide = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m128i half = _mm_and_si128(_mm_slli_epi16(wide, 7), _mm_set1_epi16(static_cast<short>(0xBF80)));
+    return _mm256_cvtph_ps(half);
+  }
+  static V load_bf16(const uint16_t* p) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+};
+
+}  // namespace
+
+const MatmulKernels& matmul_kernels_avx2() {
+  static const MatmulKernels kernels{
+      Isa::kAvx2,
+      /*gemm_min_tokens=*/8,
+      Gemm<Avx2>::packed_x_size,
+      Gemm<Avx2>::pack_x,
+      scratch_size_impl<Avx2>,
+      matmul_rows_impl<Avx2>,
+      /*row_grain=*/48,
+  };
+  return kernels;
+}
+
+}  // namespace dsinfer

@@ -1,0 +1,54 @@
+// AVX-512 matrix kernels (F, BW, VL): 16 floats a vector. Compiled with AVX-512 flags (see
+// CMakeLists.txt); reached only through matmul_kernels() after a CPU check.
+#include <immintrin.h>
+
+// GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_ps() and then warn that
+// it is uninitialized (a known false positive); nothing here reads an undefined value.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include "kernels/matmul_impl.h"
+
+namespace dsinfer {
+namespace {
+
+struct Avx512 {
+  using V = __m512;
+  static constexpr int kWidth = 16;
+  static constexpr int kGemmRows = 12;  // 24 accumulators + 2 x vectors + 1 broadcast of 32
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V set1(float f) { return _mm512_set1_ps(f); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static float reduce(V v) { return _mm512_reduce_add_ps(v); }
+  static V load_fp8(const uint8_t* p) {
+    // sign-extended code << 7 puts the sign at bit 15 (and a copy at bit 14, cleared) and
+    // exponent+mantissa at bits 7..13: the fp16 bit pattern of value / 256.
+    const __m256i wide = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i half = _mm256_and_si256(_mm256_slli_epi16(wide, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
+    return _mm512_cvtph_ps(half);
+  }
+  static V load_bf16(const uint16_t* p) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+};
+
+}  // namespace
+
+const MatmulKernels& matmul_kernels_avx512() {
+  static const MatmulKernels kernels{
+      Isa::kAvx512,
+      /*gemm_min_tokens=*/8,
+      Gemm<Avx512>::packed_x_size,
+      Gemm<Avx512>::pack_x,
+      scratch_size_impl<Avx512>,
+      matmul_rows_impl<Avx512>,
+      /*row_grain=*/48,
+  };
+  return kernels;
+}
+
+}  // namespace dsinfer

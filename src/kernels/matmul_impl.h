@@ -1,0 +1,249 @@
+// The vector matrix kernels, written once over a small traits type S (one per ISA) and included
+// only by the per-ISA translation units (matmul_avx512.cpp, matmul_avx2.cpp). Everything here
+// has internal linkage and uses no library templates, so code built for one ISA can never be
+// picked by the linker for another.
+//
+// S provides: V (vector of S::kWidth floats), zero, load, store, set1, fma, mul, reduce, and
+//   load_fp8(codes): kWidth e4m3 codes -> their values times 2^-8, exactly (through the fp16
+//                    bit pattern: code << 7 is the fp16 of value / 256, subnormals included;
+//                    the NaN codes 0x7f/0xff are not special-cased: real checkpoints never hold
+//                    them, as e4m3fn quantizers saturate at 448),
+//   load_bf16(bits): kWidth bf16 -> fp32 (exact).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "kernels/matmul_isa.h"
+
+namespace dsinfer {
+namespace {
+
+constexpr float kFp8Bias = 256.0f;  // load_fp8 returns value / 256; scales absorb the 256
+
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// A local copy of bf16_to_f32: an out-of-line copy of a shared inline function built with this
+// ISA's flags could otherwise be the one the linker keeps for the whole program.
+inline float bf16_bits_to_f32(uint16_t bits) {
+  const uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+enum class WKind { kF32, kBF16, kFp8 };
+
+template <class S, WKind kind>
+inline typename S::V load_w(const uint8_t* row, int64_t k) {
+  if constexpr (kind == WKind::kF32) return S::load(reinterpret_cast<const float*>(row) + k);
+  else if constexpr (kind == WKind::kBF16) return S::load_bf16(reinterpret_cast<const uint16_t*>(row) + k);
+  else return S::load_fp8(row + k);
+}
+
+// The same value as load_w gives for one element (tails shorter than a vector).
+template <WKind kind>
+inline float scalar_w(const uint8_t* row, int64_t k) {
+  if constexpr (kind == WKind::kF32) return reinterpret_cast<const float*>(row)[k];
+  else if constexpr (kind == WKind::kBF16) return bf16_bits_to_f32(reinterpret_cast<const uint16_t*>(row)[k]);
+  else return fp8_e4m3_table()[row[k]] * (1.0f / kFp8Bias);
+}
+
+// ---- GEMV: a group of R rows against T tokens, weights streamed once -------------------------
+// y[t * y_stride + i] = sum_k W_i[k] * xs[t * xs_stride + k] for i < R, t < T.
+template <class S, WKind kind, int T, int R>
+inline void gemv_group(const uint8_t* w0, int64_t row_bytes, int64_t K, const float* xs,
+                       int64_t xs_stride, float* y, int64_t y_stride) {
+  using V = typename S::V;
+  constexpr int W = S::kWidth;
+  V acc[R][T];
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) acc[i][t] = S::zero();
+  int64_t k = 0;
+  for (; k + W <= K; k += W) {
+    V xv[T];
+    for (int t = 0; t < T; ++t) xv[t] = S::load(xs + t * xs_stride + k);
+    for (int i = 0; i < R; ++i) {
+      const V wv = load_w<S, kind>(w0 + i * row_bytes, k);
+      for (int t = 0; t < T; ++t) acc[i][t] = S::fma(wv, xv[t], acc[i][t]);
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) {
+      float s = S::reduce(acc[i][t]);
+      for (int64_t kk = k; kk < K; ++kk) s += scalar_w<kind>(w0 + i * row_bytes, kk) * xs[t * xs_stride + kk];
+      y[t * y_stride + i] = s;
+    }
+}
+
+template <class S, WKind kind, int T>
+inline void gemv_dispatch_rows(bool four, const uint8_t* w0, int64_t row_bytes, int64_t K, const float* xs,
+                               int64_t xs_stride, float* y, int64_t y_stride) {
+  if (four) gemv_group<S, kind, T, 4>(w0, row_bytes, K, xs, xs_stride, y, y_stride);
+  else gemv_group<S, kind, T, 1>(w0, row_bytes, K, xs, xs_stride, y, y_stride);
+}
+
+// Tokens in groups of up to 4, rows in groups of 4 (never straddling an fp8 scale block, since
+// fp8 activations are pre-multiplied by the block's scales: xs[t, k] = x[t, k] * scale[k/128] * 256).
+template <class S, WKind kind>
+void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
+  const WeightMatrix& w = *task.w;
+  const int64_t K = w.cols;
+  const int64_t elem = kind == WKind::kF32 ? 4 : kind == WKind::kBF16 ? 2 : 1;
+  const int64_t row_bytes = K * elem;
+  for (int64_t t0 = 0; t0 < task.n_tokens; t0 += 4) {
+    const int T = static_cast<int>(min64(4, task.n_tokens - t0));
+    const float* xs = task.x + t0 * task.x_stride;
+    int64_t xs_stride = task.x_stride;
+    int64_t scaled_block = -1;
+    for (int64_t r = r0; r < r1;) {
+      bool four = r + 4 <= r1;
+      if constexpr (kind == WKind::kFp8) {
+        const int64_t block = r / kFp8Block;
+        four = four && (r + 3) / kFp8Block == block;
+        if (block != scaled_block) {
+          const float* scales = w.scale + block * w.scale_cols();
+          for (int t = 0; t < T; ++t)
+            for (int64_t c = 0; c < K; c += kFp8Block) {
+              const typename S::V s = S::set1(scales[c / kFp8Block] * kFp8Bias);
+              const int64_t end = min64(c + kFp8Block, K);
+              const float* src = task.x + (t0 + t) * task.x_stride;
+              int64_t k = c;
+              for (; k + S::kWidth <= end; k += S::kWidth) S::store(xs_buf + t * K + k, S::mul(S::load(src + k), s));
+              for (; k < end; ++k) xs_buf[t * K + k] = src[k] * (scales[c / kFp8Block] * kFp8Bias);
+            }
+          xs = xs_buf;
+          xs_stride = K;
+          scaled_block = block;
+        }
+      }
+      const uint8_t* w0 = w.data + r * row_bytes;
+      float* y = task.y + t0 * task.y_stride + r;
+      switch (T) {
+        case 1: gemv_dispatch_rows<S, kind, 1>(four, w0, row_bytes, K, xs, xs_stride, y, task.y_stride); break;
+        case 2: gemv_dispatch_rows<S, kind, 2>(four, w0, row_bytes, K, xs, xs_stride, y, task.y_stride); break;
+        case 3: gemv_dispatch_rows<S, kind, 3>(four, w0, row_bytes, K, xs, xs_stride, y, task.y_stride); break;
+        default: gemv_dispatch_rows<S, kind, 4>(four, w0, row_bytes, K, xs, xs_stride, y, task.y_stride); break;
+      }
+      r += four ? 4 : 1;
+    }
+  }
+}
+
+// ---- GEMM: x packed transposed in tiles of NT = 2 vectors of tokens, weights converted to fp32
+// R rows x KC columns at a time and reused by every token tile ----------------------------------
+template <class S>
+struct Gemm {
+  static constexpr int kW = S::kWidth;
+  static constexpr int kNT = 2 * kW;       // tokens per tile (two vectors)
+  static constexpr int kR = S::kGemmRows;  // rows per panel (2 * kR accumulators)
+  static constexpr int64_t kKC = 256;      // columns per panel (a multiple of the fp8 block)
+
+  static int64_t tiles(int64_t n) { return (n + kNT - 1) / kNT; }
+
+  static int64_t packed_x_size(int64_t n, int64_t K) { return tiles(n) * K * kNT; }
+
+  // out[(j * K + k) * NT + tt] = x[(j * NT + tt), k], zero past the last token.
+  static void pack_x(const float* x, int64_t n, int64_t K, int64_t x_stride, float* out) {
+    for (int64_t j = 0; j < tiles(n); ++j)
+      for (int64_t tt = 0; tt < kNT; ++tt) {
+        const int64_t t = j * kNT + tt;
+        float* dst = out + j * K * kNT + tt;
+        if (t < n)
+          for (int64_t k = 0; k < K; ++k) dst[k * kNT] = x[t * x_stride + k];
+        else
+          for (int64_t k = 0; k < K; ++k) dst[k * kNT] = 0.0f;
+      }
+  }
+
+  static int64_t scratch_size(int64_t n) { return kR * kKC + tiles(n) * kR * kNT; }
+
+  // dst[0, kc) = fp32 values of W[row, kb + c] (as the reference dequantizes: code x scale).
+  template <WKind kind>
+  static void convert_row(const WeightMatrix& w, int64_t row, int64_t kb, int64_t kc, float* dst) {
+    const int64_t elem = kind == WKind::kF32 ? 4 : kind == WKind::kBF16 ? 2 : 1;
+    const uint8_t* src = w.data + row * w.cols * elem;
+    for (int64_t c = 0; c < kc; c += kFp8Block) {
+      const int64_t end = min64(c + kFp8Block, kc);
+      float s = 1.0f;
+      if constexpr (kind == WKind::kFp8) s = w.scale[(row / kFp8Block) * w.scale_cols() + (kb + c) / kFp8Block] * kFp8Bias;
+      const typename S::V sv = S::set1(s);
+      int64_t k = c;
+      for (; k + kW <= end; k += kW) {
+        const typename S::V v = load_w<S, kind>(src, kb + k);
+        S::store(dst + k, kind == WKind::kFp8 ? S::mul(v, sv) : v);
+      }
+      for (; k < end; ++k) dst[k] = kind == WKind::kFp8 ? scalar_w<kind>(src, kb + k) * s : scalar_w<kind>(src, kb + k);
+    }
+  }
+
+  // c[i][NT] += sum_k w[i * KC + k] * xp[k * NT + tt]: kR x NT accumulators in registers.
+  static void micro(const float* w, const float* xp, int64_t kc, float* c) {
+    using V = typename S::V;
+    V acc[kR][2];
+    for (int i = 0; i < kR; ++i) {
+      acc[i][0] = S::load(c + i * kNT);
+      acc[i][1] = S::load(c + i * kNT + kW);
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+      const V x0 = S::load(xp + k * kNT), x1 = S::load(xp + k * kNT + kW);
+      for (int i = 0; i < kR; ++i) {
+        const V b = S::set1(w[i * kKC + k]);
+        acc[i][0] = S::fma(b, x0, acc[i][0]);
+        acc[i][1] = S::fma(b, x1, acc[i][1]);
+      }
+    }
+    for (int i = 0; i < kR; ++i) {
+      S::store(c + i * kNT, acc[i][0]);
+      S::store(c + i * kNT + kW, acc[i][1]);
+    }
+  }
+
+  template <WKind kind>
+  static void rows(const MatmulTask& task, int64_t r0, int64_t r1, float* scratch) {
+    const WeightMatrix& w = *task.w;
+    const int64_t K = w.cols, n = task.n_tokens, n_tiles = tiles(n);
+    float* wbuf = scratch;           // [kR, kKC]
+    float* cbuf = scratch + kR * kKC;  // [tiles, kR, kNT]
+    for (int64_t rp = r0; rp < r1; rp += kR) {
+      const int64_t n_rows = min64(kR, r1 - rp);
+      std::memset(cbuf, 0, sizeof(float) * n_tiles * kR * kNT);
+      for (int64_t kb = 0; kb < K; kb += kKC) {
+        const int64_t kc = min64(kKC, K - kb);
+        for (int64_t i = 0; i < kR; ++i) {
+          if (i < n_rows) convert_row<kind>(w, rp + i, kb, kc, wbuf + i * kKC);
+          else std::memset(wbuf + i * kKC, 0, sizeof(float) * kc);
+        }
+        for (int64_t j = 0; j < n_tiles; ++j) micro(wbuf, task.x_packed + (j * K + kb) * kNT, kc, cbuf + j * kR * kNT);
+      }
+      for (int64_t j = 0; j < n_tiles; ++j)
+        for (int64_t tt = 0; tt < kNT && j * kNT + tt < n; ++tt) {
+          float* y = task.y + (j * kNT + tt) * task.y_stride + rp;
+          for (int64_t i = 0; i < n_rows; ++i) y[i] = cbuf[(j * kR + i) * kNT + tt];
+        }
+    }
+  }
+};
+
+template <class S>
+void matmul_rows_impl(const MatmulTask& task, int64_t r0, int64_t r1, float* scratch) {
+  const bool gemm = task.x_packed != nullptr;
+  switch (task.w->dtype) {
+    case DType::kF32:
+      return gemm ? Gemm<S>::template rows<WKind::kF32>(task, r0, r1, scratch) : gemv_rows<S, WKind::kF32>(task, r0, r1, scratch);
+    case DType::kBF16:
+      return gemm ? Gemm<S>::template rows<WKind::kBF16>(task, r0, r1, scratch) : gemv_rows<S, WKind::kBF16>(task, r0, r1, scratch);
+    default:
+      return gemm ? Gemm<S>::template rows<WKind::kFp8>(task, r0, r1, scratch) : gemv_rows<S, WKind::kFp8>(task, r0, r1, scratch);
+  }
+}
+
+template <class S>
+int64_t scratch_size_impl(const MatmulTask& task) {
+  if (task.x_packed) return Gemm<S>::scratch_size(task.n_tokens);
+  return 4 * task.w->cols;  // scaled activations of up to 4 tokens (fp8 GEMV)
+}
+
+}  // namespace
+}  // namespace dsinfer

@@ -1,0 +1,49 @@
+// The matrix-product kernels of one instruction set, behind one table so that linear() can pick
+// a variant at run time (DESIGN.md: a scalar oracle plus one translation unit per ISA).
+#pragma once
+
+#include <cstdint>
+
+#include "core/cpu.h"
+#include "kernels/weight_matrix.h"
+
+namespace dsinfer {
+
+// One product y[t, r] = sum_c x[t, c] * W[r, c]: x is [n_tokens, w.cols] with rows x_stride
+// apart, y is [n_tokens, w.rows] with rows y_stride apart (the full width; kernels write only
+// the rows they are given).
+struct MatmulTask {
+  const float* x = nullptr;
+  int64_t n_tokens = 0;
+  int64_t x_stride = 0;
+  const WeightMatrix* w = nullptr;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+  // x transposed into tiles by pack_x (only when n_tokens >= gemm_min_tokens).
+  const float* x_packed = nullptr;
+};
+
+struct MatmulKernels {
+  Isa isa;
+  // From this many tokens on, the kernel wants x packed (GEMM); below it streams the weights
+  // once per group of tokens (GEMV), which is what decode is bound by.
+  int64_t gemm_min_tokens;
+  // Floats that pack_x writes for n tokens of `cols` features.
+  int64_t (*packed_x_size)(int64_t n_tokens, int64_t cols);
+  void (*pack_x)(const float* x, int64_t n_tokens, int64_t cols, int64_t x_stride, float* out);
+  // Floats of per-thread scratch that matmul_rows needs for `task`.
+  int64_t (*scratch_size)(const MatmulTask& task);
+  // Rows [row_begin, row_end) of the product, single-threaded. Row ranges that start on a
+  // multiple of `row_grain` keep the kernel on its fast path.
+  void (*matmul_rows)(const MatmulTask& task, int64_t row_begin, int64_t row_end, float* scratch);
+  int64_t row_grain;
+};
+
+const MatmulKernels& matmul_kernels_scalar();
+const MatmulKernels& matmul_kernels_avx2();
+const MatmulKernels& matmul_kernels_avx512();
+
+// The variant for `isa` (which the CPU must support).
+const MatmulKernels& matmul_kernels(Isa isa);
+
+}  // namespace dsinfer
