@@ -1,12 +1,14 @@
-// `dsinfer generate` at 2 ranks under mpirun against the reference's generate.py transcripts at
-// world size 2 (chat-mp2-fp32.json): rank 0 reads the prompts (file or stdin) and broadcasts
-// them, all ranks generate in lockstep, only rank 0 prints. Skipped when mpirun is absent.
+// `dsinfer generate` at 2 ranks against the reference's generate.py transcripts at world size 2
+// (chat-mp2-fp32.json), under each backend (mpirun; gloo through `dsinfer run -n 2 --comm gloo`):
+// rank 0 reads the prompts (file or stdin) and broadcasts them, all ranks generate in lockstep,
+// only rank 0 prints. Skipped for a backend that is not available here.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "test_support.h"
 
@@ -18,30 +20,46 @@ using json = nlohmann::json;
 using test::data_path;
 
 
-class GoldenMpBatch : public ::testing::TestWithParam<std::string> {};
+// (model, backend)
+class GoldenMpBatch : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
 TEST_P(GoldenMpBatch, StdoutMatchesReferenceAtTwoRanks) {
-  if (!test::has_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
-  const std::string golden = data_path("golden/" + GetParam());
+  const auto& [model, backend] = GetParam();
+  if (std::string why = test::backend_unavailable(backend); !why.empty()) GTEST_SKIP() << why;
+  const std::string golden = data_path("golden/" + model);
   const json chat = json::parse(test::read_file(golden + "/chat-mp2-fp32.json"));
   ASSERT_EQ(chat["world_size"].get<int>(), 2);
-  const std::string ckpt = test::convert_golden(GetParam(), 2, /*with_tokenizer=*/true);
-  auto r = test::run_mpi(2, "generate --ckpt-path " + ckpt + " --input-file " + golden + "/prompts.txt --max-new-tokens " +
+  const std::string ckpt = test::convert_golden(model, 2, /*with_tokenizer=*/true);
+  auto r = test::run_ranks(backend, 2, "generate --ckpt-path " + ckpt + " --input-file " + golden + "/prompts.txt --max-new-tokens " +
                           std::to_string(chat["max_new_tokens"].get<int>()) + " --temperature 0");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, chat["batch"]["stdout"].get<std::string>());
   EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
 }
 
-INSTANTIATE_TEST_SUITE_P(Chat, GoldenMpBatch, ::testing::Values("tiny-v3-chat", "tiny-v3-story"),
+INSTANTIATE_TEST_SUITE_P(Chat, GoldenMpBatch,
+                         ::testing::Combine(::testing::Values("tiny-v3-chat", "tiny-v3-story"),
+                                            ::testing::Values("mpi", "gloo")),
                          [](const auto& info) {
-                           std::string n = info.param;
+                           std::string n = test::backend_test_name(std::get<1>(info.param)) + "_" +
+                                           std::get<0>(info.param);
                            for (char& ch : n) if (ch == '-') ch = '_';
                            return n;
                          });
 
-TEST(GoldenMpGenerate, InteractiveTurnsThroughRankZeroStdin) {
-  if (!test::has_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
+// The rest run once per backend.
+class GoldenMpGenerate : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (std::string why = test::backend_unavailable(GetParam()); !why.empty()) GTEST_SKIP() << why;
+  }
+  test::CommandResult run(const std::string& args, const std::string& input = "") {
+    return test::run_ranks(GetParam(), 2, args, input);
+  }
+};
+using GoldenMpPerplexity = GoldenMpGenerate;
+
+TEST_P(GoldenMpGenerate, InteractiveTurnsThroughRankZeroStdin) {
   const std::string golden = data_path("golden/tiny-v3-chat");
   const json chat = json::parse(test::read_file(golden + "/chat-mp2-fp32.json"));
   const json turns = json::parse(test::read_file(golden + "/turns.json"));
@@ -55,36 +73,33 @@ TEST(GoldenMpGenerate, InteractiveTurnsThroughRankZeroStdin) {
   }
   expected += ">>> ";  // the prompt that reads /exit
   ASSERT_GT(answered, 0u);
-  auto r = test::run_mpi(2, "generate --ckpt-path " + ckpt + " --interactive --max-new-tokens " +
+  auto r = run("generate --ckpt-path " + ckpt + " --interactive --max-new-tokens " +
                           std::to_string(chat["max_new_tokens"].get<int>()) + " --temperature 0",
                    input);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, expected);
 }
 
-TEST(GoldenMpGenerate, EndOfInputEndsEveryRank) {
-  if (!test::has_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
+TEST_P(GoldenMpGenerate, EndOfInputEndsEveryRank) {
   const std::string ckpt = test::convert_golden("tiny-v3-chat", 2, /*with_tokenizer=*/true);
-  auto r = test::run_mpi(2, "generate --ckpt-path " + ckpt + " --interactive --max-new-tokens 3", "Hello\n");
+  auto r = run("generate --ckpt-path " + ckpt + " --interactive --max-new-tokens 3", "Hello\n");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind(">>> ", 0), 0u);
 }
 
-TEST(GoldenMpGenerate, UnreadableInputFileFailsEveryRank) {
-  if (!test::has_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
+TEST_P(GoldenMpGenerate, UnreadableInputFileFailsEveryRank) {
   const std::string ckpt = test::convert_golden("tiny-v3-chat", 2, /*with_tokenizer=*/true);
-  auto r = test::run_mpi(2, "generate --ckpt-path " + ckpt + " --input-file " + ckpt + "/no-such-prompts.txt");
+  auto r = run("generate --ckpt-path " + ckpt + " --input-file " + ckpt + "/no-such-prompts.txt");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.exit_code, 124) << "timed out:\n" << r.err;
   EXPECT_NE(r.err.find("cannot read input file"), std::string::npos) << r.err;
 }
 
-TEST(GoldenMpPerplexity, TwoRanksGiveTheSingleProcessNll) {
-  if (!test::has_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
+TEST_P(GoldenMpPerplexity, TwoRanksGiveTheSingleProcessNll) {
   const std::string golden = data_path("golden/tiny-v3-story");
   const json ref = json::parse(test::read_file(golden + "/ppl-mp1-fp32.json"));
   const std::string ckpt = test::convert_golden("tiny-v3-story", 2, /*with_tokenizer=*/true);
-  auto r = test::run_mpi(2, "perplexity --ckpt-path " + ckpt + " --case " + golden + "/ppl-mp1-fp32.json --json");
+  auto r = run("perplexity --ckpt-path " + ckpt + " --case " + golden + "/ppl-mp1-fp32.json --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json got = json::parse(r.out);  // one JSON document: only rank 0 prints
   ASSERT_EQ(got["nll"].size(), ref["nll"].size());
@@ -95,6 +110,12 @@ TEST(GoldenMpPerplexity, TwoRanksGiveTheSingleProcessNll) {
           << "sequence " << s << " position " << t;
   }
 }
+
+auto backend_name = [](const ::testing::TestParamInfo<std::string>& info) {
+  return test::backend_test_name(info.param);
+};
+INSTANTIATE_TEST_SUITE_P(Ranks, GoldenMpGenerate, ::testing::Values("mpi", "gloo"), backend_name);
+INSTANTIATE_TEST_SUITE_P(Ranks, GoldenMpPerplexity, ::testing::Values("mpi", "gloo"), backend_name);
 
 }  // namespace
 }  // namespace dsinfer

@@ -9,11 +9,14 @@
 #include <fstream>
 #include <sstream>
 #include <algorithm>
+#include <cctype>
+#include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "parallel/comm.h"
 
 namespace dsinfer::test {
 
@@ -49,8 +52,10 @@ CommandResult run_command(const std::string& command, const std::string& input) 
   std::string in = dir + "/stdin", out = dir + "/stdout", err = dir + "/stderr";
   write_file(in, input);
   std::string cmd = command + " <" + in + " >" + out + " 2>" + err;
+  const auto start = std::chrono::steady_clock::now();
   int status = std::system(cmd.c_str());
   CommandResult result;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   result.out = read_file(out);
   result.err = read_file(err);
@@ -69,6 +74,26 @@ CommandResult run_mpi(int ranks, const std::string& args, const std::string& inp
   return run_command("timeout " + std::to_string(timeout_s) + " mpirun -n " + std::to_string(ranks) +
                          " --oversubscribe --bind-to none " + DSINFER_BIN + " --threads 1 " + args,
                      input);
+}
+
+std::string backend_unavailable(const std::string& backend) {
+  if (!comm_backend_built(backend)) return "dsinfer was built without the " + backend + " backend";
+  if (backend == "mpi" && !has_mpirun()) return "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
+  return "";
+}
+
+CommandResult run_ranks(const std::string& backend, int ranks, const std::string& args, const std::string& input,
+                        int timeout_s) {
+  if (backend == "mpi") return run_mpi(ranks, args, input, timeout_s);
+  return run_command("timeout " + std::to_string(timeout_s) + " " + DSINFER_BIN + " --threads 1 run -n " +
+                         std::to_string(ranks) + " --comm " + backend + " " + args,
+                     input);
+}
+
+std::string backend_test_name(const std::string& backend) {
+  std::string name = backend;
+  if (!name.empty()) name[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(name[0])));
+  return name;
 }
 
 std::string convert_golden(const std::string& model, int world_size, bool with_tokenizer) {

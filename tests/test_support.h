@@ -17,6 +17,7 @@ struct CommandResult {
   int exit_code = -1;
   std::string out;  // stdout
   std::string err;  // stderr
+  double seconds = 0;  // wall time of the command
 };
 // Runs a shell command line (no redirections of its own) with stdin from `input`.
 CommandResult run_command(const std::string& command, const std::string& input = "");
@@ -26,6 +27,16 @@ CommandResult run_dsinfer(const std::string& args, const std::string& input = ""
 // killed after timeout_s. Tests skip when has_mpirun() is false.
 CommandResult run_mpi(int ranks, const std::string& args, const std::string& input = "", int timeout_s = 120);
 bool has_mpirun();
+// Multi-process backends of the tests: "mpi" (mpirun) and "gloo" (`dsinfer run -n N --comm gloo`,
+// the torchrun-style environment). Why `backend` cannot run here ("" when it can): mpirun is
+// missing or dsinfer was built without it; tests GTEST_SKIP with it.
+std::string backend_unavailable(const std::string& backend);
+// `dsinfer --threads 1 <args>` on `ranks` local ranks of `backend` (run_mpi for mpi), killed after
+// timeout_s.
+CommandResult run_ranks(const std::string& backend, int ranks, const std::string& args, const std::string& input = "",
+                        int timeout_s = 120);
+// "mpi" -> "Mpi": parameter names for test suites instantiated per backend.
+std::string backend_test_name(const std::string& backend);
 
 // Converts tests/data/golden/<model>/hf at model-parallel `world_size` into a fresh scratch
 // directory (with the DeepSeek-V3 tokenizer files beside the shards when asked); returns it.

@@ -18,8 +18,12 @@ struct ModelOptions {
   void add_to(CLI::App* sub);
   // Reads the config (explicit path or the checkpoint's config.json); errors name the file.
   ModelConfig load_config() const;
+  // The config file load_config() reads.
+  std::string resolved_config_path() const;
   // Loads this rank's shard model{rank}-mp{world_size}; a shard set that does not match the
-  // world size is reported as such (on every rank) before anything else is checked.
+  // world size is reported as such (on every rank) before anything else is checked. At world
+  // size > 1 the ranks first compare their configs and shard headers: a rank that loaded another
+  // checkpoint or config, or failed to load, is the same Error on every rank.
   std::unique_ptr<Transformer> load_model(const ModelConfig& config, Comm& comm) const;
 };
 

@@ -1,12 +1,14 @@
 // The collectives the tensor-parallel forward pass needs (REFERENCE.md section 4), plus a byte
-// broadcast for rank 0's input (prompts, commands). Backends: local (world of one) and mpi
-// (started by mpirun); make_comm() picks one from the flag, DSINFER_COMM or the launcher's
-// environment.
+// broadcast for rank 0's input (prompts, commands) and a byte all-gather for the ranks' check that
+// they loaded the same model. Backends: local (world of one), mpi (started by mpirun) and gloo
+// (torchrun-style environment); make_comm() picks one from the flag, DSINFER_COMM or the
+// launcher's environment.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -29,9 +31,13 @@ class Comm {
   virtual void all_reduce_sum(float* data, int64_t n) = 0;
   // out[world_size * n] = concatenation of every rank's in[n], in rank order.
   virtual void all_gather(const float* in, int64_t n, float* out) = 0;
-  // Every rank's `bytes` becomes root's `bytes` (any length, binary safe).
+  // Every rank's `bytes` becomes root's `bytes` (any length, binary safe). Paced by rank 0's
+  // input (a person typing), so backends with timeouts do not time it out.
   virtual void broadcast(std::string& bytes, int root) = 0;
   virtual void barrier() = 0;
+  // Every rank's `mine`, in rank order (small, once-per-run exchanges). The default broadcasts
+  // each rank's bytes in turn.
+  virtual std::vector<std::string> all_gather_bytes(const std::string& mine);
 };
 
 // World of one: every collective is the identity.
@@ -40,6 +46,14 @@ std::unique_ptr<Comm> make_local_comm();
 // Open MPI world (MPI_COMM_WORLD); initializes MPI on first use and finalizes it when the last
 // MpiComm goes away normally. Throws Error when dsinfer was built without MPI.
 std::unique_ptr<Comm> make_mpi_comm();
+
+// Open MPI world (see above); gloo: WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT, rank 0 serving the
+// rendezvous store; DSINFER_COMM_TIMEOUT (seconds, default 600) bounds the rendezvous and every
+// collective except broadcast. Throws Error when dsinfer was built without gloo.
+std::unique_ptr<Comm> make_gloo_comm();
+
+// Whether this binary has the backend ("local" always; "mpi", "gloo" when built with them).
+bool comm_backend_built(const std::string& name);
 
 // Forces a backend ("local", "mpi", "gloo"; empty: choose automatically). Set by --comm.
 void set_comm_backend(const std::string& name);

@@ -19,6 +19,16 @@ class LocalComm final : public Comm {
 };
 }  // namespace
 
+std::vector<std::string> Comm::all_gather_bytes(const std::string& mine) {
+  std::vector<std::string> all(static_cast<size_t>(world_size()));
+  for (int r = 0; r < world_size(); ++r) {
+    std::string bytes = r == rank() ? mine : std::string();
+    broadcast(bytes, r);
+    all[static_cast<size_t>(r)] = std::move(bytes);
+  }
+  return all;
+}
+
 std::unique_ptr<Comm> make_local_comm() { return std::make_unique<LocalComm>(); }
 
 }  // namespace dsinfer

@@ -8,8 +8,9 @@
 
 namespace dsinfer {
 
-// gloo_comm.cpp (a clear error when dsinfer was built without gloo).
-std::unique_ptr<Comm> make_gloo_comm();
+// gloo_comm.cpp and mpi_comm.cpp: whether the backend was compiled in.
+bool gloo_built();
+bool mpi_built();
 
 namespace {
 
@@ -36,6 +37,10 @@ std::string choose_backend() {
 }  // namespace
 
 void set_comm_backend(const std::string& name) { g_forced = name; }
+
+bool comm_backend_built(const std::string& name) {
+  return name == "local" || (name == "mpi" && mpi_built()) || (name == "gloo" && gloo_built());
+}
 
 std::unique_ptr<Comm> make_comm() {
   const std::string backend = choose_backend();

@@ -96,6 +96,8 @@ class MpiComm final : public Comm {
 
 }  // namespace
 
+bool mpi_built() { return true; }
+
 std::unique_ptr<Comm> make_mpi_comm() { return std::make_unique<MpiComm>(); }
 
 }  // namespace dsinfer
@@ -103,6 +105,8 @@ std::unique_ptr<Comm> make_mpi_comm() { return std::make_unique<MpiComm>(); }
 #else  // !DSINFER_HAVE_MPI
 
 namespace dsinfer {
+bool mpi_built() { return false; }
+
 std::unique_ptr<Comm> make_mpi_comm() {
   fail("this dsinfer was built without MPI (install libopenmpi-dev and openmpi-bin, then rebuild)");
 }

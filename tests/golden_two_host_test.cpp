@@ -1,0 +1,48 @@
+// Two machines on one host: tests/two_host.sh makes two network namespaces joined by a veth pair
+// and runs 2 ranks in each (gloo over the veth, MASTER_ADDR in the first namespace); the tiny-v2
+// mp4 golden through `eval` must match the reference as at one process. Once with the ranks
+// started directly (torchrun-style environment, as a shell loop or Slurm would), once with
+// `torchrun --no_python --nnodes 2` in each namespace (the README's multi-machine command).
+// Skipped when not root, when namespaces are not permitted, without gloo, or (the second) without
+// torchrun.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace dsinfer {
+namespace {
+
+using json = nlohmann::json;
+using test::data_path;
+
+const std::string kScript = data_path("../two_host.sh");
+
+void eval_across_two_hosts(const std::string& launcher) {
+  const std::string model = "tiny-v2", tag = "ref-mp4-fp32";
+  const std::string golden = data_path("golden/" + model);
+  const std::string ckpt = test::convert_golden(model, 4);
+  const std::string out = test::scratch_dir("out") + "/eval";
+  const std::string logs = test::scratch_dir("logs");
+  auto r = test::run_command("LAUNCHER=" + launcher + " RANKS_PER_HOST=2 TWO_HOST_TIMEOUT=240 TWO_HOST_LOGS=" + logs +
+                             " timeout 300 " + kScript + " " + DSINFER_BIN + " eval --ckpt-path " + ckpt +
+                             " --case " + golden + "/" + tag + ".json --out " + out);
+  if (r.exit_code == 77) GTEST_SKIP() << r.err;
+  if (r.err.find("built without the gloo backend") != std::string::npos)
+    GTEST_SKIP() << "built without gloo (cmake -DDSINFER_GLOO=ON)";
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const double worst = test::expect_logits_match(out + ".safetensors", golden + "/" + tag + ".safetensors");
+  std::printf("[ golden ] %s %s on 2 namespaces x 2 ranks (%s): worst max|d|/max|ref| = %.3g\n", model.c_str(),
+              tag.c_str(), launcher.c_str(), worst);
+  const json expected = json::parse(test::read_file(golden + "/" + tag + ".json"));
+  const json got = json::parse(test::read_file(out + ".json"));
+  EXPECT_EQ(got["completions"], expected["generate"]["completions"]);
+}
+
+TEST(GoldenTwoHost, EvalMp4WithTwoRanksInEachNamespace) { eval_across_two_hosts("direct"); }
+
+TEST(GoldenTwoHost, EvalMp4WithTorchrunInEachNamespace) { eval_across_two_hosts("torchrun"); }
+
+}  // namespace
+}  // namespace dsinfer

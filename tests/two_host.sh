@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Two machines on one host: makes two network namespaces joined by a veth pair and runs a dsinfer
+# command as a torchrun-style world of 2 x RANKS_PER_HOST ranks (ranks 0..k-1 in the first
+# namespace, k..2k-1 in the second), every rank pointed at MASTER_ADDR = the first namespace's
+# address and at its own veth through DSINFER_GLOO_IFACE (so gloo runs over the veth, as between
+# two machines).
+#
+#   tests/two_host.sh DSINFER_BIN ARGS...      e.g. tests/two_host.sh build/dsinfer eval --ckpt-path ...
+#
+# Environment: RANKS_PER_HOST (default 2), TWO_HOST_LOGS (a directory for rankN.out/.err; default
+# a temporary one), TWO_HOST_TIMEOUT (seconds per rank, default 300), LAUNCHER=torchrun (each
+# namespace runs `torchrun --no_python --nnodes 2 --node_rank i ...` instead of starting its ranks
+# itself: the README's multi-machine torchrun command).
+# Rank 0's stdout is copied to this script's stdout. Exit status: 0 when every rank succeeded,
+# 77 (skipped) when not root or network namespaces are not permitted here, 1 otherwise (every
+# rank's stderr is printed). Namespaces and processes are removed on every exit path.
+set -u
+
+SKIP=77
+skip() {
+  echo "SKIP: $*" >&2
+  exit $SKIP
+}
+
+if [ $# -lt 2 ]; then
+  echo "usage: $0 DSINFER_BIN ARGS..." >&2
+  exit 2
+fi
+bin=$(readlink -f "$1")
+shift
+per_host=${RANKS_PER_HOST:-2}
+world=$((2 * per_host))
+rank_timeout=${TWO_HOST_TIMEOUT:-300}
+launcher=${LAUNCHER:-direct}
+
+[ "$(id -u)" = 0 ] || skip "two-namespace test needs root (ip netns); run as root to test gloo across 'machines'"
+command -v ip >/dev/null 2>&1 || skip "ip (iproute2) not installed (apt-get install iproute2)"
+if [ "$launcher" = torchrun ]; then
+  command -v torchrun >/dev/null 2>&1 || skip "torchrun not installed (apt-get install python3-torch)"
+fi
+[ -x "$bin" ] || { echo "error: $bin is not an executable" >&2; exit 1; }
+
+ns_a=dsinfer-a-$$
+ns_b=dsinfer-b-$$
+addr_a=10.231.77.1
+addr_b=10.231.77.2
+if_a=veth-ds-a
+if_b=veth-ds-b
+port=29500
+logs=${TWO_HOST_LOGS:-}
+own_logs=0
+if [ -z "$logs" ]; then
+  logs=$(mktemp -d)
+  own_logs=1
+fi
+mkdir -p "$logs"
+pids=()
+
+cleanup() {
+  local pid
+  for pid in "${pids[@]}"; do
+    kill -TERM "$pid" 2>/dev/null
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" 2>/dev/null
+  done
+  ip netns del "$ns_a" 2>/dev/null
+  ip netns del "$ns_b" 2>/dev/null
+  [ $own_logs = 1 ] && rm -rf "$logs"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Setup; a failure here means this container may not make namespaces or veths: skip.
+setup() {
+  ip netns add "$ns_a" && ip netns add "$ns_b" &&
+    ip link add "$if_a" netns "$ns_a" type veth peer name "$if_b" netns "$ns_b" &&
+    ip -n "$ns_a" addr add "$addr_a/24" dev "$if_a" &&
+    ip -n "$ns_b" addr add "$addr_b/24" dev "$if_b" &&
+    ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up &&
+    ip -n "$ns_a" link set "$if_a" up && ip -n "$ns_b" link set "$if_b" up
+}
+if ! err=$(setup 2>&1); then
+  skip "network namespaces or veth pairs are not permitted here (${err//$'\n'/; })"
+fi
+echo "two_host: namespaces $ns_a ($addr_a on $if_a) and $ns_b ($addr_b on $if_b), $world ranks via $launcher" >&2
+
+# host h (0 or 1): its namespace and interface
+ns_of() { if [ "$1" = 0 ]; then echo "$ns_a"; else echo "$ns_b"; fi; }
+if_of() { if [ "$1" = 0 ]; then echo "$if_a"; else echo "$if_b"; fi; }
+
+names=()  # what each pid is, for messages
+if [ "$launcher" = torchrun ]; then
+  for host in 0 1; do
+    # torchrun's agent store holds MASTER_PORT; dsinfer's store goes to MASTER_PORT+1
+    ip netns exec "$(ns_of $host)" env DSINFER_GLOO_IFACE="$(if_of $host)" \
+      timeout "$rank_timeout" torchrun --no_python --nnodes 2 --node_rank $host --nproc_per_node "$per_host" \
+      --master_addr $addr_a --master_port $port --redirects 1 --tee 1 --log_dir "$logs/torchrun$host" \
+      "$bin" --threads 1 "$@" </dev/null >"$logs/host$host.out" 2>"$logs/host$host.err" &
+    pids+=($!)
+    names+=("torchrun on host $host")
+  done
+else
+  for ((rank = 0; rank < world; ++rank)); do
+    host=$((rank / per_host))
+    ip netns exec "$(ns_of $host)" env WORLD_SIZE=$world RANK=$rank LOCAL_RANK=$((rank % per_host)) \
+      LOCAL_WORLD_SIZE=$per_host MASTER_ADDR=$addr_a MASTER_PORT=$port DSINFER_GLOO_IFACE="$(if_of $host)" \
+      timeout "$rank_timeout" "$bin" --threads 1 "$@" </dev/null >"$logs/rank$rank.out" 2>"$logs/rank$rank.err" &
+    pids+=($!)
+    names+=("rank $rank")
+  done
+fi
+
+# Wait for all; the first failure ends the others (they would end on their own gloo timeout).
+status=0
+first_failure=""
+remaining=${#pids[@]}
+while [ "$remaining" -gt 0 ]; do
+  done_pid=""
+  wait -n -p done_pid "${pids[@]}"
+  rc=$?
+  [ -n "$done_pid" ] || break
+  remaining=$((remaining - 1))
+  for i in "${!pids[@]}"; do
+    if [ "${pids[$i]}" = "$done_pid" ]; then
+      if [ $rc != 0 ] && [ -z "$first_failure" ]; then
+        first_failure="${names[$i]} exited with status $rc$([ $rc = 124 ] && echo ' (timed out)')"
+        status=1
+        for p in "${pids[@]}"; do [ "$p" != "$done_pid" ] && kill -TERM "$p" 2>/dev/null; done
+      fi
+    fi
+  done
+done
+
+if [ "$launcher" = torchrun ]; then
+  # torchrun's --tee copies rank 0's stdout to host 0's stdout with a "[rank]:" style prefix; the
+  # ranks' own files are under the log dir
+  out0=$(find "$logs/torchrun0" -path '*/0/stdout.log' 2>/dev/null | head -1)
+  [ -n "$out0" ] && cat "$out0"
+else
+  cat "$logs/rank0.out"
+fi
+if [ $status != 0 ]; then
+  echo "two_host: $first_failure" >&2
+  for f in "$logs"/*.err; do
+    echo "----- $(basename "$f")" >&2
+    cat "$f" >&2
+  done
+fi
+exit $status
