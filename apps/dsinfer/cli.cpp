@@ -29,6 +29,9 @@ int run_cli(int argc, char** argv) {
   std::vector<Command> commands = {register_convert(app), register_fp8_cast_bf16(app),
                                    register_eval(app), register_perplexity(app),
                                    register_generate(app), register_tokenize(app)};
+  commands.push_back(register_bench(app));
+  commands.push_back(register_bench_comm(app));
+  commands.push_back(register_make_random(app));
   std::vector<std::string> global_args;  // what `run` passes on to its ranks
   commands.push_back(register_run(app, global_args));
   try {

@@ -88,7 +88,8 @@ void moe_forward(const ForwardContext& ctx, const MoeWeights& w, const float* x,
   const ModelConfig& c = ctx.config;
   const int64_t dim = c.dim, E = c.n_routed_experts, k = c.n_activated_experts;
 
-  // router: gate logits -> k experts and weights per token
+  // router: gate logits -> k experts and weights per token (scratch.experts must still hold
+  // them when this returns: Transformer's ForwardStats count the experts used from it)
   float* logits = grow(scratch.scores, n * E);  // [n, E]
   linear(x, n, w.gate, logits, ctx.pool);
   scratch.experts.resize(n * k);

@@ -50,6 +50,8 @@ void Transformer::forward(const int32_t* tokens, int batch, int seqlen, int star
   float* h = grow(h_, n * dim);  // [n, dim] residual stream
   float* x = grow(x_, n * dim);  // [n, dim] normalised input of a block
   float* y = grow(y_, n * dim);  // [n, dim] output of a block
+  stats_ = {};
+  count_ends(tokens, n, batch);
   embed(tokens, n, h);
   rope_.prepare(start_pos, seqlen);
 
@@ -66,6 +68,7 @@ void Transformer::forward(const int32_t* tokens, int batch, int seqlen, int star
     else
       mlp_forward(ctx, lw.mlp, x, n, /*reduce=*/true, scratch_, y);
     for (int64_t i = 0; i < n * dim; ++i) h[i] += y[i];
+    count_layer(lw, batch, seqlen, start_pos);
   }
 
   // final norm of each row's last position, vocab-parallel head, gather the vocabulary
@@ -86,6 +89,61 @@ void Transformer::forward(const int32_t* tokens, int batch, int seqlen, int star
     for (int b = 0; b < batch; ++b)
       std::copy_n(gathered + (static_cast<int64_t>(r) * batch + b) * v_local, v_local,
                   logits + static_cast<int64_t>(b) * config_.vocab_size + r * v_local);
+}
+
+namespace {
+int64_t matrix_macs(const WeightMatrix& m) { return m.empty() ? 0 : m.rows * m.cols; }
+int64_t matrix_bytes(const WeightMatrix& m) { return m.empty() ? 0 : m.bytes(); }
+int64_t mlp_macs(const MlpWeights& m) { return matrix_macs(m.w1) + matrix_macs(m.w2) + matrix_macs(m.w3); }
+int64_t mlp_bytes(const MlpWeights& m) { return matrix_bytes(m.w1) + matrix_bytes(m.w2) + matrix_bytes(m.w3); }
+}  // namespace
+
+void Transformer::count_ends(const int32_t* tokens, int64_t n, int batch) {
+  const WeightMatrix& e = weights_.embed;
+  const int64_t row_bytes = e.cols * static_cast<int64_t>(dtype_size(e.dtype)) +
+                            (e.dtype == DType::kF8E4M3 ? e.scale_cols() * 4 : 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t local = static_cast<int64_t>(tokens[i]) - plan_.vocab_begin;
+    if (local >= 0 && local < plan_.vocab_local) stats_.weight_bytes += row_bytes;
+  }
+  stats_.weight_bytes += matrix_bytes(weights_.head);
+  stats_.macs += batch * matrix_macs(weights_.head);  // the last position of each row only
+}
+
+void Transformer::count_layer(const LayerWeights& lw, int batch, int seqlen, int start_pos) {
+  const ModelConfig& c = config_;
+  const int64_t n = static_cast<int64_t>(batch) * seqlen;
+  const AttentionWeights& a = lw.attn;
+  for (const WeightMatrix* m : {&a.wq, &a.wq_a, &a.wq_b, &a.wkv_a, &a.wkv_b, &a.wo}) {
+    stats_.weight_bytes += matrix_bytes(*m);
+    if (m != &a.wkv_b) stats_.macs += n * matrix_macs(*m);
+  }
+  // absorbed attention per token and local head (attention.cpp): wkv_b's key half folded into
+  // the query (nope x lora), its value half applied to the attended latent (v x lora), and per
+  // visible cache position a score (lora + rope) and a value accumulation (lora)
+  const int64_t heads = plan_.n_local_heads, lora = c.kv_lora_rank;
+  const int64_t keys = static_cast<int64_t>(batch) *
+                       (static_cast<int64_t>(seqlen) * start_pos + static_cast<int64_t>(seqlen) * (seqlen + 1) / 2);
+  stats_.macs += heads * (n * (c.qk_nope_head_dim + c.v_head_dim) * lora + keys * (2 * lora + c.qk_rope_head_dim));
+  if (!lw.is_moe) {
+    stats_.weight_bytes += mlp_bytes(lw.mlp);
+    stats_.macs += n * mlp_macs(lw.mlp);
+    return;
+  }
+  const MoeWeights& moe = lw.moe;
+  stats_.weight_bytes += matrix_bytes(moe.gate) + mlp_bytes(moe.shared);
+  stats_.macs += n * (matrix_macs(moe.gate) + mlp_macs(moe.shared));
+  // moe_forward leaves the chosen experts of every token in scratch_.experts [n, k]
+  expert_tokens_.assign(moe.experts.size(), 0);
+  for (int64_t i = 0; i < n * c.n_activated_experts; ++i) {
+    const int64_t local = scratch_.experts[i] - plan_.experts_begin;
+    if (local >= 0 && local < static_cast<int64_t>(moe.experts.size())) ++expert_tokens_[local];
+  }
+  for (size_t e = 0; e < moe.experts.size(); ++e)
+    if (expert_tokens_[e] > 0) {
+      stats_.weight_bytes += mlp_bytes(moe.experts[e]);
+      stats_.macs += expert_tokens_[e] * mlp_macs(moe.experts[e]);
+    }
 }
 
 int64_t Transformer::weight_bytes() const {

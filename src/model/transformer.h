@@ -17,6 +17,16 @@
 
 namespace dsinfer {
 
+// What one forward call did on this rank, counted as it ran (for `dsinfer bench`): the bytes of
+// weights it read (every matrix it used once per call, as the kernels stream them: attention,
+// dense and shared MLPs, the router, each routed expert that some token of the call chose, the
+// head, and one embedding row per token of this rank's vocabulary block) and the multiply-adds of
+// its matrix products and of attention (scores and values over the cache, absorbed wkv_b).
+struct ForwardStats {
+  int64_t weight_bytes = 0;
+  int64_t macs = 0;
+};
+
 class Transformer {
  public:
   Transformer(const ModelConfig& config, ModelWeights weights, const ShardPlan& plan, Comm& comm,
@@ -38,9 +48,14 @@ class Transformer {
   // Bytes of weights one decode step reads (attention, dense, shared, the activated experts'
   // share, head) on this rank; for throughput reports.
   int64_t weight_bytes() const;
+  // The counts of the last forward call (reset at its start).
+  const ForwardStats& stats() const { return stats_; }
 
  private:
   void embed(const int32_t* tokens, int64_t n, float* h);
+  // ForwardStats of the embedding and the head, and of one layer once it has run.
+  void count_ends(const int32_t* tokens, int64_t n, int batch);
+  void count_layer(const LayerWeights& lw, int batch, int seqlen, int start_pos);
 
   ModelConfig config_;
   ModelWeights weights_;
@@ -50,6 +65,8 @@ class Transformer {
   Rope rope_;
   Scratch scratch_;
   std::vector<float> h_, x_, y_, last_, logits_local_, gathered_;
+  ForwardStats stats_;
+  std::vector<int64_t> expert_tokens_;  // per local expert, tokens routed to it (stats only)
 };
 
 }  // namespace dsinfer

@@ -1,0 +1,225 @@
+// dsinfer bench: how close decode comes to the memory-bandwidth ceiling and prefill to the
+// arithmetic ceiling, all measured in one run on this machine with the model's thread count.
+// Order: ceilings first (their 1 GB buffer is gone before the weights fill the page cache), then
+// load, one untimed prefill (faults the mapped weights in), the timed prefills, the decodes.
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/ceilings.h"
+#include "bench/model_bench.h"
+#include "commands.h"
+#include "core/cpu.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/thread_pool.h"
+#include "model_options.h"
+#include "parallel/comm.h"
+
+namespace dsinfer::cli {
+
+using json = nlohmann::json;
+
+namespace {
+
+struct BenchOptions {
+  ModelOptions model;
+  std::vector<int> batches = {1, 4};
+  std::vector<int> prefill_lens = {64, 512};
+  int decode_steps = 16;
+  int warmup_steps = 4;
+  int prompt_len = 16;
+  int64_t bw_mb = 1024;
+  int64_t fma_iterations = 20'000'000;
+  int passes = 3;
+  uint64_t seed = 1;
+  bool as_json = false;
+};
+
+// Every rank's values side by side ([world][n]), so rank 0 can report each rank and the sum.
+std::vector<std::vector<double>> gather(Comm& comm, const std::vector<double>& mine) {
+  const int64_t n = static_cast<int64_t>(mine.size());
+  std::vector<float> in(mine.begin(), mine.end()), out(n * comm.world_size());
+  comm.all_gather(in.data(), n, out.data());
+  std::vector<std::vector<double>> all(comm.world_size());
+  for (int r = 0; r < comm.world_size(); ++r) all[r].assign(out.begin() + r * n, out.begin() + (r + 1) * n);
+  return all;
+}
+
+double sum_over_ranks(Comm& comm, double mine) {
+  double total = 0;
+  for (const auto& r : gather(comm, {mine})) total += r[0];
+  return total;
+}
+
+void run_bench(const BenchOptions& o) {
+  check(!o.batches.empty() && !o.prefill_lens.empty(), "bench: --batch and --prefill need values");
+  check(o.decode_steps >= 1 && o.warmup_steps >= 0 && o.prompt_len >= 1 && o.passes >= 1 && o.bw_mb >= 1 &&
+            o.fma_iterations >= 1,
+        "bench: steps, prompt length, passes, --bw-mb and --fma-iterations must be positive");
+  const ModelConfig config = o.model.load_config();
+  for (int b : o.batches)
+    check(b >= 1 && b <= config.max_batch_size, "bench: batch ", b, " is outside [1, max_batch_size=",
+          config.max_batch_size, "]");
+  auto comm = make_comm();
+  ThreadPool& pool = ThreadPool::global();
+  const Isa isa = best_isa();
+  // exact mode; the fast mode (bf16 activations) will set this, and its ceiling follows
+  const ActDType act = ActDType::kF32;
+  const int world = comm->world_size();
+
+  // ceilings: every rank measures at the same time (a barrier before each pass), so ranks that
+  // share a machine share its memory bandwidth and cores as they do when running the model
+  log_info("bench: ceilings with ", pool.size(), " threads x ", world, " rank(s), ", isa_name(isa));
+  CeilingOptions co;
+  co.buffer_bytes = o.bw_mb << 20;
+  co.fma_iterations = o.fma_iterations;
+  co.passes = o.passes;
+  const Ceilings mine = measure_ceilings(pool, isa, co, [&] { comm->barrier(); });
+  const auto per_rank = gather(*comm, {mine.read_gbps, mine.fma_gflops, mine.bf16_gflops});
+  Ceilings total;
+  for (const auto& r : per_rank) {
+    total.read_gbps += r[0];
+    total.fma_gflops += r[1];
+    total.bf16_gflops += r[2];
+  }
+  const double flop_ceiling = prefill_ceiling_gflops(total, act);
+  check(flop_ceiling > 0, "bench: no ", act_dtype_name(act), " flop ceiling on this CPU (", isa_name(isa), ")");
+
+  auto model = o.model.load_model(config, *comm);
+  const int warm_len = std::min(64, *std::max_element(o.prefill_lens.begin(), o.prefill_lens.end()));
+  log_info("bench: warm-up prefill of ", warm_len, " tokens");
+  bench_prefill(*model, warm_len, o.seed);
+
+  json prefills = json::array();
+  for (int len : o.prefill_lens) {
+    log_info("bench: prefill of ", len, " tokens");
+    const PrefillResult r = bench_prefill(*model, len, o.seed + 1);
+    const double flops = 2.0 * sum_over_ranks(*comm, static_cast<double>(r.macs));
+    const double gflops = flops / r.seconds / 1e9;
+    prefills.push_back({{"tokens", len},
+                        {"seconds", r.seconds},
+                        {"tokens_per_s", r.tokens_per_s()},
+                        {"flops", flops},
+                        {"flops_rank0", 2.0 * static_cast<double>(r.macs)},
+                        {"gflops", gflops},
+                        {"flop_fraction", gflops / flop_ceiling}});
+  }
+  json decodes = json::array();
+  for (int b : o.batches) {
+    log_info("bench: decode at batch ", b, " (", o.warmup_steps, " warm-up + ", o.decode_steps, " steps)");
+    const DecodeResult r = bench_decode(*model, b, o.prompt_len, o.warmup_steps, o.decode_steps, o.seed + 2);
+    const double bytes = sum_over_ranks(*comm, static_cast<double>(r.weight_bytes));  // all steps, all ranks
+    const double gbps = bytes / r.seconds / 1e9;
+    decodes.push_back({{"batch", b},
+                       {"steps", r.steps},
+                       {"seconds", r.seconds},
+                       {"tokens_per_s", r.tokens_per_s()},
+                       {"ms_per_step", 1e3 * r.seconds / r.steps},
+                       {"weight_bytes_per_step", bytes / r.steps},
+                       {"weight_bytes_per_token", bytes / r.steps / b},
+                       {"weight_bytes_per_token_rank0", r.bytes_per_token()},
+                       {"gbps", gbps},
+                       {"bw_fraction", gbps / total.read_gbps}});
+  }
+  if (comm->rank() != 0) return;
+
+  // the headline numbers: batch-1 decode (else the first batch) and the 512-token prefill
+  // (else the longest)
+  double decode_fraction = decodes[0]["bw_fraction"];
+  for (const json& d : decodes)
+    if (d["batch"] == 1) decode_fraction = d["bw_fraction"];
+  double prefill_fraction = 0;
+  int best_len = 0;
+  for (const json& p : prefills) {
+    const int len = p["tokens"];
+    if (best_len != 512 && (len == 512 || len > best_len)) {
+      best_len = len;
+      prefill_fraction = p["flop_fraction"];
+    }
+  }
+
+  json ceilings = {{"read_gbps", total.read_gbps},
+                   {"fma_f32_gflops", total.fma_gflops},
+                   {"bf16_dot_gflops", total.bf16_gflops},
+                   {"bw_buffer_bytes_per_rank", co.buffer_bytes},
+                   {"per_rank", json::array()}};
+  for (const auto& r : per_rank)
+    ceilings["per_rank"].push_back({{"read_gbps", r[0]}, {"fma_f32_gflops", r[1]}, {"bf16_dot_gflops", r[2]}});
+  if (o.as_json) {
+    json out = {{"ckpt_path", o.model.ckpt_path},
+                {"isa", isa_name(isa)},
+                {"threads", pool.size()},
+                {"world_size", world},
+                {"act_dtype", act_dtype_name(act)},
+                {"prefill_ceiling", act == ActDType::kBF16 ? "bf16_dot_gflops" : "fma_f32_gflops"},
+                {"ceilings", ceilings},
+                {"decode", decodes},
+                {"prefill", prefills},
+                {"decode_bw_fraction", decode_fraction},
+                {"prefill_flop_fraction", prefill_fraction}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  std::printf("dsinfer bench: %s\n", o.model.ckpt_path.c_str());
+  std::printf("isa %s, %d threads x %d rank(s), activations %s\n", isa_name(isa), pool.size(), world,
+              act_dtype_name(act));
+  std::printf("\nceilings (all ranks at once, summed)      total    per rank\n");
+  auto ceiling_row = [&](const char* name, double value, int index, const char* unit) {
+    std::printf("  %-34s %9.1f", name, value);
+    for (const auto& r : per_rank) std::printf(" %9.1f", r[index]);
+    std::printf("  %s\n", unit);
+  };
+  ceiling_row("streaming read bandwidth", total.read_gbps, 0, "GB/s");
+  ceiling_row("fp32 FMA peak", total.fma_gflops, 1, "GFLOP/s");
+  ceiling_row("bf16 dot peak", total.bf16_gflops, 2, "GFLOP/s");
+  std::printf("\ndecode     tokens/s  ms/step  MB/token  GB/s     bw fraction\n");
+  for (const json& d : decodes)
+    std::printf("  batch %-3d %8.2f %8.2f %9.2f %7.2f  %.3f\n", d["batch"].get<int>(), d["tokens_per_s"].get<double>(),
+                d["ms_per_step"].get<double>(), d["weight_bytes_per_token"].get<double>() / 1e6,
+                d["gbps"].get<double>(), d["bw_fraction"].get<double>());
+  std::printf("\nprefill    tokens/s  seconds  GFLOP     GFLOP/s  fraction of %s\n",
+              act == ActDType::kBF16 ? "bf16 dot peak" : "fp32 FMA peak");
+  for (const json& p : prefills)
+    std::printf("  %4d tokens %6.2f %8.3f %9.2f %7.2f  %.3f\n", p["tokens"].get<int>(), p["tokens_per_s"].get<double>(),
+                p["seconds"].get<double>(), p["flops"].get<double>() / 1e9, p["gflops"].get<double>(),
+                p["flop_fraction"].get<double>());
+  std::printf("\ndecode_bw_fraction=%.3f prefill_flop_fraction=%.3f\n", decode_fraction, prefill_fraction);
+}
+
+}  // namespace
+
+Command register_bench(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand(
+      "bench",
+      "decode and prefill speed against this machine's ceilings (memory bandwidth, FMA peak).\n"
+      "Uses the global --threads. Under mpirun or `dsinfer run -n N` every rank runs everything and rank\n"
+      "0 prints; the ceilings are measured by all ranks at the same time and summed (ranks sharing a\n"
+      "machine share its bandwidth), and the fractions compare all ranks' bytes/flops with these sums.\n"
+      "Decode bytes: weights read per step (dense, attention, router, shared, each routed expert used\n"
+      "by some row of the step, head, one embedding row per token) / batch. Prefill flops: 2 x the\n"
+      "multiply-adds of every matrix product and of attention. The last line is\n"
+      "`decode_bw_fraction=X prefill_flop_fraction=Y` (batch-1 decode, 512-token prefill); with --json\n"
+      "only one JSON object is printed (it holds both). Progress goes to stderr.");
+  auto o = std::make_shared<BenchOptions>();
+  o->model.add_to(sub);
+  sub->add_option("--batch", o->batches, "decode batch sizes")->delimiter(',')->capture_default_str();
+  sub->add_option("--prefill", o->prefill_lens, "prefill lengths (batch 1, from position 0)")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("--decode-steps", o->decode_steps, "timed decode steps per batch size")->capture_default_str();
+  sub->add_option("--warmup-steps", o->warmup_steps, "untimed decode steps first")->capture_default_str();
+  sub->add_option("--prompt-len", o->prompt_len, "random prompt tokens before decoding")->capture_default_str();
+  sub->add_option("--bw-mb", o->bw_mb, "bandwidth buffer per rank, MiB (far larger than the caches)")
+      ->capture_default_str();
+  sub->add_option("--fma-iterations", o->fma_iterations, "FMA loop rounds per thread and pass")
+      ->capture_default_str();
+  sub->add_option("--passes", o->passes, "ceiling passes (the best counts)")->capture_default_str();
+  sub->add_option("--seed", o->seed, "seed of the random token ids")->capture_default_str();
+  sub->add_flag("--json", o->as_json, "print everything as one JSON object (and nothing else on stdout)");
+  return {sub, [o] { run_bench(*o); }};
+}
+
+}  // namespace dsinfer::cli

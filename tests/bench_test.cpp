@@ -1,0 +1,193 @@
+// dsinfer bench: the ceiling loops per ISA, the forward pass's byte/multiply-add counts against
+// hand computations, and the command's output on a tiny golden checkpoint.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "bench/ceilings.h"
+#include "bench/model_bench.h"
+#include "core/cpu.h"
+#include "io/safetensors.h"
+#include "model/transformer.h"
+#include "model/weights.h"
+#include "parallel/comm.h"
+#include "test_support.h"
+
+namespace dsinfer {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// Speed is for `dsinfer bench`, not for tests (a loaded CI machine would make ratios flaky):
+// here each loop only has to run on every ISA and give a plausible number for one core.
+TEST(Ceilings, PlausibleOnEveryIsa) {
+  ThreadPool pool(1);
+  for (Isa isa : supported_isas()) {
+    const double bw = measure_read_bandwidth(pool, isa, int64_t{32} << 20, 2);
+    const double fma = measure_fma_gflops(pool, isa, 2'000'000, 3);
+    std::printf("%s: read %.1f GB/s, fma %.1f GFLOP/s\n", isa_name(isa), bw, fma);
+    EXPECT_GT(bw, 0.1) << isa_name(isa);
+    EXPECT_LT(bw, 10'000) << isa_name(isa);
+    EXPECT_GT(fma, 0.1) << isa_name(isa);
+    EXPECT_LT(fma, 1'000) << isa_name(isa);
+  }
+  if (cpu_supports(Isa::kAvx512)) {
+    const double bf16 = measure_bf16_gflops(pool, Isa::kAvx512, 2'000'000, 3);
+    std::printf("avx512 bf16 dot %.1f GFLOP/s\n", bf16);
+    EXPECT_GT(bf16, 0.1);
+    EXPECT_LT(bf16, 2'000);
+  }
+  EXPECT_EQ(measure_bf16_gflops(pool, Isa::kAvx2, 1000, 1), 0);  // no bf16 dot below AVX-512
+}
+
+struct Loaded {
+  std::unique_ptr<Comm> comm = make_local_comm();
+  ThreadPool pool{1};
+  ModelConfig config;
+  std::unique_ptr<Transformer> model;
+  int64_t embed_row_bytes = 0;
+
+  explicit Loaded(const std::string& ckpt) {
+    config = load_config(ckpt + "/config.json");
+    model = Transformer::load(config, ckpt, *comm, pool);
+    SafetensorsFile shard(shard_path(ckpt, 0, 1));
+    const TensorView& embed = shard.get("embed.weight");
+    EXPECT_NE(embed.dtype, DType::kF8E4M3);  // else the row also reads its block's scales
+    embed_row_bytes = config.dim * static_cast<int64_t>(dtype_size(embed.dtype));
+  }
+};
+
+// tiny-v3 with its MoE layers cut off: layer 0 (dense) only
+std::string convert_dense_only() {
+  const std::string hf = test::data_path("golden/tiny-v3/hf");
+  const std::string dir = test::scratch_dir("dense-hf"), out = test::scratch_dir("dense-mp1");
+  for (const auto& entry : fs::directory_iterator(hf))
+    if (entry.path().filename() != "config.json") fs::create_symlink(entry.path(), dir + "/" + entry.path().filename().string());
+  json config = json::parse(test::read_file(hf + "/config.json"));
+  config["num_hidden_layers"] = 1;
+  test::write_file(dir + "/config.json", config.dump());
+  auto r = test::run_dsinfer("-q convert --hf-ckpt-path " + dir + " --save-path " + out +
+                             " --n-experts 8 --model-parallel 1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return out;
+}
+
+TEST(ForwardStats, DecodeBytesAtBatch1AreWeightBytesPlusOneEmbeddingRow) {
+  // dense-only: every matrix once; MoE (tiny-v3): one token uses exactly n_activated experts,
+  // which is the share weight_bytes() assumes at world size 1
+  for (const std::string& ckpt : {convert_dense_only(), test::convert_golden("tiny-v3")}) {
+    Loaded m(ckpt);
+    KVCache cache(m.config, 1, 8);
+    std::vector<float> logits(m.config.vocab_size);
+    const int32_t prompt[3] = {5, 17, 300};
+    m.model->forward(prompt, 1, 3, 0, cache, logits.data());
+    const int32_t next = 42;
+    m.model->forward(&next, 1, 1, 3, cache, logits.data());
+    EXPECT_EQ(m.model->stats().weight_bytes, m.model->weight_bytes() + m.embed_row_bytes) << ckpt;
+  }
+}
+
+// Multiply-adds of a forward call of `seqlen` tokens at batch `batch` from `start`, from the
+// config alone (world size 1, every token runs n_activated routed experts).
+int64_t hand_macs(const ModelConfig& c, int batch, int seqlen, int start) {
+  const int64_t n = static_cast<int64_t>(batch) * seqlen, H = c.n_heads, lora = c.kv_lora_rank;
+  const int64_t q = c.q_lora_rank == 0 ? c.dim * H * c.qk_head_dim()
+                                       : c.dim * c.q_lora_rank + c.q_lora_rank * H * c.qk_head_dim();
+  const int64_t projections = q + c.dim * (lora + c.qk_rope_head_dim) + H * c.v_head_dim * c.dim;
+  int64_t keys = 0;  // cache positions each query sees, summed
+  for (int s = 0; s < seqlen; ++s) keys += start + s + 1;
+  keys *= batch;
+  const int64_t attention = n * H * (c.qk_nope_head_dim + c.v_head_dim) * lora +
+                            keys * H * (lora + c.qk_rope_head_dim + lora);
+  const int64_t dense = 3 * c.dim * c.inter_dim;
+  const int64_t moe = c.dim * c.n_routed_experts + 3 * c.dim * c.moe_inter_dim * c.n_shared_experts +
+                      c.n_activated_experts * 3 * c.dim * c.moe_inter_dim;
+  int64_t macs = c.n_layers * (n * projections + attention) + batch * c.vocab_size * c.dim;
+  for (int layer = 0; layer < c.n_layers; ++layer) macs += n * (c.is_moe_layer(layer) ? moe : dense);
+  return macs;
+}
+
+TEST(ForwardStats, MacsMatchAHandComputation) {
+  Loaded m(test::convert_golden("tiny-v3"));
+  KVCache cache(m.config, 2, 16);
+  std::vector<float> logits(2 * m.config.vocab_size);
+  std::vector<int32_t> tokens(2 * 7);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(i * 37 % m.config.vocab_size);
+  m.model->forward(tokens.data(), 2, 7, 0, cache, logits.data());
+  EXPECT_EQ(m.model->stats().macs, hand_macs(m.config, 2, 7, 0));
+  m.model->forward(tokens.data(), 2, 1, 7, cache, logits.data());
+  EXPECT_EQ(m.model->stats().macs, hand_macs(m.config, 2, 1, 7));
+  // the bench's own prefill reports the same count
+  const PrefillResult p = bench_prefill(*m.model, 33, 1);
+  EXPECT_EQ(p.macs, hand_macs(m.config, 1, 33, 0));
+  EXPECT_GT(p.tokens_per_s(), 0);
+}
+
+const char* kSmall = " --decode-steps 3 --warmup-steps 1 --bw-mb 64 --fma-iterations 1000000 --passes 2";
+
+TEST(BenchCommand, PrintsTheFractionsLine) {
+  const std::string ckpt = test::convert_golden("tiny-v3");
+  auto r = test::run_dsinfer("--threads 2 bench --ckpt-path " + ckpt + kSmall);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string last, line;
+  std::istringstream lines(r.out);
+  while (std::getline(lines, line)) last = line;
+  std::smatch match;
+  ASSERT_TRUE(std::regex_match(last, match, std::regex(R"(decode_bw_fraction=(\d+\.\d{3}) prefill_flop_fraction=(\d+\.\d{3}))")))
+      << r.out;
+  for (int i : {1, 2}) {
+    const double fraction = std::stod(match[i]);
+    EXPECT_GT(fraction, 0) << r.out;
+    EXPECT_LT(fraction, 1.5) << r.out;
+  }
+  EXPECT_CONTAINS(r.out, "isa " + std::string(isa_name(best_isa())) + ", 2 threads x 1 rank(s)");
+  EXPECT_CONTAINS(r.out, " 512 tokens");
+  EXPECT_CONTAINS(r.out, "batch 4");
+}
+
+TEST(BenchCommand, JsonHasEveryKey) {
+  const std::string ckpt = test::convert_golden("tiny-v3");
+  auto r = test::run_dsinfer("--threads 1 bench --ckpt-path " + ckpt + kSmall + " --batch 1,2 --prefill 8,32 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);  // nothing but the object on stdout
+  for (const char* key : {"isa", "threads", "world_size", "act_dtype", "prefill_ceiling", "ceilings", "decode",
+                          "prefill", "decode_bw_fraction", "prefill_flop_fraction"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["threads"], 1);
+  EXPECT_EQ(j["world_size"], 1);
+  for (const char* key : {"read_gbps", "fma_f32_gflops", "bf16_dot_gflops", "per_rank"})
+    EXPECT_TRUE(j["ceilings"].contains(key)) << key;
+  EXPECT_GT(j["ceilings"]["read_gbps"].get<double>(), 0);
+  ASSERT_EQ(j["decode"].size(), 2u);
+  EXPECT_EQ(j["decode"][1]["batch"], 2);
+  for (const char* key : {"tokens_per_s", "ms_per_step", "weight_bytes_per_token", "gbps", "bw_fraction"})
+    EXPECT_GT(j["decode"][0][key].get<double>(), 0) << key;
+  ASSERT_EQ(j["prefill"].size(), 2u);
+  for (const char* key : {"tokens_per_s", "flops", "gflops", "flop_fraction"})
+    EXPECT_GT(j["prefill"][1][key].get<double>(), 0) << key;
+  // the headline numbers: batch-1 decode and (no 512 here) the longest prefill
+  EXPECT_EQ(j["decode_bw_fraction"], j["decode"][0]["bw_fraction"]);
+  EXPECT_EQ(j["prefill_flop_fraction"], j["prefill"][1]["flop_fraction"]);
+}
+
+TEST(BenchCommand, RunsUnderMpiAndSumsTheRanks) {
+  if (!test::has_mpirun()) GTEST_SKIP() << "no mpirun";
+  const std::string ckpt = test::convert_golden("tiny-v3", 2);
+  auto r = test::run_mpi(2, "bench --ckpt-path " + ckpt + kSmall + " --batch 1 --prefill 16 --json", "", 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);  // rank 0 alone prints
+  EXPECT_EQ(j["world_size"], 2);
+  ASSERT_EQ(j["ceilings"]["per_rank"].size(), 2u);
+  const double sum = j["ceilings"]["per_rank"][0]["read_gbps"].get<double>() +
+                     j["ceilings"]["per_rank"][1]["read_gbps"].get<double>();
+  EXPECT_NEAR(j["ceilings"]["read_gbps"].get<double>(), sum, 1e-3 * sum);
+  EXPECT_GT(j["decode_bw_fraction"].get<double>(), 0);
+  EXPECT_GT(j["prefill_flop_fraction"].get<double>(), 0);
+}
+
+}  // namespace
+}  // namespace dsinfer
