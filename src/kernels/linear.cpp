@@ -100,7 +100,13 @@ void linear_with(const MatmulKernels& kernels, const float* x, int64_t n_tokens,
   if (n_tokens >= kernels.gemm_min_tokens) {
     const int64_t size = kernels.packed_x_size(n_tokens, w.cols);
     if (packed.size() < static_cast<size_t>(size)) packed.resize(size);
-    kernels.pack_x(x, n_tokens, w.cols, w.cols, packed.data());
+    // in whole tiles per thread (a tile of `tile` tokens is tile * cols floats)
+    const int64_t tile = kernels.packed_x_size(1, w.cols) / w.cols;
+    float* out = packed.data();
+    pool.parallel_for(ceil_div(n_tokens, tile), [&](int64_t begin, int64_t end) {
+      const int64_t t0 = begin * tile, t1 = std::min(end * tile, n_tokens);
+      kernels.pack_x(x + t0 * w.cols, t1 - t0, w.cols, w.cols, out + t0 * w.cols);
+    });
     task.x_packed = packed.data();
   }
   // Below this many multiply-adds, waking other threads costs more than it saves.
@@ -129,5 +135,21 @@ void linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, T
 }
 
 Isa linear_isa() { return active_kernels().isa; }
+
+void matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
+                   int64_t y_stride) {
+  const MatmulKernels& kernels = active_kernels();
+  MatmulTask task{x, n_tokens, x_stride, &w, y, y_stride, nullptr};
+  thread_local std::vector<float> packed, scratch;
+  if (n_tokens >= kernels.gemm_min_tokens) {
+    const int64_t size = kernels.packed_x_size(n_tokens, w.cols);
+    if (packed.size() < static_cast<size_t>(size)) packed.resize(size);
+    kernels.pack_x(x, n_tokens, w.cols, x_stride, packed.data());
+    task.x_packed = packed.data();
+  }
+  const int64_t size = kernels.scratch_size(task);
+  if (scratch.size() < static_cast<size_t>(size)) scratch.resize(size);
+  kernels.matmul_rows(task, 0, w.rows, scratch.data());
+}
 
 }  // namespace dsinfer

@@ -23,6 +23,12 @@ void linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, T
 // The ISA that linear() uses.
 Isa linear_isa();
 
+// y[t * y_stride + r] = sum_c x[t * x_stride + c] * W[r, c] for every row r of w and t <
+// n_tokens, on the calling thread only: for callers that split other work across the pool
+// (attention heads). Same kernels, hence the same numbers, as linear().
+void matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
+                   int64_t y_stride);
+
 // Dot product with fp32 accumulation in 16 independent lanes (vectorizes; fixed order, so
 // results do not depend on the thread count).
 float dot(const float* a, const float* b, int64_t n);

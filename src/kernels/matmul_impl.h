@@ -157,8 +157,6 @@ struct Gemm {
       }
   }
 
-  static int64_t scratch_size(int64_t n) { return kR * kKC + tiles(n) * kR * kNT; }
-
   // dst[0, kc) = fp32 values of W[row, kb + c] (as the reference dequantizes: code x scale).
   template <WKind kind>
   static void convert_row(const WeightMatrix& w, int64_t row, int64_t kb, int64_t kc, float* dst) {
@@ -200,28 +198,51 @@ struct Gemm {
     }
   }
 
+  // Blocking: a chunk of kNCT token tiles and kMC rows at a time, their accumulators in scratch;
+  // inside it, 256-column panels. The packed activations of one panel (kNCT x kNT tokens x kKC
+  // floats, 256 KB) stay in L2 while every row of the chunk passes over them, each fp8 weight is
+  // converted once per token chunk, and no buffer grows with the matrix or the prompt.
+  static constexpr int64_t kMC = 32 * kR;  // rows per chunk (a multiple of the row panel)
+  static constexpr int64_t kNCT = 8;       // token tiles per chunk
+
+  static int64_t scratch_size(int64_t) { return kR * kKC + kMC * kNCT * kNT; }
+
   template <WKind kind>
   static void rows(const MatmulTask& task, int64_t r0, int64_t r1, float* scratch) {
     const WeightMatrix& w = *task.w;
     const int64_t K = w.cols, n = task.n_tokens, n_tiles = tiles(n);
-    float* wbuf = scratch;           // [kR, kKC]
-    float* cbuf = scratch + kR * kKC;  // [tiles, kR, kNT]
-    for (int64_t rp = r0; rp < r1; rp += kR) {
-      const int64_t n_rows = min64(kR, r1 - rp);
-      std::memset(cbuf, 0, sizeof(float) * n_tiles * kR * kNT);
-      for (int64_t kb = 0; kb < K; kb += kKC) {
-        const int64_t kc = min64(kKC, K - kb);
-        for (int64_t i = 0; i < kR; ++i) {
-          if (i < n_rows) convert_row<kind>(w, rp + i, kb, kc, wbuf + i * kKC);
-          else std::memset(wbuf + i * kKC, 0, sizeof(float) * kc);
+    float* wbuf = scratch;             // [kR, kKC]
+    float* cbuf = scratch + kR * kKC;  // [kMC / kR panels, kNCT tiles, kR, kNT]
+    for (int64_t j0 = 0; j0 < n_tiles; j0 += kNCT) {
+      const int64_t nt = min64(kNCT, n_tiles - j0);
+      for (int64_t rc = r0; rc < r1; rc += kMC) {
+        const int64_t chunk_rows = min64(kMC, r1 - rc);
+        const int64_t panels = (chunk_rows + kR - 1) / kR;
+        std::memset(cbuf, 0, sizeof(float) * panels * nt * kR * kNT);
+        for (int64_t kb = 0; kb < K; kb += kKC) {
+          const int64_t kc = min64(kKC, K - kb);
+          for (int64_t p = 0; p < panels; ++p) {
+            const int64_t rp = rc + p * kR, n_rows = min64(kR, rc + chunk_rows - rp);
+            for (int64_t i = 0; i < kR; ++i) {
+              if (i < n_rows) convert_row<kind>(w, rp + i, kb, kc, wbuf + i * kKC);
+              else std::memset(wbuf + i * kKC, 0, sizeof(float) * kc);
+            }
+            for (int64_t j = 0; j < nt; ++j)
+              micro(wbuf, task.x_packed + ((j0 + j) * K + kb) * kNT, kc, cbuf + (p * nt + j) * kR * kNT);
+          }
         }
-        for (int64_t j = 0; j < n_tiles; ++j) micro(wbuf, task.x_packed + (j * K + kb) * kNT, kc, cbuf + j * kR * kNT);
+        for (int64_t p = 0; p < panels; ++p) {
+          const int64_t rp = rc + p * kR, n_rows = min64(kR, rc + chunk_rows - rp);
+          for (int64_t j = 0; j < nt; ++j) {
+            const float* c = cbuf + (p * nt + j) * kR * kNT;
+            const int64_t t0 = (j0 + j) * kNT;
+            for (int64_t tt = 0; tt < kNT && t0 + tt < n; ++tt) {
+              float* y = task.y + (t0 + tt) * task.y_stride + rp;
+              for (int64_t i = 0; i < n_rows; ++i) y[i] = c[i * kNT + tt];
+            }
+          }
+        }
       }
-      for (int64_t j = 0; j < n_tiles; ++j)
-        for (int64_t tt = 0; tt < kNT && j * kNT + tt < n; ++tt) {
-          float* y = task.y + (j * kNT + tt) * task.y_stride + rp;
-          for (int64_t i = 0; i < n_rows; ++i) y[i] = cbuf[(j * kR + i) * kNT + tt];
-        }
     }
   }
 };

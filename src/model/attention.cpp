@@ -10,6 +10,122 @@
 
 namespace dsinfer {
 
+namespace {
+
+// From this many queries per sequence on (prefill), attention runs as matrix products through
+// the GEMM kernels; below it (decode) each query walks the cache with dot products.
+constexpr int kMatrixAttentionMinQueries = 8;
+
+// Rows [first, first + count) of wkv_b as fp32 [count, lora].
+void dequantize_rows(const WeightMatrix& wkv_b, int64_t first, int64_t count, float* out) {
+  for (int64_t r = 0; r < count; ++r) dequantize_row(wkv_b, first + r, out + r * wkv_b.cols);
+}
+
+WeightMatrix f32_matrix(const float* data, int64_t rows, int64_t cols) {
+  return {DType::kF32, rows, cols, reinterpret_cast<const uint8_t*>(data), nullptr};
+}
+
+// Decode: per head and query, q_abs = W_k^T q_nope, scores over the cache, the attended latent,
+// then W_v of it. q [n, H, qk_dim] -> attn [n, H, v_dim].
+void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* q, int batch,
+                      int seqlen, int start_pos, KVCache& cache, float softmax_scale, float* attn) {
+  const ModelConfig& c = ctx.config;
+  const int64_t H = ctx.plan.n_local_heads;
+  const int64_t nope = c.qk_nope_head_dim, rope_dim = c.qk_rope_head_dim, v_dim = c.v_head_dim;
+  const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
+  ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
+    thread_local std::vector<float> w_head, q_abs, scores, o_lat;
+    w_head.resize((nope + v_dim) * lora);                          // [nope + v_dim, lora]
+    q_abs.resize(lora);
+    scores.resize(start_pos + seqlen);
+    o_lat.resize(lora);
+    for (int64_t h = h_begin; h < h_end; ++h) {
+      dequantize_rows(w.wkv_b, h * (nope + v_dim), nope + v_dim, w_head.data());
+      for (int b = 0; b < batch; ++b) {
+        for (int s = 0; s < seqlen; ++s) {
+          const int64_t i = static_cast<int64_t>(b) * seqlen + s;
+          const float* q_nope = q + (i * H + h) * qk_dim;
+          const float* q_pe = q_nope + nope;
+          // absorb wkv_b's key half into the query: q_abs[c] = sum_d q_nope[d] W[d, c]
+          std::fill(q_abs.begin(), q_abs.end(), 0.0f);
+          for (int64_t d = 0; d < nope; ++d) axpy(q_nope[d], w_head.data() + d * lora, q_abs.data(), lora);
+          const int n_keys = start_pos + s + 1;
+          for (int t = 0; t < n_keys; ++t)
+            scores[t] = (dot(q_abs.data(), cache.latent(layer, b, t), lora) +
+                         dot(q_pe, cache.rope_key(layer, b, t), rope_dim)) * softmax_scale;
+          softmax(scores.data(), n_keys);
+          std::fill(o_lat.begin(), o_lat.end(), 0.0f);
+          for (int t = 0; t < n_keys; ++t) axpy(scores[t], cache.latent(layer, b, t), o_lat.data(), lora);
+          // wkv_b's value half maps the attended latent to this head's output
+          float* o = attn + (i * H + h) * v_dim;
+          for (int64_t d = 0; d < v_dim; ++d) o[d] = dot(w_head.data() + (nope + d) * lora, o_lat.data(), lora);
+        }
+      }
+    }
+  });
+}
+
+// Prefill: the same computation per head and sequence as four matrix products over all of the
+// sequence's queries (Q_abs = Q_nope W_k; S = Q_abs L^T + Q_pe K_pe^T; O_lat = softmax(S) L;
+// O = O_lat W_v^T), causal positions masked before the softmax.
+void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* q,
+                        int batch, int seqlen, int start_pos, KVCache& cache, float softmax_scale, Scratch& scratch,
+                        float* attn) {
+  const ModelConfig& c = ctx.config;
+  const int64_t H = ctx.plan.n_local_heads;
+  const int64_t nope = c.qk_nope_head_dim, rope_dim = c.qk_rope_head_dim, v_dim = c.v_head_dim;
+  const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
+  const int64_t keys = start_pos + seqlen;
+  // the latent cache transposed, per sequence: [batch, lora, keys] (the weights of O_lat)
+  float* latent_t = grow(scratch.latent_t, batch * lora * keys);
+  ctx.pool.parallel_for(batch * lora, [&](int64_t begin, int64_t end) {
+    for (int64_t bc = begin; bc < end; ++bc) {
+      const int b = static_cast<int>(bc / lora);
+      const int64_t col = bc % lora;
+      float* dst = latent_t + bc * keys;
+      for (int64_t t = 0; t < keys; ++t) dst[t] = cache.latent(layer, b, static_cast<int>(t))[col];
+    }
+  }, 16);
+  ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
+    thread_local std::vector<float> w_k, w_k_t, w_v, q_abs, scores, scores_pe, o_lat;
+    w_k.resize(nope * lora);       // [nope, lora]
+    w_k_t.resize(lora * nope);     // [lora, nope]
+    w_v.resize(v_dim * lora);      // [v_dim, lora]
+    q_abs.resize(seqlen * lora);   // [seqlen, lora]
+    scores.resize(seqlen * keys);  // [seqlen, keys]
+    scores_pe.resize(seqlen * keys);
+    o_lat.resize(seqlen * lora);   // [seqlen, lora]
+    for (int64_t h = h_begin; h < h_end; ++h) {
+      dequantize_rows(w.wkv_b, h * (nope + v_dim), nope, w_k.data());
+      dequantize_rows(w.wkv_b, h * (nope + v_dim) + nope, v_dim, w_v.data());
+      for (int64_t d = 0; d < nope; ++d)
+        for (int64_t col = 0; col < lora; ++col) w_k_t[col * nope + d] = w_k[d * lora + col];
+      for (int b = 0; b < batch; ++b) {
+        const float* q_b = q + (static_cast<int64_t>(b) * seqlen * H + h) * qk_dim;  // row stride H * qk_dim
+        matmul_serial(q_b, seqlen, H * qk_dim, f32_matrix(w_k_t.data(), lora, nope), q_abs.data(), lora);
+        matmul_serial(q_abs.data(), seqlen, lora, f32_matrix(cache.latent(layer, b, 0), keys, lora), scores.data(),
+                      keys);
+        matmul_serial(q_b + nope, seqlen, H * qk_dim, f32_matrix(cache.rope_key(layer, b, 0), keys, rope_dim),
+                      scores_pe.data(), keys);
+        for (int s = 0; s < seqlen; ++s) {
+          float* row = scores.data() + static_cast<int64_t>(s) * keys;
+          const float* pe = scores_pe.data() + static_cast<int64_t>(s) * keys;
+          const int n_keys = start_pos + s + 1;
+          for (int t = 0; t < n_keys; ++t) row[t] = (row[t] + pe[t]) * softmax_scale;
+          softmax(row, n_keys);
+          std::fill(row + n_keys, row + keys, 0.0f);
+        }
+        matmul_serial(scores.data(), seqlen, keys, f32_matrix(latent_t + b * lora * keys, lora, keys), o_lat.data(),
+                      lora);
+        float* o_b = attn + (static_cast<int64_t>(b) * seqlen * H + h) * v_dim;  // row stride H * v_dim
+        matmul_serial(o_lat.data(), seqlen, lora, f32_matrix(w_v.data(), v_dim, lora), o_b, H * v_dim);
+      }
+    }
+  });
+}
+
+}  // namespace
+
 void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* x,
                  int batch, int seqlen, int start_pos, KVCache& cache, const Rope& rope,
                  Scratch& scratch, float* out) {
@@ -45,40 +161,12 @@ void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer
     }
   }
 
-  // attention per head over the cache, causal: position p sees positions [0, p]
   const float softmax_scale = attention_softmax_scale(c);
   float* attn = grow(scratch.attn, n * H * v_dim);                 // [n, H, v_dim]
-  ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
-    thread_local std::vector<float> w_head, q_abs, scores, o_lat;
-    w_head.resize((nope + v_dim) * lora);                          // [nope + v_dim, lora]
-    q_abs.resize(lora);
-    scores.resize(start_pos + seqlen);
-    o_lat.resize(lora);
-    for (int64_t h = h_begin; h < h_end; ++h) {
-      for (int64_t r = 0; r < nope + v_dim; ++r)
-        dequantize_row(w.wkv_b, h * (nope + v_dim) + r, w_head.data() + r * lora);
-      for (int b = 0; b < batch; ++b) {
-        for (int s = 0; s < seqlen; ++s) {
-          const int64_t i = static_cast<int64_t>(b) * seqlen + s;
-          const float* q_nope = q + (i * H + h) * qk_dim;
-          const float* q_pe = q_nope + nope;
-          // absorb wkv_b's key half into the query: q_abs[c] = sum_d q_nope[d] W[d, c]
-          std::fill(q_abs.begin(), q_abs.end(), 0.0f);
-          for (int64_t d = 0; d < nope; ++d) axpy(q_nope[d], w_head.data() + d * lora, q_abs.data(), lora);
-          const int n_keys = start_pos + s + 1;
-          for (int t = 0; t < n_keys; ++t)
-            scores[t] = (dot(q_abs.data(), cache.latent(layer, b, t), lora) +
-                         dot(q_pe, cache.rope_key(layer, b, t), rope_dim)) * softmax_scale;
-          softmax(scores.data(), n_keys);
-          std::fill(o_lat.begin(), o_lat.end(), 0.0f);
-          for (int t = 0; t < n_keys; ++t) axpy(scores[t], cache.latent(layer, b, t), o_lat.data(), lora);
-          // wkv_b's value half maps the attended latent to this head's output
-          float* o = attn + (i * H + h) * v_dim;
-          for (int64_t d = 0; d < v_dim; ++d) o[d] = dot(w_head.data() + (nope + d) * lora, o_lat.data(), lora);
-        }
-      }
-    }
-  });
+  if (seqlen >= kMatrixAttentionMinQueries)
+    attend_as_matrices(ctx, w, layer, q, batch, seqlen, start_pos, cache, softmax_scale, scratch, attn);
+  else
+    attend_per_query(ctx, w, layer, q, batch, seqlen, start_pos, cache, softmax_scale, attn);
 
   // output projection (row-parallel): out = wo(attn), summed over ranks
   linear(attn, n, w.wo, out, ctx.pool);

@@ -1,0 +1,79 @@
+// Attention has two implementations (attention.cpp): per query for decode, as matrix products
+// for prefill (8 or more queries per call). Whatever way a sequence is cut into forward calls,
+// the last position's logits must be the same: all at once (matrix path from position 0), one
+// token at a time after a short prompt (per-query path), and two long chunks (matrix path with
+// a cache already holding keys). The goldens' prefills are shorter than 8 tokens, so without
+// this test the matrix path would be checked only through the chat transcripts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "model/transformer.h"
+#include "model/weights.h"
+#include "parallel/comm.h"
+#include "test_support.h"
+
+namespace dsinfer {
+namespace {
+
+class AttentionPaths : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AttentionPaths, EveryCutOfTheSequenceGivesTheSameLogits) {
+  const std::string ckpt = test::convert_golden(GetParam());
+  auto comm = make_local_comm();
+  ThreadPool pool(2);
+  const ModelConfig config = load_config(ckpt + "/config.json");
+  auto model = Transformer::load(config, ckpt, *comm, pool);
+
+  constexpr int kBatch = 2, kLen = 24;
+  std::vector<int32_t> tokens(kBatch * kLen);
+  std::mt19937 rng(7);
+  for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(config.vocab_size));
+  const int64_t vocab = config.vocab_size;
+
+  // Runs the sequence as forward calls of the given lengths; returns the last logits [batch, vocab].
+  auto run = [&](const std::vector<int>& cuts) {
+    KVCache cache(config, kBatch, kLen);
+    std::vector<float> logits(kBatch * vocab);
+    int pos = 0;
+    for (int len : cuts) {
+      std::vector<int32_t> chunk(kBatch * len);
+      for (int b = 0; b < kBatch; ++b)
+        std::copy_n(tokens.data() + b * kLen + pos, len, chunk.data() + b * len);
+      model->forward(chunk.data(), kBatch, len, pos, cache, logits.data());
+      pos += len;
+    }
+    EXPECT_EQ(pos, kLen);
+    return logits;
+  };
+  const std::vector<float> whole = run({kLen});
+  std::vector<int> steps = {4};
+  while (static_cast<int>(steps.size()) < kLen - 3) steps.push_back(1);
+  const std::vector<float> stepwise = run(steps);
+  const std::vector<float> chunks = run({10, 14});
+
+  for (int b = 0; b < kBatch; ++b) {
+    const float* ref = whole.data() + b * vocab;
+    float max_ref = 0;
+    for (int64_t v = 0; v < vocab; ++v) max_ref = std::max(max_ref, std::fabs(ref[v]));
+    ASSERT_GT(max_ref, 0);
+    for (const auto* other : {&stepwise, &chunks}) {
+      float worst = 0;
+      for (int64_t v = 0; v < vocab; ++v) worst = std::max(worst, std::fabs((*other)[b * vocab + v] - ref[v]));
+      EXPECT_LE(worst, 1e-4f * max_ref) << "row " << b << (other == &stepwise ? " stepwise" : " chunks");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, AttentionPaths, ::testing::Values("tiny-v3", "tiny-v2", "tiny-v2-lite"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace dsinfer
