@@ -61,6 +61,14 @@ Layout read_layout(const std::string& text, const std::string& origin) {
         " is not a Hugging Face config.json (no hidden_size); make-random needs the HF form");
   Layout layout;
   layout.c = parse_config_json(text, origin);  // the engine's own reading, validated
+  // The engine's reading falls back to ModelArgs' defaults (V2-Lite's sizes) for these; a random
+  // checkpoint silently built at the wrong size would mislead a benchmark, so they must be spelled
+  // out (q_lora_rank may be null: no low-rank q, as in V2-Lite).
+  for (const char* key : {"moe_intermediate_size", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
+                          "first_k_dense_replace"})
+    check(j.contains(key) && !j[key].is_null(), origin, ": HF config lacks ", key,
+          " (make-random does not guess sizes)");
+  check(j.contains("q_lora_rank"), origin, ": HF config lacks q_lora_rank (null for no low-rank q, as in V2-Lite)");
   layout.fp8 = layout.c.dtype == WeightDType::kFP8;
   if (layout.fp8 && j["quantization_config"].contains("weight_block_size")) {
     const json& block = j["quantization_config"]["weight_block_size"];
