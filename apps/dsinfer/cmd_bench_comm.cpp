@@ -37,7 +37,8 @@ Stats summarize(std::vector<double> us) {
   if (us.empty()) return s;
   std::sort(us.begin(), us.end());
   s.min_us = us.front();
-  s.median_us = us[us.size() / 2];
+  const size_t mid = us.size() / 2;
+  s.median_us = us.size() % 2 ? us[mid] : (us[mid - 1] + us[mid]) / 2;
   s.p90_us = us[std::min(us.size() - 1, us.size() * 9 / 10)];
   s.mean_us = std::accumulate(us.begin(), us.end(), 0.0) / static_cast<double>(us.size());
   return s;
@@ -61,7 +62,7 @@ Stats time_calls(Comm& comm, int warmup, int iters, F&& body) {
 
 void print_line(const Comm& comm, const std::string& what, const Stats& s, int iters) {
   if (comm.rank() != 0) return;
-  std::printf("%-44s median %9.1f us  p90 %9.1f us  min %9.1f us  mean %9.1f us  (%d calls)\n", what.c_str(),
+  std::printf("%-52s median %10.2f us  p90 %10.2f us  min %10.2f us  mean %10.2f us  (%d calls)\n", what.c_str(),
               s.median_us, s.p90_us, s.min_us, s.mean_us, iters);
   std::fflush(stdout);
 }
@@ -112,7 +113,9 @@ void run_bench_comm(const BenchCommOptions& o) {
   std::vector<float> h(static_cast<size_t>(dim), 1.0f);
   std::vector<float> logits_local(static_cast<size_t>(vocab_local), 0.0f);
   std::vector<float> logits(static_cast<size_t>(vocab_local * world));
-  const int steps = std::max(1, o.iters / reduces);
+  // as many all_reduces as the single collectives above, but at least 10 steps (a median of one
+  // or two steps says little)
+  const int steps = std::max(10, o.iters / reduces);
   s = time_calls(*comm, std::max(1, o.warmup / reduces), steps, [&] {
     for (int i = 0; i < reduces; ++i) comm->all_reduce_sum(h.data(), dim);
     comm->all_gather(logits_local.data(), vocab_local, logits.data());
@@ -140,7 +143,10 @@ Command register_bench_comm(CLI::App& app) {
   sub->add_option("--gather-floats", o->gather_floats,
                   "all_gather total length, split over the ranks (default 129280, V3's vocabulary)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-  sub->add_option("--iters", o->iters, "timed calls per collective (default 2000)")->check(CLI::Range(1, 10000000));
+  sub->add_option("--iters", o->iters,
+                  "timed calls per collective (default 2000; the --config decode step gets as many all_reduces, "
+                  "at least 10 steps)")
+      ->check(CLI::Range(1, 10000000));
   sub->add_option("--warmup", o->warmup, "untimed calls first (default 200)")->check(CLI::Range(0, 10000000));
   sub->add_option("--config", o->config_path,
                   "also time one batch-1 decode step's collectives of this model config (configs/*.json or HF "
