@@ -10,7 +10,8 @@ namespace {
 struct Avx2 {
   using V = __m256;
   static constexpr int kWidth = 8;
-  static constexpr int kGemmRows = 6;  // 12 accumulators + 2 x vectors + 1 broadcast of 16
+  static constexpr int kGemmRows = 6;
+  static constexpr int kGemmVectors = 2;  // 6x2 accumulators + 2 token vectors + 1 broadcast
   static V zero() { return _mm256_setzero_ps(); }
   static V load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
@@ -28,6 +29,10 @@ struct Avx2 {
     const __m128i half = _mm_and_si128(_mm_slli_epi16(wide, 7), _mm_set1_epi16(static_cast<short>(0xBF80)));
     return _mm256_cvtph_ps(half);
   }
+  // 16 ymm registers: the L1 round trip of the AVX-512 GEMV would spill; convert in registers.
+  static constexpr bool kFp8ThroughL1 = false;
+  static void fp8_to_half_2x(const uint8_t*, uint16_t*) {}
+  static V load_half(const uint16_t*) { return zero(); }
   static V load_bf16(const uint16_t* p) {
     const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));

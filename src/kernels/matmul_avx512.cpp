@@ -15,7 +15,8 @@ namespace {
 struct Avx512 {
   using V = __m512;
   static constexpr int kWidth = 16;
-  static constexpr int kGemmRows = 12;  // 24 accumulators + 2 x vectors + 1 broadcast of 32
+  static constexpr int kGemmRows = 6;
+  static constexpr int kGemmVectors = 4;  // 6x4 accumulators + 4 token vectors + 1 broadcast
   static V zero() { return _mm512_setzero_ps(); }
   static V load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
@@ -29,6 +30,20 @@ struct Avx512 {
     const __m256i wide = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     const __m256i half = _mm256_and_si256(_mm256_slli_epi16(wide, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
     return _mm512_cvtph_ps(half);
+  }
+  // GEMV fp8: widen 32 codes per instruction to fp16 patterns in L1, convert from memory.
+  static constexpr bool kFp8ThroughL1 = true;
+  static void fp8_to_half_2x(const uint8_t* p, uint16_t* out) {
+    const __m512i wide = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    const __m512i half = _mm512_and_si512(_mm512_slli_epi16(wide, 7), _mm512_set1_epi16(static_cast<short>(0xBF80)));
+    _mm512_store_si512(out, half);
+  }
+  static V load_half(const uint16_t* p) {
+    // from memory on purpose (an intrinsic would let the compiler forward the store through
+    // a register shuffle, which is what the round trip avoids)
+    V v;
+    asm("vcvtph2ps %1, %0" : "=v"(v) : "m"(*reinterpret_cast<const __m256i*>(p)));
+    return v;
   }
   static V load_bf16(const uint16_t* p) {
     const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));

@@ -61,6 +61,29 @@ inline void gemv_group(const uint8_t* w0, int64_t row_bytes, int64_t K, const fl
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) acc[i][t] = S::zero();
   int64_t k = 0;
+  // The next group of rows, prefetched at the pace this one is read (R rows x 2W codes an
+  // iteration): rows shorter than a few KB end before the hardware prefetcher has caught on.
+  const uint8_t* next = w0 + R * row_bytes;
+  if constexpr (kind == WKind::kFp8 && S::kFp8ThroughL1) {
+    // 2W codes a row at a time: widened to fp16 patterns in one wide integer step and stored,
+    // then converted to fp32 straight from L1 (a memory-operand conversion needs no shuffle
+    // port, which the register form would share with the widening): fewer uops per byte.
+    alignas(64) uint16_t half[R][2 * W];
+    for (; k + 2 * W <= K; k += 2 * W) {
+      V x0[T], x1[T];
+      for (int t = 0; t < T; ++t) {
+        x0[t] = S::load(xs + t * xs_stride + k);
+        x1[t] = S::load(xs + t * xs_stride + k + W);
+      }
+      for (int i = 0; i < R; ++i) S::fp8_to_half_2x(w0 + i * row_bytes + k, half[i]);
+      for (int i = 0; i < R; ++i) __builtin_prefetch(next + R * k + i * 2 * W, 0, 2);
+      for (int i = 0; i < R; ++i) __builtin_prefetch(w0 + i * row_bytes + k + 2048, 0, 3);
+      for (int i = 0; i < R; ++i) {
+        const V a = S::load_half(half[i]), b = S::load_half(half[i] + W);
+        for (int t = 0; t < T; ++t) acc[i][t] = S::fma(b, x1[t], S::fma(a, x0[t], acc[i][t]));
+      }
+    }
+  }
   for (; k + W <= K; k += W) {
     V xv[T];
     for (int t = 0; t < T; ++t) xv[t] = S::load(xs + t * xs_stride + k);
@@ -136,8 +159,9 @@ void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
 template <class S>
 struct Gemm {
   static constexpr int kW = S::kWidth;
-  static constexpr int kNT = 2 * kW;       // tokens per tile (two vectors)
-  static constexpr int kR = S::kGemmRows;  // rows per panel (2 * kR accumulators)
+  static constexpr int kNV = S::kGemmVectors;  // vectors of tokens per tile
+  static constexpr int kNT = kNV * kW;         // tokens per tile
+  static constexpr int kR = S::kGemmRows;      // rows per panel (kNV * kR accumulators)
   static constexpr int64_t kKC = 256;      // columns per panel (a multiple of the fp8 block)
 
   static int64_t tiles(int64_t n) { return (n + kNT - 1) / kNT; }
@@ -146,15 +170,17 @@ struct Gemm {
 
   // out[(j * K + k) * NT + tt] = x[(j * NT + tt), k], zero past the last token.
   static void pack_x(const float* x, int64_t n, int64_t K, int64_t x_stride, float* out) {
-    for (int64_t j = 0; j < tiles(n); ++j)
-      for (int64_t tt = 0; tt < kNT; ++tt) {
-        const int64_t t = j * kNT + tt;
-        float* dst = out + j * K * kNT + tt;
-        if (t < n)
-          for (int64_t k = 0; k < K; ++k) dst[k * kNT] = x[t * x_stride + k];
-        else
-          for (int64_t k = 0; k < K; ++k) dst[k * kNT] = 0.0f;
+    for (int64_t j = 0; j < tiles(n); ++j) {
+      const int64_t tokens = min64(kNT, n - j * kNT);
+      const float* src = x + j * kNT * x_stride;
+      float* dst = out + j * K * kNT;
+      // k outer: the writes are whole rows of the tile, the reads walk kNT token rows in step
+      for (int64_t k = 0; k < K; ++k) {
+        int64_t tt = 0;
+        for (; tt < tokens; ++tt) dst[k * kNT + tt] = src[tt * x_stride + k];
+        for (; tt < kNT; ++tt) dst[k * kNT + tt] = 0.0f;
       }
+    }
   }
 
   // dst[0, kc) = fp32 values of W[row, kb + c] (as the reference dequantizes: code x scale).
@@ -176,26 +202,33 @@ struct Gemm {
     }
   }
 
-  // c[i][NT] += sum_k w[i * KC + k] * xp[k * NT + tt]: kR x NT accumulators in registers.
+  // c[i][NT] += sum_k w[i * KC + k] * xp[k * NT + tt] for the first NV vectors of tokens:
+  // kR x NV accumulators in registers (NV < kNV only for a tile's last, partial vectors).
+  template <int NV>
   static void micro(const float* w, const float* xp, int64_t kc, float* c) {
     using V = typename S::V;
-    V acc[kR][2];
-    for (int i = 0; i < kR; ++i) {
-      acc[i][0] = S::load(c + i * kNT);
-      acc[i][1] = S::load(c + i * kNT + kW);
-    }
+    V acc[kR][NV];
+    for (int i = 0; i < kR; ++i)
+      for (int v = 0; v < NV; ++v) acc[i][v] = S::load(c + i * kNT + v * kW);
     for (int64_t k = 0; k < kc; ++k) {
-      const V x0 = S::load(xp + k * kNT), x1 = S::load(xp + k * kNT + kW);
+      V x[NV];
+      for (int v = 0; v < NV; ++v) x[v] = S::load(xp + k * kNT + v * kW);
       for (int i = 0; i < kR; ++i) {
         const V b = S::set1(w[i * kKC + k]);
-        acc[i][0] = S::fma(b, x0, acc[i][0]);
-        acc[i][1] = S::fma(b, x1, acc[i][1]);
+        for (int v = 0; v < NV; ++v) acc[i][v] = S::fma(b, x[v], acc[i][v]);
       }
     }
-    for (int i = 0; i < kR; ++i) {
-      S::store(c + i * kNT, acc[i][0]);
-      S::store(c + i * kNT + kW, acc[i][1]);
+    for (int i = 0; i < kR; ++i)
+      for (int v = 0; v < NV; ++v) S::store(c + i * kNT + v * kW, acc[i][v]);
+  }
+
+  // micro<nv> for a run-time nv in [1, kNV]
+  template <int NV = kNV>
+  static void micro_vectors(int nv, const float* w, const float* xp, int64_t kc, float* c) {
+    if constexpr (NV > 1) {
+      if (nv < NV) return micro_vectors<NV - 1>(nv, w, xp, kc, c);
     }
+    micro<NV>(w, xp, kc, c);
   }
 
   // Blocking: a chunk of kNCT token tiles and kMC rows at a time, their accumulators in scratch;
@@ -206,6 +239,20 @@ struct Gemm {
   static constexpr int64_t kNCT = 8;       // token tiles per chunk
 
   static int64_t scratch_size(int64_t) { return kR * kKC + kMC * kNCT * kNT; }
+
+  // The weights of the panel after this one (rows [rp, rp + kR), columns [kb, kb + kKC)) into
+  // L2 while the micro-kernels run: 12 short row pieces a kernel stride apart are a pattern the
+  // hardware prefetcher does not follow.
+  template <WKind kind>
+  static void prefetch_panel(const WeightMatrix& w, int64_t rp, int64_t kb, int64_t r_end) {
+    if (kb >= w.cols) return;
+    const int64_t elem = kind == WKind::kF32 ? 4 : kind == WKind::kBF16 ? 2 : 1;
+    const int64_t bytes = min64(kKC, w.cols - kb) * elem;
+    for (int64_t r = rp; r < min64(rp + kR, r_end); ++r) {
+      const uint8_t* row = w.data + (r * w.cols + kb) * elem;
+      for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 2);
+    }
+  }
 
   template <WKind kind>
   static void rows(const MatmulTask& task, int64_t r0, int64_t r1, float* scratch) {
@@ -223,12 +270,16 @@ struct Gemm {
           const int64_t kc = min64(kKC, K - kb);
           for (int64_t p = 0; p < panels; ++p) {
             const int64_t rp = rc + p * kR, n_rows = min64(kR, rc + chunk_rows - rp);
+            prefetch_panel<kind>(w, p + 1 < panels ? rp + kR : rc, p + 1 < panels ? kb : kb + kKC, r1);
             for (int64_t i = 0; i < kR; ++i) {
               if (i < n_rows) convert_row<kind>(w, rp + i, kb, kc, wbuf + i * kKC);
               else std::memset(wbuf + i * kKC, 0, sizeof(float) * kc);
             }
-            for (int64_t j = 0; j < nt; ++j)
-              micro(wbuf, task.x_packed + ((j0 + j) * K + kb) * kNT, kc, cbuf + (p * nt + j) * kR * kNT);
+            for (int64_t j = 0; j < nt; ++j) {
+              const int64_t tokens = min64(kNT, n - (j0 + j) * kNT);  // the last tile may be partial
+              micro_vectors(static_cast<int>((tokens + kW - 1) / kW), wbuf, task.x_packed + ((j0 + j) * K + kb) * kNT,
+                            kc, cbuf + (p * nt + j) * kR * kNT);
+            }
           }
         }
         for (int64_t p = 0; p < panels; ++p) {
