@@ -1,6 +1,7 @@
 // Multi-head latent attention (MLA) in the reference's "absorb" form: the cache holds the
 // normalised latent c_kv and the rotated k_pe per token; wkv_b is folded into the query
 // (nope part) and into the output, so per-head keys and values are never materialised.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -65,9 +66,13 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
   });
 }
 
-// Prefill: the same computation per head and sequence as four matrix products over all of the
-// sequence's queries (Q_abs = Q_nope W_k; S = Q_abs L^T + Q_pe K_pe^T; O_lat = softmax(S) L;
-// O = O_lat W_v^T), causal positions masked before the softmax.
+// Prefill: the same computation per head and sequence as matrix products over blocks of
+// queries (Q_abs = Q_nope W_k; S = Q_abs L^T + Q_pe K_pe^T; O_lat = softmax(S) L;
+// O = O_lat W_v^T). A block of queries reads only the keys its last query sees, so the causal
+// mask wastes at most one block's worth of products; positions past each query are masked
+// before the softmax.
+constexpr int kQueryBlock = 64;
+
 void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* q,
                         int batch, int seqlen, int start_pos, KVCache& cache, float softmax_scale, Scratch& scratch,
                         float* attn) {
@@ -75,50 +80,65 @@ void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, in
   const int64_t H = ctx.plan.n_local_heads;
   const int64_t nope = c.qk_nope_head_dim, rope_dim = c.qk_rope_head_dim, v_dim = c.v_head_dim;
   const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
-  const int64_t keys = start_pos + seqlen;
-  // the latent cache transposed, per sequence: [batch, lora, keys] (the weights of O_lat)
-  float* latent_t = grow(scratch.latent_t, batch * lora * keys);
-  ctx.pool.parallel_for(batch * lora, [&](int64_t begin, int64_t end) {
-    for (int64_t bc = begin; bc < end; ++bc) {
-      const int b = static_cast<int>(bc / lora);
-      const int64_t col = bc % lora;
-      float* dst = latent_t + bc * keys;
+  const int n_blocks = (seqlen + kQueryBlock - 1) / kQueryBlock;
+  auto block_keys = [&](int qb) { return static_cast<int64_t>(start_pos) + std::min(seqlen, (qb + 1) * kQueryBlock); };
+  // The latent cache transposed, per sequence and query block: [lora, keys of the block] (the
+  // weights of O_lat), laid out one after the other.
+  std::vector<int64_t> offsets(static_cast<size_t>(batch * n_blocks) + 1, 0);
+  for (int b = 0; b < batch; ++b)
+    for (int qb = 0; qb < n_blocks; ++qb) {
+      const size_t i = static_cast<size_t>(b * n_blocks + qb);
+      offsets[i + 1] = offsets[i] + lora * block_keys(qb);
+    }
+  float* latent_t = grow(scratch.latent_t, offsets.back());
+  ctx.pool.parallel_for(batch * n_blocks * lora, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t block = item / lora, col = item % lora;
+      const int b = static_cast<int>(block / n_blocks), qb = static_cast<int>(block % n_blocks);
+      const int64_t keys = block_keys(qb);
+      float* dst = latent_t + offsets[static_cast<size_t>(block)] + col * keys;
       for (int64_t t = 0; t < keys; ++t) dst[t] = cache.latent(layer, b, static_cast<int>(t))[col];
     }
   }, 16);
+  const int64_t max_keys = block_keys(n_blocks - 1);
   ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
     thread_local std::vector<float> w_k, w_k_t, w_v, q_abs, scores, scores_pe, o_lat;
-    w_k.resize(nope * lora);       // [nope, lora]
-    w_k_t.resize(lora * nope);     // [lora, nope]
-    w_v.resize(v_dim * lora);      // [v_dim, lora]
-    q_abs.resize(seqlen * lora);   // [seqlen, lora]
-    scores.resize(seqlen * keys);  // [seqlen, keys]
-    scores_pe.resize(seqlen * keys);
-    o_lat.resize(seqlen * lora);   // [seqlen, lora]
+    w_k.resize(nope * lora);                      // [nope, lora]
+    w_k_t.resize(lora * nope);                    // [lora, nope]
+    w_v.resize(v_dim * lora);                     // [v_dim, lora]
+    q_abs.resize(seqlen * lora);                  // [seqlen, lora]
+    scores.resize(kQueryBlock * max_keys);        // [block queries, block keys]
+    scores_pe.resize(kQueryBlock * max_keys);
+    o_lat.resize(kQueryBlock * lora);             // [block queries, lora]
     for (int64_t h = h_begin; h < h_end; ++h) {
       dequantize_rows(w.wkv_b, h * (nope + v_dim), nope, w_k.data());
       dequantize_rows(w.wkv_b, h * (nope + v_dim) + nope, v_dim, w_v.data());
       for (int64_t d = 0; d < nope; ++d)
         for (int64_t col = 0; col < lora; ++col) w_k_t[col * nope + d] = w_k[d * lora + col];
       for (int b = 0; b < batch; ++b) {
-        const float* q_b = q + (static_cast<int64_t>(b) * seqlen * H + h) * qk_dim;  // row stride H * qk_dim
-        matmul_serial(q_b, seqlen, H * qk_dim, f32_matrix(w_k_t.data(), lora, nope), q_abs.data(), lora);
-        matmul_serial(q_abs.data(), seqlen, lora, f32_matrix(cache.latent(layer, b, 0), keys, lora), scores.data(),
-                      keys);
-        matmul_serial(q_b + nope, seqlen, H * qk_dim, f32_matrix(cache.rope_key(layer, b, 0), keys, rope_dim),
-                      scores_pe.data(), keys);
-        for (int s = 0; s < seqlen; ++s) {
-          float* row = scores.data() + static_cast<int64_t>(s) * keys;
-          const float* pe = scores_pe.data() + static_cast<int64_t>(s) * keys;
-          const int n_keys = start_pos + s + 1;
-          for (int t = 0; t < n_keys; ++t) row[t] = (row[t] + pe[t]) * softmax_scale;
-          softmax(row, n_keys);
-          std::fill(row + n_keys, row + keys, 0.0f);
+        const int64_t q_stride = H * qk_dim;
+        const float* q_b = q + (static_cast<int64_t>(b) * seqlen * H + h) * qk_dim;
+        matmul_serial(q_b, seqlen, q_stride, f32_matrix(w_k_t.data(), lora, nope), q_abs.data(), lora);
+        for (int qb = 0; qb < n_blocks; ++qb) {
+          const int s0 = qb * kQueryBlock, n_q = std::min(kQueryBlock, seqlen - s0);
+          const int64_t keys = block_keys(qb);
+          matmul_serial(q_abs.data() + s0 * lora, n_q, lora, f32_matrix(cache.latent(layer, b, 0), keys, lora),
+                        scores.data(), keys);
+          matmul_serial(q_b + s0 * q_stride + nope, n_q, q_stride,
+                        f32_matrix(cache.rope_key(layer, b, 0), keys, rope_dim), scores_pe.data(), keys);
+          for (int s = 0; s < n_q; ++s) {
+            float* row = scores.data() + s * keys;
+            const float* pe = scores_pe.data() + s * keys;
+            const int n_keys = start_pos + s0 + s + 1;
+            for (int t = 0; t < n_keys; ++t) row[t] = (row[t] + pe[t]) * softmax_scale;
+            softmax(row, n_keys);
+            std::fill(row + n_keys, row + keys, 0.0f);
+          }
+          const float* l_t = latent_t + offsets[static_cast<size_t>(b * n_blocks + qb)];
+          matmul_serial(scores.data(), n_q, keys, f32_matrix(l_t, lora, keys), o_lat.data(), lora);
+          float* o = attn + ((static_cast<int64_t>(b) * seqlen + s0) * H + h) * v_dim;  // row stride H * v_dim
+          matmul_serial(o_lat.data(), n_q, lora, f32_matrix(w_v.data(), v_dim, lora), o, H * v_dim);
         }
-        matmul_serial(scores.data(), seqlen, keys, f32_matrix(latent_t + b * lora * keys, lora, keys), o_lat.data(),
-                      lora);
-        float* o_b = attn + (static_cast<int64_t>(b) * seqlen * H + h) * v_dim;  // row stride H * v_dim
-        matmul_serial(o_lat.data(), seqlen, lora, f32_matrix(w_v.data(), v_dim, lora), o_b, H * v_dim);
       }
     }
   });
