@@ -77,7 +77,7 @@ inline void gemv_group(const uint8_t* w0, int64_t row_bytes, int64_t K, const fl
       }
       for (int i = 0; i < R; ++i) S::fp8_to_half_2x(w0 + i * row_bytes + k, half[i]);
       for (int i = 0; i < R; ++i) __builtin_prefetch(next + R * k + i * 2 * W, 0, 2);
-      for (int i = 0; i < R; ++i) __builtin_prefetch(w0 + i * row_bytes + k + 2048, 0, 3);
+      for (int i = 0; i < R; ++i) __builtin_prefetch(w0 + i * row_bytes + k + 4096, 0, 3);
       for (int i = 0; i < R; ++i) {
         const V a = S::load_half(half[i]), b = S::load_half(half[i] + W);
         for (int t = 0; t < T; ++t) acc[i][t] = S::fma(b, x1[t], S::fma(a, x0[t], acc[i][t]));
