@@ -238,6 +238,27 @@ TEST(MpFailureGloo, RankWithAnotherCheckpointStopsEveryRank) {
   }
 }
 
+// generate checks the prompts' token ids against the vocabulary; with ranks it must do so only
+// after they agreed on the config, else a rank with a smaller vocabulary fails alone on a token
+// id and the other sees only a lost connection.
+TEST(MpFailureGloo, GenerateWithAnotherVocabularyOnOneRankNamesTheCheckpoint) {
+  if (std::string why = test::backend_unavailable("gloo"); !why.empty()) GTEST_SKIP() << why;
+  const std::string chat = test::convert_golden("tiny-v3-chat", 2, /*with_tokenizer=*/true);
+  const std::string v3 = test::convert_golden("tiny-v3", 2);  // same layers, 2048-token vocabulary
+  const std::string prompts = test::scratch_dir("prompts") + "/prompts.txt";
+  test::write_file(prompts, "Tell me a story about the sea.\n");
+  auto ranks = start_gloo_ranks(2, {0, 1}, [&](int rank) {
+    return split_words("generate --ckpt-path " + chat + " --input-file " + prompts + " --max-new-tokens 2" +
+                       (rank == 1 ? " --config " + v3 + "/config.json" : ""));
+  }, {{"DSINFER_COMM_TIMEOUT", "30"}});
+  for (int rank = 0; rank < 2; ++rank) {
+    auto& p = *ranks[static_cast<size_t>(rank)];
+    EXPECT_EQ(p.wait(kBoundSeconds), 1) << "rank " << rank << ":\n" << p.err();
+    EXPECT_CONTAINS(p.err(), "error: rank 1 loaded a different checkpoint or config than rank 0");
+    EXPECT_CONTAINS(p.err(), "vocab_size=129280 against vocab_size=2048");
+  }
+}
+
 TEST(MpFailureMpi, RankWithAnotherCheckpointStopsTheJob) {
   if (std::string why = test::backend_unavailable("mpi"); !why.empty()) GTEST_SKIP() << why;
   const std::string v2 = test::convert_golden("tiny-v2", 2), lite = test::convert_golden("tiny-v2-lite", 2);

@@ -1,10 +1,12 @@
 #include "core/thread_pool.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <random>
 #include <set>
@@ -180,6 +182,40 @@ TEST(ThreadPool, GlobalPoolWorks) {
   EXPECT_GE(pool.size(), 1);
   EXPECT_EQ(&pool, &ThreadPool::global());
   check_cover(pool, 1000, 16);
+}
+
+// The default share: all allowed CPUs for one rank, split among the ranks of this machine, and
+// the affinity mask alone once a launcher pinned the process.
+TEST(ThreadPool, DefaultThreadCountSharesTheMachineAmongLocalRanks) {
+  unsetenv("LOCAL_WORLD_SIZE");
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  cpu_set_t all;
+  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+  const int allowed = CPU_COUNT(&all);
+  EXPECT_EQ(ThreadPool::default_thread_count(), allowed);
+  EXPECT_EQ(ThreadPool(0).size(), allowed);
+  if (allowed == static_cast<int>(std::thread::hardware_concurrency())) {
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    EXPECT_EQ(ThreadPool::default_thread_count(), std::max(1, allowed / 2));
+    unsetenv("LOCAL_WORLD_SIZE");
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1000", 1);
+    EXPECT_EQ(ThreadPool::default_thread_count(), 1);  // never below one
+    unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  }
+  if (allowed > 1) {  // pinned to one CPU: that CPU, whatever the rank count
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &all)) {
+        CPU_SET(cpu, &one);
+        break;
+      }
+    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    setenv("LOCAL_WORLD_SIZE", "4", 1);
+    EXPECT_EQ(ThreadPool::default_thread_count(), 1);
+    unsetenv("LOCAL_WORLD_SIZE");
+    ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
+  }
 }
 
 }  // namespace

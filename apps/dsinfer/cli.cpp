@@ -19,7 +19,9 @@ int run_cli(int argc, char** argv) {
   int threads = 0;
   bool quiet = false, debug = false;
   std::string comm_backend;
-  app.add_option("--threads", threads, "worker threads (default: all hardware threads)");
+  app.add_option("--threads", threads,
+                 "worker threads (default: the CPUs this process may use, shared among the ranks on "
+                 "this machine)");
   app.add_flag("-q,--quiet", quiet, "only errors on stderr");
   app.add_flag("--debug", debug, "debug logging on stderr");
   app.add_option("--comm", comm_backend,

@@ -93,6 +93,7 @@ std::vector<std::string> prompt_lines(const std::string& text) {
 void run_batch(const GenerateCliOptions& o, const ModelConfig& config, const Tokenizer& tokenizer,
                const ChatFormatter& chat) {
   auto comm = make_comm();
+  log_info(config.summary());  // after make_comm, which quiets ranks other than 0
   const std::vector<std::string> prompts =
       prompt_lines(*from_rank0(*comm, [&]() -> std::optional<std::string> { return read_text(o.input_file); }));
   check(static_cast<int>(prompts.size()) <= config.max_batch_size, "Number of prompts in ", o.input_file, " (",
@@ -101,9 +102,13 @@ void run_batch(const GenerateCliOptions& o, const ModelConfig& config, const Tok
   std::vector<std::vector<int32_t>> prompt_ids;
   for (const std::string& p : prompts)
     prompt_ids.push_back(chat.prompt_ids(with_system(o.system, json::array({{{"role", "user"}, {"content", p}}}))));
-  check_prompts(config, prompt_ids);  // before the (possibly long) load
-
+  // Alone: before the (possibly long) load. With ranks: after load_model has made them agree on
+  // the config, so that a bad prompt fails on every rank alike (and a rank with another
+  // vocabulary is reported as another checkpoint, not as an odd token id on that rank alone).
+  const bool alone = comm->world_size() == 1;
+  if (alone) check_prompts(config, prompt_ids);
   auto model = o.model.load_model(config, *comm);
+  if (!alone) check_prompts(config, prompt_ids);
   // same seed and (after the all_gather) the same logits on every rank: the samples agree
   Sampler sampler(o.seed);
   GenerateOptions options{o.max_new_tokens, tokenizer.eos_id(), o.temperature};
@@ -121,6 +126,7 @@ void run_batch(const GenerateCliOptions& o, const ModelConfig& config, const Tok
 void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, const Tokenizer& tokenizer,
                      const ChatFormatter& chat) {
   auto comm = make_comm();
+  log_info(config.summary());  // after make_comm, which quiets ranks other than 0
   const bool root = comm->rank() == 0;
   auto model = o.model.load_model(config, *comm);
   Sampler sampler(o.seed);
@@ -172,7 +178,6 @@ void run_generate(const GenerateCliOptions& o) {
   check(!o.input_file.empty() || o.interactive, "Either input-file or interactive mode must be specified");
   check(o.max_new_tokens >= 0, "--max-new-tokens must be >= 0");
   const ModelConfig config = o.model.load_config();
-  log_info(config.summary());
   const Tokenizer tokenizer = Tokenizer::load(o.model.ckpt_path);
   const ChatFormatter chat(tokenizer);
   if (o.interactive)

@@ -1,6 +1,9 @@
 #include "core/thread_pool.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <utility>
 
@@ -46,9 +49,23 @@ std::pair<int64_t, int64_t> chunk(int64_t n, int64_t grain, int index, int parts
 }
 }  // namespace
 
+int ThreadPool::default_thread_count() {
+  const int machine = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int allowed = machine;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) allowed = std::max(1, CPU_COUNT(&set));
+  if (allowed < machine) return allowed;  // pinned: the launcher already gave this rank its share
+  int local_ranks = 1;
+  for (const char* name : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"})
+    if (const char* v = std::getenv(name); v && std::atoi(v) > 0) {
+      local_ranks = std::atoi(v);
+      break;
+    }
+  return std::max(1, allowed / local_ranks);
+}
+
 ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0)
-    n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (n_threads <= 0) n_threads = default_thread_count();
   n_threads_ = n_threads;
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }

@@ -15,8 +15,14 @@ namespace dsinfer {
 
 class ThreadPool {
  public:
-  // n_threads counts the calling thread; 0 means one per hardware thread.
+  // n_threads counts the calling thread; 0 means default_thread_count().
   explicit ThreadPool(int n_threads = 0);
+
+  // This process's share of the machine: the CPUs it may run on (its affinity mask, which
+  // mpirun's binding or taskset narrows), divided among the ranks started on this machine
+  // (LOCAL_WORLD_SIZE from torchrun or `dsinfer run`, OMPI_COMM_WORLD_LOCAL_SIZE from mpirun)
+  // when the mask is the whole machine, so that ranks on one host do not oversubscribe it.
+  static int default_thread_count();
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
