@@ -84,9 +84,12 @@ inline void gemv_group(const uint8_t* w0, int64_t row_bytes, int64_t K, const fl
       }
     }
   }
+  constexpr int64_t elem = kind == WKind::kF32 ? 4 : kind == WKind::kBF16 ? 2 : 1;
   for (; k + W <= K; k += W) {
     V xv[T];
     for (int t = 0; t < T; ++t) xv[t] = S::load(xs + t * xs_stride + k);
+    if constexpr (kind != WKind::kFp8)
+      for (int i = 0; i < R; ++i) __builtin_prefetch(w0 + i * row_bytes + k * elem + 4096, 0, 3);
     for (int i = 0; i < R; ++i) {
       const V wv = load_w<S, kind>(w0 + i * row_bytes, k);
       for (int t = 0; t < T; ++t) acc[i][t] = S::fma(wv, xv[t], acc[i][t]);

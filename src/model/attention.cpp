@@ -26,22 +26,34 @@ WeightMatrix f32_matrix(const float* data, int64_t rows, int64_t cols) {
   return {DType::kF32, rows, cols, reinterpret_cast<const uint8_t*>(data), nullptr};
 }
 
-// Decode: per head and query, q_abs = W_k^T q_nope, scores over the cache, the attended latent,
-// then W_v of it. q [n, H, qk_dim] -> attn [n, H, v_dim].
+// Rows [first, first + count) of w as a matrix of their own, when that needs no copy: always for
+// f32/bf16, for fp8 when the rows start a 128-row scale block (V3's and V2's heads: 128 + 128
+// rows). Else an empty matrix.
+WeightMatrix row_view(const WeightMatrix& w, int64_t first, int64_t count) {
+  if (w.dtype == DType::kF8E4M3 && first % kFp8Block != 0) return {};
+  const int64_t elem = static_cast<int64_t>(dtype_size(w.dtype));
+  return {w.dtype, count, w.cols, w.data + first * w.cols * elem,
+          w.dtype == DType::kF8E4M3 ? w.scale + (first / kFp8Block) * w.scale_cols() : nullptr};
+}
+
+// Decode: per head and query, q_abs = W_k^T q_nope, scores over the cache, the attended latent;
+// then W_v of every query's latent at once, straight from the checkpoint's wkv_b rows where
+// they can be viewed in place. q [n, H, qk_dim] -> attn [n, H, v_dim].
 void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* q, int batch,
                       int seqlen, int start_pos, KVCache& cache, float softmax_scale, float* attn) {
   const ModelConfig& c = ctx.config;
   const int64_t H = ctx.plan.n_local_heads;
   const int64_t nope = c.qk_nope_head_dim, rope_dim = c.qk_rope_head_dim, v_dim = c.v_head_dim;
   const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
+  const int64_t n = static_cast<int64_t>(batch) * seqlen;
   ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
-    thread_local std::vector<float> w_head, q_abs, scores, o_lat;
-    w_head.resize((nope + v_dim) * lora);                          // [nope + v_dim, lora]
+    thread_local std::vector<float> w_k, w_v, q_abs, scores, o_lat;
+    w_k.resize(nope * lora);                                        // [nope, lora]
     q_abs.resize(lora);
     scores.resize(start_pos + seqlen);
-    o_lat.resize(lora);
+    o_lat.resize(n * lora);                                         // [n, lora]
     for (int64_t h = h_begin; h < h_end; ++h) {
-      dequantize_rows(w.wkv_b, h * (nope + v_dim), nope + v_dim, w_head.data());
+      dequantize_rows(w.wkv_b, h * (nope + v_dim), nope, w_k.data());
       for (int b = 0; b < batch; ++b) {
         for (int s = 0; s < seqlen; ++s) {
           const int64_t i = static_cast<int64_t>(b) * seqlen + s;
@@ -49,19 +61,25 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
           const float* q_pe = q_nope + nope;
           // absorb wkv_b's key half into the query: q_abs[c] = sum_d q_nope[d] W[d, c]
           std::fill(q_abs.begin(), q_abs.end(), 0.0f);
-          for (int64_t d = 0; d < nope; ++d) axpy(q_nope[d], w_head.data() + d * lora, q_abs.data(), lora);
+          for (int64_t d = 0; d < nope; ++d) axpy(q_nope[d], w_k.data() + d * lora, q_abs.data(), lora);
           const int n_keys = start_pos + s + 1;
           for (int t = 0; t < n_keys; ++t)
             scores[t] = (dot(q_abs.data(), cache.latent(layer, b, t), lora) +
                          dot(q_pe, cache.rope_key(layer, b, t), rope_dim)) * softmax_scale;
           softmax(scores.data(), n_keys);
-          std::fill(o_lat.begin(), o_lat.end(), 0.0f);
-          for (int t = 0; t < n_keys; ++t) axpy(scores[t], cache.latent(layer, b, t), o_lat.data(), lora);
-          // wkv_b's value half maps the attended latent to this head's output
-          float* o = attn + (i * H + h) * v_dim;
-          for (int64_t d = 0; d < v_dim; ++d) o[d] = dot(w_head.data() + (nope + d) * lora, o_lat.data(), lora);
+          float* lat = o_lat.data() + i * lora;
+          std::fill(lat, lat + lora, 0.0f);
+          for (int t = 0; t < n_keys; ++t) axpy(scores[t], cache.latent(layer, b, t), lat, lora);
         }
       }
+      // wkv_b's value half maps the attended latents to this head's outputs
+      WeightMatrix w_v_rows = row_view(w.wkv_b, h * (nope + v_dim) + nope, v_dim);
+      if (w_v_rows.empty()) {
+        w_v.resize(v_dim * lora);
+        dequantize_rows(w.wkv_b, h * (nope + v_dim) + nope, v_dim, w_v.data());
+        w_v_rows = f32_matrix(w_v.data(), v_dim, lora);
+      }
+      matmul_serial(o_lat.data(), n, lora, w_v_rows, attn + h * v_dim, H * v_dim);
     }
   });
 }
