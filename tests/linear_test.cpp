@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -248,6 +249,34 @@ TEST(Linear, EveryIsaMatchesDoubleReference) {
       }
     }
   }
+}
+
+// Fast mode: the activations rounded to bf16 once, the weights exact, fp32 accumulation, on the
+// AMX tiles from kAmxMinTokens tokens on where the CPU has them (tokens not a multiple of the
+// 32-token tile pairs, rows not of the 32-row panels, columns not of the 32-wide k steps or the
+// 128-column scale blocks) and through the exact kernels below that or elsewhere.
+TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
+  std::mt19937 rng(21);
+  const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {17, 3}, {257, 130}, {64, 512}, {45, 300}};
+  std::printf("fast mode on %s\n", fast_mode_uses_amx() ? "AMX tiles" : "the exact kernels");
+  ThreadPool pool(2);
+  set_act_dtype(ActDType::kBF16);
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+    for (const auto& [rows, cols] : shapes) {
+      TestMatrix m(dtype, rows, cols, rng);
+      for (int64_t n_tokens : {1, 4, 15, 16, 33, 70}) {
+        SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols << " tokens " << n_tokens);
+        const auto x = random_floats(rng, static_cast<size_t>(n_tokens * cols));
+        std::vector<float> rounded(x.size());
+        for (size_t i = 0; i < x.size(); ++i) rounded[i] = bf16_to_f32(f32_to_bf16(x[i]));
+        std::vector<float> y(static_cast<size_t>(n_tokens * rows), NAN);
+        linear(x.data(), n_tokens, m.w, y.data(), pool);
+        expect_linear_matches_reference(m, rounded, n_tokens, y);
+      }
+    }
+  }
+  set_act_dtype(ActDType::kF32);
+  EXPECT_THROW(parse_act_dtype("fp8"), Error);
 }
 
 TEST(Linear, EveryIsaDequantizesEveryFp8CodeExactly) {

@@ -110,18 +110,20 @@ std::string convert_golden(const std::string& model, int world_size, bool with_t
   return ckpt;
 }
 
-double expect_logits_match(const std::string& ours_path, const std::string& ref_path) {
+std::vector<LogitsRow> compare_logits(const std::string& ours_path, const std::string& ref_path) {
   SafetensorsFile ours(ours_path);
   SafetensorsFile ref(ref_path);
   const TensorView& a = ours.get("logits");
   const TensorView& r = ref.get("logits");
   EXPECT_EQ(a.shape, r.shape);
   EXPECT_EQ(a.dtype, DType::kF32);
-  if (a.shape != r.shape || a.dtype != DType::kF32 || r.shape.size() != 3) return INFINITY;
+  EXPECT_EQ(r.dtype, DType::kF32);
+  if (a.shape != r.shape || a.dtype != DType::kF32 || r.dtype != DType::kF32 || r.shape.size() != 3)
+    return {{INFINITY, false}};
   const int64_t vocab = r.shape[2], rows = r.shape[0] * r.shape[1];
   const float* x = reinterpret_cast<const float*>(a.data);
   const float* y = reinterpret_cast<const float*>(r.data);
-  double worst = 0;
+  std::vector<LogitsRow> out;
   for (int64_t row = 0; row < rows; ++row) {
     const float* xr = x + row * vocab;
     const float* yr = y + row * vocab;
@@ -130,11 +132,19 @@ double expect_logits_match(const std::string& ours_path, const std::string& ref_
       max_diff = std::max(max_diff, std::fabs(static_cast<double>(xr[i]) - yr[i]));
       max_ref = std::max(max_ref, std::fabs(static_cast<double>(yr[i])));
     }
-    const double ratio = max_diff / max_ref;
-    worst = std::max(worst, ratio);
-    EXPECT_LE(ratio, 1e-3) << "row " << row;
-    EXPECT_EQ(std::max_element(xr, xr + vocab) - xr, std::max_element(yr, yr + vocab) - yr)
-        << "argmax of row " << row;
+    out.push_back({max_diff / max_ref,
+                   std::max_element(xr, xr + vocab) - xr == std::max_element(yr, yr + vocab) - yr});
+  }
+  return out;
+}
+
+double expect_logits_match(const std::string& ours_path, const std::string& ref_path) {
+  double worst = 0;
+  const std::vector<LogitsRow> rows = compare_logits(ours_path, ref_path);
+  for (size_t row = 0; row < rows.size(); ++row) {
+    worst = std::max(worst, rows[row].ratio);
+    EXPECT_LE(rows[row].ratio, 1e-3) << "row " << row;
+    EXPECT_TRUE(rows[row].same_argmax) << "argmax of row " << row;
   }
   return worst;
 }

@@ -46,6 +46,13 @@ std::string convert_golden(const std::string& model, int world_size = 1, bool wi
 // golden acceptance rule: per row max|ours - ref| <= 1e-3 max|ref| and the same argmax
 // (EXPECTs per row). Returns the worst ratio.
 double expect_logits_match(const std::string& ours_path, const std::string& ref_path);
+// The same comparison without expectations: per row, max|ours - ref| / max|ref| and whether the
+// argmax agrees.
+struct LogitsRow {
+  double ratio;
+  bool same_argmax;
+};
+std::vector<LogitsRow> compare_logits(const std::string& ours_path, const std::string& ref_path);
 
 // llama.cpp tokenizer test vectors: a .inp file holds cases each followed by
 // "\n__ggml_vocab_test__\n"; a .out file holds one line of space-separated ids per case.

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
+#include "kernels/linear.h"
 #include "parallel/comm.h"
 
 namespace dsinfer::cli {
@@ -24,6 +25,13 @@ int run_cli(int argc, char** argv) {
                  "this machine)");
   app.add_flag("-q,--quiet", quiet, "only errors on stderr");
   app.add_flag("--debug", debug, "debug logging on stderr");
+  std::string act = "f32";
+  bool fast = false;
+  app.add_option("--act-dtype", act,
+                 "activations entering the matrix products: f32 (exact, the default) or bf16 (fast mode: "
+                 "rounded to bf16, weights exact, fp32 accumulation; AMX tiles where the CPU has them)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  app.add_flag("--fast", fast, "fast mode: the same as --act-dtype bf16");
   app.add_option("--comm", comm_backend,
                  "communication backend: local, mpi or gloo (default: DSINFER_COMM, else from the "
                  "launcher's environment: mpirun -> mpi, WORLD_SIZE > 1 -> gloo, else local)")
@@ -42,6 +50,9 @@ int run_cli(int argc, char** argv) {
     if (quiet) set_log_level(LogLevel::kQuiet);
     if (debug) set_log_level(LogLevel::kDebug);
     set_comm_backend(comm_backend);
+    if (fast) act = "bf16";
+    set_act_dtype(parse_act_dtype(act));
+    if (act != "f32") global_args.insert(global_args.end(), {"--act-dtype", act});
     if (threads > 0) global_args.insert(global_args.end(), {"--threads", std::to_string(threads)});
     if (quiet) global_args.push_back("--quiet");
     if (debug) global_args.push_back("--debug");

@@ -66,8 +66,8 @@ void run_bench(const BenchOptions& o) {
   auto comm = make_comm();
   ThreadPool& pool = ThreadPool::global();
   const Isa isa = best_isa();
-  // exact mode; the fast mode (bf16 activations) will set this, and its ceiling follows
-  const ActDType act = ActDType::kF32;
+  // exact mode, or fast mode (--act-dtype bf16): its ceiling is the AMX or bf16-dot peak
+  const ActDType act = act_dtype();
   const int world = comm->world_size();
 
   // ceilings: every rank measures at the same time (a barrier before each pass), so ranks that
@@ -78,12 +78,13 @@ void run_bench(const BenchOptions& o) {
   co.fma_iterations = o.fma_iterations;
   co.passes = o.passes;
   const Ceilings mine = measure_ceilings(pool, isa, co, [&] { comm->barrier(); });
-  const auto per_rank = gather(*comm, {mine.read_gbps, mine.fma_gflops, mine.bf16_gflops});
+  const auto per_rank = gather(*comm, {mine.read_gbps, mine.fma_gflops, mine.bf16_gflops, mine.amx_gflops});
   Ceilings total;
   for (const auto& r : per_rank) {
     total.read_gbps += r[0];
     total.fma_gflops += r[1];
     total.bf16_gflops += r[2];
+    total.amx_gflops += r[3];
   }
   const double flop_ceiling = prefill_ceiling_gflops(total, act);
   check(flop_ceiling > 0, "bench: no ", act_dtype_name(act), " flop ceiling on this CPU (", isa_name(isa), ")");
@@ -144,17 +145,19 @@ void run_bench(const BenchOptions& o) {
   json ceilings = {{"read_gbps", total.read_gbps},
                    {"fma_f32_gflops", total.fma_gflops},
                    {"bf16_dot_gflops", total.bf16_gflops},
+                   {"amx_bf16_gflops", total.amx_gflops},
                    {"bw_buffer_bytes_per_rank", co.buffer_bytes},
                    {"per_rank", json::array()}};
   for (const auto& r : per_rank)
-    ceilings["per_rank"].push_back({{"read_gbps", r[0]}, {"fma_f32_gflops", r[1]}, {"bf16_dot_gflops", r[2]}});
+    ceilings["per_rank"].push_back({{"read_gbps", r[0]}, {"fma_f32_gflops", r[1]}, {"bf16_dot_gflops", r[2]}, {"amx_bf16_gflops", r[3]}});
   if (o.as_json) {
     json out = {{"ckpt_path", o.model.ckpt_path},
                 {"isa", isa_name(isa)},
                 {"threads", pool.size()},
                 {"world_size", world},
                 {"act_dtype", act_dtype_name(act)},
-                {"prefill_ceiling", act == ActDType::kBF16 ? "bf16_dot_gflops" : "fma_f32_gflops"},
+                {"prefill_ceiling", act == ActDType::kF32 ? "fma_f32_gflops"
+                                    : fast_mode_uses_amx() ? "amx_bf16_gflops" : "bf16_dot_gflops"},
                 {"ceilings", ceilings},
                 {"decode", decodes},
                 {"prefill", prefills},
@@ -175,13 +178,14 @@ void run_bench(const BenchOptions& o) {
   ceiling_row("streaming read bandwidth", total.read_gbps, 0, "GB/s");
   ceiling_row("fp32 FMA peak", total.fma_gflops, 1, "GFLOP/s");
   ceiling_row("bf16 dot peak", total.bf16_gflops, 2, "GFLOP/s");
+  ceiling_row("AMX bf16 peak", total.amx_gflops, 3, "GFLOP/s");
   std::printf("\ndecode     tokens/s  ms/step  MB/token  GB/s     bw fraction\n");
   for (const json& d : decodes)
     std::printf("  batch %-3d %8.2f %8.2f %9.2f %7.2f  %.3f\n", d["batch"].get<int>(), d["tokens_per_s"].get<double>(),
                 d["ms_per_step"].get<double>(), d["weight_bytes_per_token"].get<double>() / 1e6,
                 d["gbps"].get<double>(), d["bw_fraction"].get<double>());
   std::printf("\nprefill    tokens/s  seconds  GFLOP     GFLOP/s  fraction of %s\n",
-              act == ActDType::kBF16 ? "bf16 dot peak" : "fp32 FMA peak");
+              act == ActDType::kF32 ? "fp32 FMA peak" : fast_mode_uses_amx() ? "AMX bf16 peak" : "bf16 dot peak");
   for (const json& p : prefills)
     std::printf("  %4d tokens %6.2f %8.3f %9.2f %7.2f  %.3f\n", p["tokens"].get<int>(), p["tokens_per_s"].get<double>(),
                 p["seconds"].get<double>(), p["flops"].get<double>() / 1e9, p["gflops"].get<double>(),

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/matmul_amx.h"
 #include "core/log.h"
 
 namespace dsinfer {
@@ -147,11 +148,27 @@ double measure_bf16_gflops(ThreadPool& pool, Isa isa, int64_t iterations, int pa
   return rate;
 }
 
+double measure_amx_gflops(ThreadPool& pool, int64_t iterations, int passes, const std::function<void()>& sync) {
+  if (!amx_usable()) {
+    for (int p = 0; p < passes && sync; ++p) sync();
+    return 0;
+  }
+  std::vector<float> results(pool.size() * 16);
+  const double gflop = static_cast<double>(iterations) * kAmxFlops * pool.size() / 1e9;
+  const double rate = best_rate(gflop, passes, sync, [&] {
+    on_every_thread(pool, [&](int t) { results[t * 16] = amx_loop(iterations, 1.0f + static_cast<float>(t)); });
+  });
+  for (int t = 0; t < pool.size(); ++t) sink(results[t * 16]);
+  return rate;
+}
+
 Ceilings measure_ceilings(ThreadPool& pool, Isa isa, const CeilingOptions& o, const std::function<void()>& sync) {
   Ceilings c;
   c.read_gbps = measure_read_bandwidth(pool, isa, o.buffer_bytes, o.passes, sync);
   c.fma_gflops = measure_fma_gflops(pool, isa, o.fma_iterations, o.passes, sync);
   c.bf16_gflops = measure_bf16_gflops(pool, isa, o.fma_iterations, o.passes, sync);
+  // a tile product is 256 times the work of one vector FMA: fewer rounds for the same time
+  c.amx_gflops = measure_amx_gflops(pool, std::max<int64_t>(1, o.fma_iterations / 64), o.passes, sync);
   return c;
 }
 

@@ -32,11 +32,16 @@ double measure_fma_gflops(ThreadPool& pool, Isa isa, int64_t iterations, int pas
 double measure_bf16_gflops(ThreadPool& pool, Isa isa, int64_t iterations, int passes,
                            const std::function<void()>& sync = {});
 
+// Peak AMX bf16 tile-product rate in GFLOP/s (TDPBF16PS: 16 x 16 x 32 multiply-adds each),
+// as measure_fma_gflops; 0 where AMX is not usable (amx_usable()).
+double measure_amx_gflops(ThreadPool& pool, int64_t iterations, int passes, const std::function<void()>& sync = {});
+
 // The three ceilings of one process, measured with the same pool, one after the other.
 struct Ceilings {
   double read_gbps = 0;
   double fma_gflops = 0;   // fp32 FMA
   double bf16_gflops = 0;  // bf16 dot products; 0 where the ISA lacks them
+  double amx_gflops = 0;   // AMX bf16 tiles; 0 where AMX is not usable
 };
 
 struct CeilingOptions {
@@ -59,6 +64,8 @@ float fma_loop_scalar(int64_t iterations, float seed);
 float fma_loop_avx2(int64_t iterations, float seed);
 float fma_loop_avx512(int64_t iterations, float seed);
 float bf16_loop_avx512(int64_t iterations, float seed);
+float amx_loop(int64_t iterations, float seed);  // ceilings_amx.cpp; 4 TDPBF16PS an iteration
+inline constexpr int64_t kAmxFlops = 4 * 16 * 16 * 32 * 2;
 
 // Independent accumulators per loop: Zen 4 / Ice Lake class cores have an FMA latency of 4-5
 // cycles and two FMA pipes, so at least 10 chains are needed to keep both busy; 12 fit the

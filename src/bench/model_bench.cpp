@@ -8,10 +8,10 @@
 
 namespace dsinfer {
 
-const char* act_dtype_name(ActDType act) { return act == ActDType::kBF16 ? "bf16" : "f32"; }
 
 double prefill_ceiling_gflops(const Ceilings& ceilings, ActDType act) {
-  return act == ActDType::kBF16 ? ceilings.bf16_gflops : ceilings.fma_gflops;
+  if (act == ActDType::kF32) return ceilings.fma_gflops;
+  return fast_mode_uses_amx() ? ceilings.amx_gflops : ceilings.bf16_gflops;
 }
 
 namespace {

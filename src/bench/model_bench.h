@@ -7,14 +7,11 @@
 #include <cstdint>
 
 #include "bench/ceilings.h"
+#include "kernels/linear.h"
 #include "model/transformer.h"
 
 namespace dsinfer {
 
-// Activation dtype of the matrix kernels: exact mode (fp32) or the fast mode (bf16 activations,
-// AVX-512 BF16 dot products). It picks the arithmetic ceiling prefill is compared with.
-enum class ActDType { kF32, kBF16, kCount };
-const char* act_dtype_name(ActDType act);
 // The flop ceiling of a mode: the fp32 FMA peak, or the bf16 dot-product peak.
 double prefill_ceiling_gflops(const Ceilings& ceilings, ActDType act);
 

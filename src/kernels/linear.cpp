@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/matmul_amx.h"
 #include "kernels/matmul_isa.h"
 
 namespace dsinfer {
@@ -92,8 +93,27 @@ const MatmulKernels& active_kernels() {
   return kernels;
 }
 
+ActDType g_act_dtype = ActDType::kF32;
+
+// x[n, cols] rounded to bf16 values (kept as fp32) in a per-thread buffer.
+const float* rounded_to_bf16(const float* x, int64_t n, int64_t cols, ThreadPool& pool) {
+  thread_local std::vector<float> rounded;
+  if (rounded.size() < static_cast<size_t>(n * cols)) rounded.resize(static_cast<size_t>(n * cols));
+  float* out = rounded.data();
+  pool.parallel_for(n * cols, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
+  }, 4096);
+  return out;
+}
+
 void linear_with(const MatmulKernels& kernels, const float* x, int64_t n_tokens, const WeightMatrix& w,
                  float* y, ThreadPool& pool) {
+  if (g_act_dtype == ActDType::kBF16) {
+    // (f32 weights would lose bits in bf16 tiles: they take the exact kernels)
+    if (n_tokens >= kAmxMinTokens && w.dtype != DType::kF32 && kernels.isa == Isa::kAvx512 && amx_usable())
+      return amx_linear(x, n_tokens, w, y, pool);
+    x = rounded_to_bf16(x, n_tokens, w.cols, pool);
+  }
   MatmulTask task{x, n_tokens, w.cols, &w, y, w.rows, nullptr};
   // Packed once here and shared by every thread (the activations are small next to the weights).
   thread_local std::vector<float> packed;
@@ -135,6 +155,18 @@ void linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, T
 }
 
 Isa linear_isa() { return active_kernels().isa; }
+
+const char* act_dtype_name(ActDType act) { return act == ActDType::kBF16 ? "bf16" : "f32"; }
+
+ActDType parse_act_dtype(const std::string& name) {
+  if (name == "f32") return ActDType::kF32;
+  if (name == "bf16") return ActDType::kBF16;
+  fail("unknown activation dtype '", name, "' (f32 or bf16)");
+}
+
+void set_act_dtype(ActDType act) { g_act_dtype = act; }
+ActDType act_dtype() { return g_act_dtype; }
+bool fast_mode_uses_amx() { return active_kernels().isa == Isa::kAvx512 && amx_usable(); }
 
 void matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
                    int64_t y_stride) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/cpu.h"
 #include "core/thread_pool.h"
@@ -22,6 +23,19 @@ void linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, T
 void linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool, Isa isa);
 // The ISA that linear() uses.
 Isa linear_isa();
+
+// Precision of the activations entering linear(): kF32 is exact mode (the default: fp32
+// activations, weights dequantized exactly, fp32 accumulation); kBF16 is fast mode (activations
+// rounded to bf16 first, weights still exact, fp32 accumulation), which runs on AMX tiles where
+// the CPU has them and through the exact kernels otherwise (same numbers up to summation order).
+enum class ActDType { kF32, kBF16, kCount };
+const char* act_dtype_name(ActDType act);
+ActDType parse_act_dtype(const std::string& name);  // "f32" | "bf16"; else an Error
+void set_act_dtype(ActDType act);
+ActDType act_dtype();
+// Whether fast mode's products run on AMX here (and from how many tokens on).
+bool fast_mode_uses_amx();
+inline constexpr int64_t kAmxMinTokens = 16;
 
 // y[t * y_stride + r] = sum_c x[t * x_stride + c] * W[r, c] for every row r of w and t <
 // n_tokens, on the calling thread only: for callers that split other work across the pool
