@@ -257,7 +257,7 @@ TEST(Linear, EveryIsaMatchesDoubleReference) {
 // 128-column scale blocks) and through the exact kernels below that or elsewhere.
 TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
   std::mt19937 rng(21);
-  const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {17, 3}, {257, 130}, {64, 512}, {45, 300}};
+  const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {17, 3}, {257, 130}, {64, 512}, {45, 300}, {40, 2200}};
   std::printf("fast mode on %s\n", fast_mode_uses_amx() ? "AMX tiles" : "the exact kernels");
   ThreadPool pool(2);
   set_act_dtype(ActDType::kBF16);

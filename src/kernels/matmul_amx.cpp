@@ -1,12 +1,16 @@
 // AMX tile kernels (compiled with AMX and AVX-512 flags, see CMakeLists.txt; reached only after
-// amx_usable()). Tiles: C[16 tokens x 16 rows] fp32 += A[16 tokens x 32 k] bf16 .
-// B[32 k x 16 rows] bf16 in the pair-interleaved layout TDPBF16PS wants. A panel of 32 weight
-// rows is converted once into B tiles for every k, then every pair of token tiles runs over it
-// with 2 x 2 C tiles (tiles 0-3), A in tiles 4-5 and B in 6-7.
+// amx_usable()). Tiles: C[16 rows x 16 tokens] fp32 += A[16 rows x 32 k] bf16 . B[32 k x 16
+// tokens] bf16, B in the pair-interleaved layout TDPBF16PS wants. The weights are the A side,
+// so a panel of 32 rows is just converted to bf16 row-major; the activations are interleaved
+// once per call. Each product of a 32-row panel and a 32-token pair runs on 2 x 2 C tiles
+// (tiles 0-3), A in tiles 4-5 and B in 6-7.
 #include "kernels/matmul_amx.h"
 
 #include <immintrin.h>
 #include <sys/syscall.h>
+// GCC 12's AVX-512 headers: the same false -Wuninitialized positives as in matmul_avx512.cpp
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,8 +27,8 @@ namespace dsinfer {
 namespace {
 
 constexpr int64_t kTileK = 32;        // bf16 per A tile row (and k per B tile)
-constexpr int64_t kPanelRows = 32;    // two B tiles of 16 rows
-constexpr int64_t kPairTokens = 32;   // two A tiles of 16 tokens
+constexpr int64_t kPanelRows = 32;    // two A tiles of 16 rows
+constexpr int64_t kPairTokens = 32;   // two B tiles of 16 tokens
 constexpr int64_t kStepsPerBlock = kFp8Block / kTileK;
 
 struct alignas(64) TileConfig {
@@ -48,98 +52,134 @@ void configure_tiles() {
   configured = true;
 }
 
-// bf16 bits of each fp8 code's value (exact: e4m3 values have at most 4 significant bits).
-const uint16_t* fp8_to_bf16_table() {
-  static const auto table = [] {
-    std::vector<uint16_t> t(256);
-    for (int c = 0; c < 256; ++c) t[static_cast<size_t>(c)] = static_cast<uint16_t>(std::bit_cast<uint32_t>(fp8_e4m3_table()[c]) >> 16);
-    return t;
-  }();
-  return table.data();
-}
-
-// Row r of w as bf16 bits, columns [0, Kp) (zero past w.cols): codes exactly, bf16 as is; f32
-// rounded (linear() sends f32 weights to the exact kernels instead).
-void row_to_bf16(const WeightMatrix& w, int64_t r, int64_t Kp, uint16_t* out) {
-  const int64_t K = w.cols;
+// W[r, c0:c1) as bf16 bits into out[0, c1 - c0) (zero past w.cols; c0 a multiple of 32): fp8
+// codes exactly (through the fp16 bit pattern of value / 256, then x 256, both exact), bf16 as
+// is; f32 rounded (linear() sends f32 weights to the exact kernels instead).
+void row_to_bf16(const WeightMatrix& w, int64_t r, int64_t c0, int64_t c1, uint16_t* out) {
+  const int64_t K = w.cols, end = std::min(c1, K);
+  int64_t k = c0;
   if (w.dtype == DType::kF8E4M3) {
-    const uint16_t* table = fp8_to_bf16_table();
     const uint8_t* codes = w.data + r * K;
-    for (int64_t k = 0; k < K; ++k) out[k] = table[codes[k]];
+    const __m512 bias = _mm512_set1_ps(256.0f);
+    const __m512i mask = _mm512_set1_epi16(static_cast<short>(0xBF80));
+    for (; k + 32 <= end; k += 32) {
+      // the same columns a few rows down: a block's rows are K apart, a stride the hardware
+      // prefetcher does not follow across 1 KB pieces
+      _mm_prefetch(reinterpret_cast<const char*>(codes + 4 * K + k), _MM_HINT_T0);
+      const __m512i wide = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + k)));
+      const __m512i half = _mm512_and_si512(_mm512_slli_epi16(wide, 7), mask);
+      const __m512 lo = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(half)), bias);
+      const __m512 hi = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(half, 1)), bias);
+      // exact values: the upper halves of the fp32 bits are the bf16 numbers
+      const __m512i lo16 = _mm512_srli_epi32(_mm512_castps_si512(lo), 16);
+      const __m512i hi16 = _mm512_srli_epi32(_mm512_castps_si512(hi), 16);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (k - c0)), _mm512_cvtepi32_epi16(lo16));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (k - c0) + 16), _mm512_cvtepi32_epi16(hi16));
+    }
+    for (; k < end; ++k) out[k - c0] = static_cast<uint16_t>(std::bit_cast<uint32_t>(fp8_e4m3_table()[codes[k]]) >> 16);
   } else if (w.dtype == DType::kBF16) {
-    std::memcpy(out, w.data + r * K * 2, static_cast<size_t>(K) * 2);
+    if (end > k) std::memcpy(out, w.data + (r * K + k) * 2, static_cast<size_t>(end - k) * 2);
+    k = std::max(k, end);
   } else {
     const float* v = reinterpret_cast<const float*>(w.data) + r * K;
-    for (int64_t k = 0; k < K; ++k) out[k] = f32_to_bf16(v[k]);
+    for (; k < end; ++k) out[k - c0] = f32_to_bf16(v[k]);
   }
-  std::fill(out + K, out + Kp, uint16_t{0});
+  std::fill(out + (std::max(k, c0) - c0), out + (c1 - c0), uint16_t{0});
 }
 
-// B tiles of panel rows [rp, rp + 32) for every k step s: b[(s * 2 + j) * 256 + kp * 16 + n]
-// (32-bit words) = the bf16 pair (W[rp + 16 j + n, 32 s + 2 kp], W[.., 32 s + 2 kp + 1]).
-void prepare_panel(const WeightMatrix& w, int64_t rp, int64_t r1, int64_t Kp, uint16_t* row, uint32_t* b) {
+// Activations x [n, K] as B tiles: tile (j, s) = tokens [16 j, 16 j + 16) x k step s, at
+// xv + (j * steps + s) * 512, element (kp, token, e) at kp * 32 + token * 2 + e = bf16 of
+// x[16 j + token, 32 s + 2 kp + e] (zero past n or K). Token tiles [j0, j1).
+void interleave_tokens(const float* x, int64_t n, int64_t K, int64_t Kp, int64_t j0, int64_t j1, uint16_t* xv) {
   const int64_t steps = Kp / kTileK;
-  for (int64_t j = 0; j < 2; ++j)
-    for (int64_t n = 0; n < 16; ++n) {
-      const int64_t r = rp + 16 * j + n;
-      if (r < r1) row_to_bf16(w, r, Kp, row);
-      else std::fill(row, row + Kp, uint16_t{0});
-      const uint32_t* pairs = reinterpret_cast<const uint32_t*>(row);
-      for (int64_t s = 0; s < steps; ++s) {
-        uint32_t* tile = b + (s * 2 + j) * 256 + n;
-        for (int64_t kp = 0; kp < 16; ++kp) tile[kp * 16] = pairs[s * 16 + kp];
-      }
+  for (int64_t j = j0; j < j1; ++j) {
+    uint16_t* tiles = xv + j * steps * 512;
+    std::fill(tiles, tiles + steps * 512, uint16_t{0});
+    for (int64_t token = 0; token < 16 && 16 * j + token < n; ++token) {
+      const float* row = x + (16 * j + token) * K;
+      for (int64_t k = 0; k < K; ++k)
+        tiles[(k / kTileK) * 512 + ((k % kTileK) / 2) * 32 + token * 2 + (k & 1)] = f32_to_bf16(row[k]);
     }
+  }
 }
 
-// Rows [r0, r1) (r0 a multiple of 32) of y from xb [tokens rounded up to 32, Kp] bf16.
-void amx_rows(const uint16_t* xb, int64_t n, int64_t Kp, const WeightMatrix& w, int64_t r0, int64_t r1, float* y,
+// Rows [r0, r1) (r0 a multiple of 32) of y for all n tokens. Blocked so that both operands come
+// from L2: 256 rows x 1024 columns of weights converted at a time (each weight once), and for
+// every token pair the B tiles of those 1024 columns (64 KB) serve all 8 row panels.
+constexpr int64_t kBlockPanels = 8;   // 256 rows
+constexpr int64_t kBlockSteps = 32;   // 1024 columns (a multiple of the 128-column scale blocks)
+
+void amx_rows(const uint16_t* xv, int64_t n, int64_t Kp, const WeightMatrix& w, int64_t r0, int64_t r1, float* y,
               int64_t y_stride) {
   configure_tiles();
-  const int64_t steps = Kp / kTileK;
+  const int64_t steps = Kp / kTileK, pairs = ceil_div(n, kPairTokens);
   const bool scaled = w.dtype == DType::kF8E4M3;
-  const int64_t steps_per_block = scaled ? kStepsPerBlock : steps;  // scales change every 128 columns
-  thread_local std::vector<uint16_t> row;
-  thread_local std::vector<uint32_t> b;
-  row.resize(static_cast<size_t>(Kp));
-  b.resize(static_cast<size_t>(steps * 2 * 256));
-  alignas(64) float c[4][16 * 16];                     // C tiles: [token][row] each
-  alignas(64) float acc[kPairTokens * kPanelRows];     // [token][row] of the panel
-  const int64_t a_stride = Kp * 2;                     // bytes between token rows of xb
-  for (int64_t rp = r0; rp < r1; rp += kPanelRows) {
-    prepare_panel(w, rp, r1, Kp, row.data(), b.data());
-    const int64_t n_rows = std::min(kPanelRows, r1 - rp);
-    for (int64_t t0 = 0; t0 < n; t0 += kPairTokens) {
-      std::fill(std::begin(acc), std::end(acc), 0.0f);
-      for (int64_t s0 = 0; s0 < steps; s0 += steps_per_block) {
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        for (int64_t s = s0; s < std::min(steps, s0 + steps_per_block); ++s) {
-          _tile_loadd(4, xb + t0 * Kp + s * kTileK, a_stride);
-          _tile_loadd(5, xb + (t0 + 16) * Kp + s * kTileK, a_stride);
-          _tile_loadd(6, b.data() + (s * 2) * 256, 64);
-          _tile_loadd(7, b.data() + (s * 2 + 1) * 256, 64);
-          _tile_dpbf16ps(0, 4, 6);
-          _tile_dpbf16ps(1, 4, 7);
-          _tile_dpbf16ps(2, 5, 6);
-          _tile_dpbf16ps(3, 5, 7);
-        }
-        _tile_stored(0, c[0], 64);
-        _tile_stored(1, c[1], 64);
-        _tile_stored(2, c[2], 64);
-        _tile_stored(3, c[3], 64);
-        const float scale = scaled ? w.scale[(rp / kFp8Block) * w.scale_cols() + s0 / kStepsPerBlock] : 1.0f;
-        for (int i = 0; i < 2; ++i)      // token tile
-          for (int j = 0; j < 2; ++j)    // row tile
-            for (int t = 0; t < 16; ++t)
-              for (int r = 0; r < 16; ++r)
-                acc[(16 * i + t) * kPanelRows + 16 * j + r] += scale * c[2 * i + j][t * 16 + r];
+  constexpr int64_t kWidth = kBlockSteps * kTileK;  // columns of the converted block
+  thread_local std::vector<uint16_t> panel_buffer;
+  thread_local std::vector<float> acc_buffer;
+  panel_buffer.resize(static_cast<size_t>(kBlockPanels * kPanelRows * kWidth));
+  acc_buffer.resize(static_cast<size_t>(kBlockPanels * pairs * kPanelRows * kPairTokens));
+  uint16_t* panel = panel_buffer.data();
+  float* acc_all = acc_buffer.data();  // [panel, pair] blocks of [row 32][token 32]
+  alignas(64) float c[4][16 * 16];     // C tiles: [row][token] each
+  for (int64_t rb = r0; rb < r1; rb += kBlockPanels * kPanelRows) {
+    const int64_t block_rows = std::min(kBlockPanels * kPanelRows, r1 - rb);
+    const int64_t panels = ceil_div(block_rows, kPanelRows);
+    std::fill(acc_all, acc_all + panels * pairs * kPanelRows * kPairTokens, 0.0f);
+    for (int64_t ks0 = 0; ks0 < steps; ks0 += kBlockSteps) {
+      const int64_t ks1 = std::min(steps, ks0 + kBlockSteps);
+      for (int64_t i = 0; i < panels * kPanelRows; ++i) {
+        uint16_t* dst = panel + i * kWidth;
+        if (i < block_rows) row_to_bf16(w, rb + i, ks0 * kTileK, ks1 * kTileK, dst);
+        else std::fill(dst, dst + (ks1 - ks0) * kTileK, uint16_t{0});
       }
-      for (int64_t t = 0; t < std::min(kPairTokens, n - t0); ++t)
-        std::memcpy(y + (t0 + t) * y_stride + rp, acc + t * kPanelRows, static_cast<size_t>(n_rows) * sizeof(float));
+      const int64_t steps_per_scale = scaled ? kStepsPerBlock : ks1 - ks0;  // scales change every 128 columns
+      for (int64_t q = 0; q < pairs; ++q) {
+        const uint16_t* b0 = xv + (2 * q) * steps * 512;
+        const uint16_t* b1 = b0 + steps * 512;
+        for (int64_t p = 0; p < panels; ++p) {
+          const uint16_t* a = panel + p * kPanelRows * kWidth;
+          float* acc = acc_all + (p * pairs + q) * kPanelRows * kPairTokens;
+          for (int64_t s0 = ks0; s0 < ks1; s0 += steps_per_scale) {
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (int64_t s = s0; s < std::min(ks1, s0 + steps_per_scale); ++s) {
+              _tile_loadd(4, a + (s - ks0) * kTileK, kWidth * 2);
+              _tile_loadd(5, a + 16 * kWidth + (s - ks0) * kTileK, kWidth * 2);
+              _tile_loadd(6, b0 + s * 512, 64);
+              _tile_loadd(7, b1 + s * 512, 64);
+              _tile_dpbf16ps(0, 4, 6);
+              _tile_dpbf16ps(1, 4, 7);
+              _tile_dpbf16ps(2, 5, 6);
+              _tile_dpbf16ps(3, 5, 7);
+            }
+            _tile_stored(0, c[0], 64);
+            _tile_stored(1, c[1], 64);
+            _tile_stored(2, c[2], 64);
+            _tile_stored(3, c[3], 64);
+            const int64_t rp = rb + p * kPanelRows;
+            const __m512 scale =
+                _mm512_set1_ps(scaled ? w.scale[(rp / kFp8Block) * w.scale_cols() + s0 / kStepsPerBlock] : 1.0f);
+            for (int i = 0; i < 2; ++i)      // row tile
+              for (int j = 0; j < 2; ++j)    // token tile
+                for (int r = 0; r < 16; ++r) {
+                  float* dst = acc + (16 * i + r) * kPairTokens + 16 * j;
+                  _mm512_storeu_ps(dst, _mm512_fmadd_ps(scale, _mm512_load_ps(c[2 * i + j] + r * 16),
+                                                        _mm512_loadu_ps(dst)));
+                }
+          }
+        }
+      }
     }
+    for (int64_t p = 0; p < panels; ++p)
+      for (int64_t q = 0; q < pairs; ++q) {
+        const float* acc = acc_all + (p * pairs + q) * kPanelRows * kPairTokens;
+        const int64_t rp = rb + p * kPanelRows, n_rows = std::min(kPanelRows, r1 - rp);
+        for (int64_t t = 0; t < std::min(kPairTokens, n - q * kPairTokens); ++t)
+          for (int64_t r = 0; r < n_rows; ++r) y[(q * kPairTokens + t) * y_stride + rp + r] = acc[r * kPairTokens + t];
+      }
   }
 }
 
@@ -158,18 +198,13 @@ bool amx_usable() {
 void amx_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool) {
   check(amx_usable(), "amx_linear without AMX");
   const int64_t K = w.cols, Kp = ceil_div(K, kTileK) * kTileK;
-  const int64_t padded = ceil_div(n_tokens, kPairTokens) * kPairTokens;
-  // x rounded to bf16 (the one rounding of fast mode), zero-padded to whole tiles
-  thread_local std::vector<uint16_t> xb;
-  xb.assign(static_cast<size_t>(padded * Kp), 0);
-  uint16_t* xbp = xb.data();  // (the workers' own `xb` would be another, empty, vector)
-  pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t)
-      for (int64_t k = 0; k < K; ++k) xbp[t * Kp + k] = f32_to_bf16(x[t * K + k]);
-  });
+  const int64_t token_tiles = ceil_div(n_tokens, kPairTokens) * 2;  // whole pairs, zero past n
+  thread_local std::vector<uint16_t> xv_buffer;
+  xv_buffer.resize(static_cast<size_t>(token_tiles * Kp * 16));
+  uint16_t* xv = xv_buffer.data();  // (the workers' own thread_local would be another vector)
+  pool.parallel_for(token_tiles, [&](int64_t j0, int64_t j1) { interleave_tokens(x, n_tokens, K, Kp, j0, j1, xv); });
   pool.parallel_for(
-      w.rows, [&](int64_t begin, int64_t end) { amx_rows(xbp, n_tokens, Kp, w, begin, end, y, w.rows); },
-      kPanelRows);
+      w.rows, [&](int64_t begin, int64_t end) { amx_rows(xv, n_tokens, Kp, w, begin, end, y, w.rows); }, kPanelRows);
 }
 
 }  // namespace dsinfer
