@@ -69,11 +69,7 @@ TEST_P(AttentionPaths, EveryCutOfTheSequenceGivesTheSameLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, AttentionPaths, ::testing::Values("tiny-v3", "tiny-v2", "tiny-v2-lite"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+                         test::model_test_name);
 
 }  // namespace
 }  // namespace dsinfer

@@ -51,11 +51,7 @@ TEST_P(GoldenFastMode, AtLeastAsCloseToFp32AsTheDemosBf16Run) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenFastMode, ::testing::Values("tiny-v3", "tiny-v2", "tiny-v2-lite"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+                         test::model_test_name);
 
 }  // namespace
 }  // namespace dsinfer

@@ -90,6 +90,12 @@ CommandResult run_ranks(const std::string& backend, int ranks, const std::string
                      input);
 }
 
+std::string model_test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
 std::string backend_test_name(const std::string& backend) {
   std::string name = backend;
   if (!name.empty()) name[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(name[0])));

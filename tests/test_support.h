@@ -1,6 +1,8 @@
 // Helpers shared by the tests: data paths, scratch directories, running the dsinfer binary.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -37,6 +39,8 @@ CommandResult run_ranks(const std::string& backend, int ranks, const std::string
                         int timeout_s = 120);
 // "mpi" -> "Mpi": parameter names for test suites instantiated per backend.
 std::string backend_test_name(const std::string& backend);
+// A model name as a gtest parameter name: "tiny-v2-lite" -> "tiny_v2_lite".
+std::string model_test_name(const ::testing::TestParamInfo<std::string>& info);
 
 // Converts tests/data/golden/<model>/hf at model-parallel `world_size` into a fresh scratch
 // directory (with the DeepSeek-V3 tokenizer files beside the shards when asked); returns it.

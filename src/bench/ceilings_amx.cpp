@@ -6,26 +6,12 @@
 #include <cstdint>
 
 #include "bench/ceilings.h"
+#include "kernels/amx_tiles.h"
 
 namespace dsinfer::bench_detail {
 
-namespace {
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-}  // namespace
-
 float amx_loop(int64_t iterations, float seed) {
-  TileConfig config;
-  for (int t = 0; t < 8; ++t) {
-    config.colsb[t] = 64;
-    config.rows[t] = 16;
-  }
-  _tile_loadconfig(&config);  // the same configuration as the fast-mode kernels
+  load_tile_config();  // the same configuration as the fast-mode kernels
   alignas(64) uint16_t ab[16 * 32];
   const uint16_t tiny = static_cast<uint16_t>(0x3000 + static_cast<int>(seed) % 16);  // ~2^-31: sums stay finite
   for (uint16_t& v : ab) v = tiny;

@@ -22,6 +22,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/amx_tiles.h"
 
 namespace dsinfer {
 namespace {
@@ -31,24 +32,11 @@ constexpr int64_t kPanelRows = 32;    // two A tiles of 16 rows
 constexpr int64_t kPairTokens = 32;   // two B tiles of 16 tokens
 constexpr int64_t kStepsPerBlock = kFp8Block / kTileK;
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// The tile configuration is per thread; every tile is 16 rows x 64 bytes.
+// The tile configuration is per thread.
 void configure_tiles() {
   thread_local bool configured = false;
   if (configured) return;
-  TileConfig config;
-  for (int t = 0; t < 8; ++t) {
-    config.colsb[t] = 64;
-    config.rows[t] = 16;
-  }
-  _tile_loadconfig(&config);
+  load_tile_config();
   configured = true;
 }
 
