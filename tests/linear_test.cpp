@@ -275,6 +275,30 @@ TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
       }
     }
   }
+  // matmul_serial (attention's products, both sides activations, strided): on AMX from
+  // kAmxMinTokens on both operands rounded, else exact
+  for (const auto& [rows, cols] : shapes) {
+    TestMatrix m(DType::kF32, rows, cols, rng);
+    TestMatrix rounded_w = m;
+    for (size_t i = 0; i < m.dense.size(); ++i) rounded_w.dense[i] = bf16_to_f32(f32_to_bf16(m.dense[i]));
+    for (int64_t n_tokens : {3, 16, 40}) {
+      SCOPED_TRACE(testing::Message() << "serial " << rows << "x" << cols << " tokens " << n_tokens);
+      const int64_t x_stride = cols + 5, y_stride = rows + 3;
+      const auto x = random_floats(rng, static_cast<size_t>(n_tokens * x_stride));
+      std::vector<float> y(static_cast<size_t>(n_tokens * y_stride), NAN);
+      matmul_serial(x.data(), n_tokens, x_stride, m.w, y.data(), y_stride);
+      const bool both_rounded = fast_mode_uses_amx() && n_tokens >= kAmxMinTokens;
+      std::vector<float> dense_x(static_cast<size_t>(n_tokens * cols)), dense_y(static_cast<size_t>(n_tokens * rows));
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t c = 0; c < cols; ++c) {
+          const float v = x[static_cast<size_t>(t * x_stride + c)];
+          dense_x[static_cast<size_t>(t * cols + c)] = both_rounded ? bf16_to_f32(f32_to_bf16(v)) : v;
+        }
+        for (int64_t r = 0; r < rows; ++r) dense_y[static_cast<size_t>(t * rows + r)] = y[static_cast<size_t>(t * y_stride + r)];
+      }
+      expect_linear_matches_reference(both_rounded ? rounded_w : m, dense_x, n_tokens, dense_y);
+    }
+  }
   set_act_dtype(ActDType::kF32);
   EXPECT_THROW(parse_act_dtype("fp8"), Error);
 }

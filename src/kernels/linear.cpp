@@ -171,6 +171,8 @@ bool fast_mode_uses_amx() { return active_kernels().isa == Isa::kAvx512 && amx_u
 void matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
                    int64_t y_stride) {
   const MatmulKernels& kernels = active_kernels();
+  if (g_act_dtype == ActDType::kBF16 && n_tokens >= kAmxMinTokens && kernels.isa == Isa::kAvx512 && amx_usable())
+    return amx_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
   MatmulTask task{x, n_tokens, x_stride, &w, y, y_stride, nullptr};
   thread_local std::vector<float> packed, scratch;
   if (n_tokens >= kernels.gemm_min_tokens) {

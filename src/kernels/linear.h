@@ -39,7 +39,9 @@ inline constexpr int64_t kAmxMinTokens = 16;
 
 // y[t * y_stride + r] = sum_c x[t * x_stride + c] * W[r, c] for every row r of w and t <
 // n_tokens, on the calling thread only: for callers that split other work across the pool
-// (attention heads). Same kernels, hence the same numbers, as linear().
+// (attention heads). Same kernels, hence the same numbers, as linear() in exact mode; in fast
+// mode, from kAmxMinTokens tokens on AMX, both operands are rounded to bf16 (attention's
+// products, where both are activations), else it stays exact.
 void matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
                    int64_t y_stride);
 

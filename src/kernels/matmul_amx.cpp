@@ -75,17 +75,26 @@ void row_to_bf16(const WeightMatrix& w, int64_t r, int64_t c0, int64_t c1, uint1
   std::fill(out + (std::max(k, c0) - c0), out + (c1 - c0), uint16_t{0});
 }
 
-// Activations x [n, K] as B tiles: tile (j, s) = tokens [16 j, 16 j + 16) x k step s, at
-// xv + (j * steps + s) * 512, element (kp, token, e) at kp * 32 + token * 2 + e = bf16 of
-// x[16 j + token, 32 s + 2 kp + e] (zero past n or K). Token tiles [j0, j1).
-void interleave_tokens(const float* x, int64_t n, int64_t K, int64_t Kp, int64_t j0, int64_t j1, uint16_t* xv) {
+// Activations x [n, K] (rows x_stride apart) as B tiles: tile (j, s) = tokens [16 j, 16 j + 16)
+// x k step s, at xv + (j * steps + s) * 512, element (kp, token, e) at kp * 32 + token * 2 + e =
+// bf16 of x[16 j + token, 32 s + 2 kp + e] (zero past n or K). Token tiles [j0, j1).
+void interleave_tokens(const float* x, int64_t x_stride, int64_t n, int64_t K, int64_t Kp, int64_t j0, int64_t j1,
+                       uint16_t* xv) {
   const int64_t steps = Kp / kTileK;
   for (int64_t j = j0; j < j1; ++j) {
     uint16_t* tiles = xv + j * steps * 512;
     std::fill(tiles, tiles + steps * 512, uint16_t{0});
+    const __m512i pair_rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                                 _mm512_set1_epi32(16));  // kp * 16 dwords
     for (int64_t token = 0; token < 16 && 16 * j + token < n; ++token) {
-      const float* row = x + (16 * j + token) * K;
-      for (int64_t k = 0; k < K; ++k)
+      const float* row = x + (16 * j + token) * x_stride;
+      int64_t k = 0;
+      for (; k + kTileK <= K; k += kTileK) {
+        // 32 values -> 16 bf16 pairs (round to nearest even), pair kp to row kp of the tile
+        const __m512i pairs = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + k + 16), _mm512_loadu_ps(row + k)));
+        _mm512_i32scatter_epi32(tiles + (k / kTileK) * 512 + token * 2, pair_rows, pairs, 4);
+      }
+      for (; k < K; ++k)
         tiles[(k / kTileK) * 512 + ((k % kTileK) / 2) * 32 + token * 2 + (k & 1)] = f32_to_bf16(row[k]);
     }
   }
@@ -176,7 +185,9 @@ void amx_rows(const uint16_t* xv, int64_t n, int64_t Kp, const WeightMatrix& w, 
 bool amx_usable() {
   static const bool usable = [] {
     if (const char* v = std::getenv("DSINFER_AMX"); v && std::string(v) == "0") return false;
-    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16") ||
+        !__builtin_cpu_supports("avx512bf16"))
+      return false;
     constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // asm/prctl.h, Linux >= 5.16
     return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
   }();
@@ -190,9 +201,20 @@ void amx_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* 
   thread_local std::vector<uint16_t> xv_buffer;
   xv_buffer.resize(static_cast<size_t>(token_tiles * Kp * 16));
   uint16_t* xv = xv_buffer.data();  // (the workers' own thread_local would be another vector)
-  pool.parallel_for(token_tiles, [&](int64_t j0, int64_t j1) { interleave_tokens(x, n_tokens, K, Kp, j0, j1, xv); });
+  pool.parallel_for(token_tiles, [&](int64_t j0, int64_t j1) { interleave_tokens(x, K, n_tokens, K, Kp, j0, j1, xv); });
   pool.parallel_for(
       w.rows, [&](int64_t begin, int64_t end) { amx_rows(xv, n_tokens, Kp, w, begin, end, y, w.rows); }, kPanelRows);
+}
+
+void amx_matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
+                       int64_t y_stride) {
+  check(amx_usable(), "amx_matmul_serial without AMX");
+  const int64_t K = w.cols, Kp = ceil_div(K, kTileK) * kTileK;
+  const int64_t token_tiles = ceil_div(n_tokens, kPairTokens) * 2;
+  thread_local std::vector<uint16_t> xv;
+  xv.resize(static_cast<size_t>(token_tiles * Kp * 16));
+  interleave_tokens(x, x_stride, n_tokens, K, Kp, 0, token_tiles, xv.data());
+  amx_rows(xv.data(), n_tokens, Kp, w, 0, w.rows, y, y_stride);
 }
 
 }  // namespace dsinfer
