@@ -1,6 +1,8 @@
-// Matrix kernels over WeightMatrix. fp32 activations and fp32 accumulation throughout; an fp8
-// row segment is dequantized exactly as the reference does (code value x block scale, in fp32)
-// before the dot product, so results differ from the reference only by summation order.
+// Matrix products over WeightMatrix. Exact mode (the default): fp32 activations and fp32
+// accumulation; fp8 codes are widened exactly inside the kernels and their block scales applied
+// in fp32, so results differ from the reference's dequantize-then-matmul only by summation
+// order. Fast mode (set_act_dtype(kBF16)) rounds the activations to bf16 first. The kernels per
+// ISA live in matmul_*.cpp (matmul_isa.h), AMX ones in matmul_amx.cpp.
 #pragma once
 
 #include <cstdint>

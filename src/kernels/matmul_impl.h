@@ -157,7 +157,7 @@ void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
   }
 }
 
-// ---- GEMM: x packed transposed in tiles of NT = 2 vectors of tokens, weights converted to fp32
+// ---- GEMM: x packed transposed in tiles of NT = kNV vectors of tokens, weights converted to fp32
 // R rows x KC columns at a time and reused by every token tile ----------------------------------
 template <class S>
 struct Gemm {
