@@ -29,6 +29,8 @@ struct Scratch {
       scores, latent_t;
   std::vector<int> experts;
   std::vector<float> expert_weights;
+  std::vector<int64_t> expert_tokens;  // one expert's tokens and their weights (moe_forward)
+  std::vector<float> expert_token_weights;
 };
 
 inline float* grow(std::vector<float>& v, int64_t n) {

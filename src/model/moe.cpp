@@ -27,7 +27,8 @@ namespace {
 // Indices of the k largest values, largest first; ties go to the lower index (torch.topk's
 // order on CPU for equal values is not specified; exact ties do not occur with real scores).
 void top_k(const float* values, int n, int k, int* out) {
-  std::vector<int> order(n);
+  thread_local std::vector<int> order;  // (no allocation per token once warm)
+  order.resize(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
   std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
     return values[a] > values[b] || (values[a] == values[b] && a < b);
@@ -38,19 +39,23 @@ void top_k(const float* values, int n, int k, int* out) {
 
 void route(const ModelConfig& c, const float* gate_logits, const float* bias, int* experts, float* weights) {
   const int E = c.n_routed_experts;
-  std::vector<float> scores(gate_logits, gate_logits + E);
+  // per-thread buffers: route() runs for every token, it should not allocate each time
+  thread_local std::vector<float> scores, select, group_scores;
+  thread_local std::vector<int> keep;
+  thread_local std::vector<char> kept;
+  scores.assign(gate_logits, gate_logits + E);
   if (c.score_func == ScoreFunc::kSoftmax) {
     softmax(scores.data(), E);
   } else {
     for (float& s : scores) s = 1.0f / (1.0f + std::exp(-s));
   }
   // selection uses the biased scores; the weights use the original ones
-  std::vector<float> select = scores;
+  select = scores;
   if (bias)
     for (int e = 0; e < E; ++e) select[e] += bias[e];
   if (c.n_expert_groups > 1) {
     const int G = c.n_expert_groups, per_group = E / G;
-    std::vector<float> group_scores(G);
+    group_scores.resize(static_cast<size_t>(G));
     for (int g = 0; g < G; ++g) {
       const float* s = select.data() + g * per_group;
       if (!bias) {
@@ -62,10 +67,10 @@ void route(const ModelConfig& c, const float* gate_logits, const float* bias, in
         group_scores[g] = s[top2[0]] + (k > 1 ? s[top2[1]] : 0.0f);
       }
     }
-    std::vector<int> keep(c.n_limited_groups);
+    keep.resize(static_cast<size_t>(c.n_limited_groups));
     top_k(group_scores.data(), G, c.n_limited_groups, keep.data());
-    std::vector<bool> kept(G, false);
-    for (int g : keep) kept[g] = true;
+    kept.assign(static_cast<size_t>(G), 0);
+    for (int g : keep) kept[g] = 1;
     for (int g = 0; g < G; ++g)
       if (!kept[g])
         std::fill_n(select.begin() + g * per_group, per_group, -std::numeric_limits<float>::infinity());
@@ -101,8 +106,8 @@ void moe_forward(const ForwardContext& ctx, const MoeWeights& w, const float* x,
   // routed experts of this rank, in expert order: gather each expert's tokens, run it once
   float* routed = grow(scratch.routed, n * dim);  // [n, dim]
   std::fill_n(routed, n * dim, 0.0f);
-  std::vector<int64_t> tokens;
-  std::vector<float> token_weights;
+  std::vector<int64_t>& tokens = scratch.expert_tokens;
+  std::vector<float>& token_weights = scratch.expert_token_weights;
   for (size_t local = 0; local < w.experts.size(); ++local) {
     const int expert = ctx.plan.experts_begin + static_cast<int>(local);
     tokens.clear();
