@@ -36,9 +36,12 @@ WeightMatrix row_view(const WeightMatrix& w, int64_t first, int64_t count) {
           w.dtype == DType::kF8E4M3 ? w.scale + (first / kFp8Block) * w.scale_cols() : nullptr};
 }
 
-// Decode: per head and query, q_abs = W_k^T q_nope, scores over the cache, the attended latent;
-// then W_v of every query's latent at once, straight from the checkpoint's wkv_b rows where
-// they can be viewed in place. q [n, H, qk_dim] -> attn [n, H, v_dim].
+// Decode: per query, q_abs = W_k^T q_nope for each head, scores over the cache, the attended
+// latent; then W_v of every query's latent at once, straight from the checkpoint's wkv_b rows
+// where they can be viewed in place. The cache is read once per thread and query for all of the
+// thread's heads (the scores as a product with the heads as tokens, the attended latents keys
+// outer, heads inner): at long contexts the cache is far larger than L2, and a walk per head
+// would read it 128 times. q [n, H, qk_dim] -> attn [n, H, v_dim].
 void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* q, int batch,
                       int seqlen, int start_pos, KVCache& cache, float softmax_scale, float* attn) {
   const ModelConfig& c = ctx.config;
@@ -46,40 +49,58 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
   const int64_t nope = c.qk_nope_head_dim, rope_dim = c.qk_rope_head_dim, v_dim = c.v_head_dim;
   const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
   const int64_t n = static_cast<int64_t>(batch) * seqlen;
+  const int64_t max_keys = start_pos + seqlen;
   ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
-    thread_local std::vector<float> w_k, w_v, q_abs, scores, o_lat;
-    w_k.resize(nope * lora);                                        // [nope, lora]
-    q_abs.resize(lora);
-    scores.resize(start_pos + seqlen);
-    o_lat.resize(n * lora);                                         // [n, lora]
+    const int64_t heads = h_end - h_begin;
+    thread_local std::vector<float> w_k, w_v, q_abs, scores, scores_pe, o_lat;
+    w_k.resize(nope * lora);               // [nope, lora]
+    q_abs.resize(heads * n * lora);        // [heads, n, lora]
+    scores.resize(heads * max_keys);       // [heads, keys] of one query
+    scores_pe.resize(heads * max_keys);
+    o_lat.resize(heads * n * lora);        // [heads, n, lora]
+    // absorb wkv_b's key half into the queries: q_abs[c] = sum_d q_nope[d] W[d, c]
     for (int64_t h = h_begin; h < h_end; ++h) {
       dequantize_rows(w.wkv_b, h * (nope + v_dim), nope, w_k.data());
-      for (int b = 0; b < batch; ++b) {
-        for (int s = 0; s < seqlen; ++s) {
-          const int64_t i = static_cast<int64_t>(b) * seqlen + s;
-          const float* q_nope = q + (i * H + h) * qk_dim;
-          const float* q_pe = q_nope + nope;
-          // absorb wkv_b's key half into the query: q_abs[c] = sum_d q_nope[d] W[d, c]
-          std::fill(q_abs.begin(), q_abs.end(), 0.0f);
-          for (int64_t d = 0; d < nope; ++d) axpy(q_nope[d], w_k.data() + d * lora, q_abs.data(), lora);
-          const int n_keys = start_pos + s + 1;
-          for (int t = 0; t < n_keys; ++t)
-            scores[t] = (dot(q_abs.data(), cache.latent(layer, b, t), lora) +
-                         dot(q_pe, cache.rope_key(layer, b, t), rope_dim)) * softmax_scale;
-          softmax(scores.data(), n_keys);
-          float* lat = o_lat.data() + i * lora;
+      for (int64_t i = 0; i < n; ++i) {
+        const float* q_nope = q + (i * H + h) * qk_dim;
+        float* qa = q_abs.data() + ((h - h_begin) * n + i) * lora;
+        std::fill(qa, qa + lora, 0.0f);
+        for (int64_t d = 0; d < nope; ++d) axpy(q_nope[d], w_k.data() + d * lora, qa, lora);
+      }
+    }
+    for (int b = 0; b < batch; ++b) {
+      for (int s = 0; s < seqlen; ++s) {
+        const int64_t i = static_cast<int64_t>(b) * seqlen + s;
+        const int n_keys = start_pos + s + 1;
+        // scores [heads, keys]: the thread's heads are the tokens of two products with the cache
+        matmul_serial(q_abs.data() + i * lora, heads, n * lora, f32_matrix(cache.latent(layer, b, 0), n_keys, lora),
+                      scores.data(), max_keys);
+        matmul_serial(q + (i * H + h_begin) * qk_dim + nope, heads, qk_dim,
+                      f32_matrix(cache.rope_key(layer, b, 0), n_keys, rope_dim), scores_pe.data(), max_keys);
+        for (int64_t hl = 0; hl < heads; ++hl) {
+          float* row = scores.data() + hl * max_keys;
+          const float* pe = scores_pe.data() + hl * max_keys;
+          for (int t = 0; t < n_keys; ++t) row[t] = (row[t] + pe[t]) * softmax_scale;
+          softmax(row, n_keys);
+          float* lat = o_lat.data() + (hl * n + i) * lora;
           std::fill(lat, lat + lora, 0.0f);
-          for (int t = 0; t < n_keys; ++t) axpy(scores[t], cache.latent(layer, b, t), lat, lora);
+        }
+        for (int t = 0; t < n_keys; ++t) {
+          const float* latent = cache.latent(layer, b, t);
+          for (int64_t hl = 0; hl < heads; ++hl)
+            axpy(scores[hl * max_keys + t], latent, o_lat.data() + (hl * n + i) * lora, lora);
         }
       }
-      // wkv_b's value half maps the attended latents to this head's outputs
+    }
+    // wkv_b's value half maps the attended latents to each head's outputs
+    for (int64_t h = h_begin; h < h_end; ++h) {
       WeightMatrix w_v_rows = row_view(w.wkv_b, h * (nope + v_dim) + nope, v_dim);
       if (w_v_rows.empty()) {
         w_v.resize(v_dim * lora);
         dequantize_rows(w.wkv_b, h * (nope + v_dim) + nope, v_dim, w_v.data());
         w_v_rows = f32_matrix(w_v.data(), v_dim, lora);
       }
-      matmul_serial(o_lat.data(), n, lora, w_v_rows, attn + h * v_dim, H * v_dim);
+      matmul_serial(o_lat.data() + (h - h_begin) * n * lora, n, lora, w_v_rows, attn + h * v_dim, H * v_dim);
     }
   });
 }
