@@ -189,5 +189,32 @@ TEST(BenchCommand, RunsUnderMpiAndSumsTheRanks) {
   EXPECT_GT(j["prefill_flop_fraction"].get<double>(), 0);
 }
 
+// --golden: exact mode reproduces the reference's fp32 logits, fast mode lands at least as close
+// as the reference demo's own bf16 run (median row, rows far off), printed before the last line.
+TEST(BenchCommand, GoldenComparesFastModeWithTheDemosBf16Run) {
+  const std::string ckpt = test::convert_golden("tiny-v3");
+  const std::string golden = test::data_path("golden/tiny-v3");
+  auto r = test::run_dsinfer("--threads 2 bench --ckpt-path " + ckpt + kSmall + " --batch 1 --prefill 8 --json --golden " +
+                             golden);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json g = json::parse(r.out)["golden"];
+  EXPECT_EQ(g["rows"], 12);  // 2 rows x (prefill + 5 decode steps)
+  EXPECT_LT(g["exact"]["median_ratio"].get<double>(), 1e-4);
+  EXPECT_EQ(g["exact"]["argmax_mismatches"], 0);
+  EXPECT_GT(g["fast"]["median_ratio"].get<double>(), 0);
+  EXPECT_LE(g["fast"]["median_ratio"].get<double>(), g["demo_bf16"]["median_ratio"].get<double>());
+  EXPECT_LE(g["fast"]["far_rows"].get<int>(), g["demo_bf16"]["far_rows"].get<int>());
+
+  auto text = test::run_dsinfer("--threads 2 bench --ckpt-path " + ckpt + kSmall + " --batch 1 --prefill 8 --golden " + golden);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_CONTAINS(text.out, "demo's bf16 run");
+  EXPECT_EQ(text.out.rfind("decode_bw_fraction=", text.out.size() - 2), text.out.rfind('\n', text.out.size() - 2) + 1)
+      << "the fractions must stay the last line:\n" << text.out;
+
+  auto bad = test::run_dsinfer("--threads 1 bench --ckpt-path " + ckpt + kSmall + " --batch 1 --prefill 8 --golden " + ckpt);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_CONTAINS(bad.err, "bench --golden: " + ckpt + "/hf is not a directory");
+}
+
 }  // namespace
 }  // namespace dsinfer

@@ -10,6 +10,7 @@
 
 #include "bench/ceilings.h"
 #include "bench/model_bench.h"
+#include "bench_golden.h"
 #include "commands.h"
 #include "core/cpu.h"
 #include "core/error.h"
@@ -36,6 +37,7 @@ struct BenchOptions {
   int passes = 3;
   uint64_t seed = 1;
   bool as_json = false;
+  std::string golden;  // a golden model dir: compare exact and fast mode with the demo's bf16 run
 };
 
 // Every rank's values side by side ([world][n]), so rank 0 can report each rank and the sum.
@@ -126,6 +128,8 @@ void run_bench(const BenchOptions& o) {
                        {"bw_fraction", gbps / total.read_gbps}});
   }
   if (comm->rank() != 0) return;
+  // rank 0 alone, on a tiny model in this process (no collectives)
+  const json golden = o.golden.empty() ? json() : compare_with_golden(o.golden, pool);
 
   // the headline numbers: batch-1 decode (else the first batch) and the 512-token prefill
   // (else the longest)
@@ -162,6 +166,7 @@ void run_bench(const BenchOptions& o) {
                 {"decode", decodes},
                 {"prefill", prefills},
                 {"decode_bw_fraction", decode_fraction},
+                {"golden", golden},
                 {"prefill_flop_fraction", prefill_fraction}};
     std::printf("%s\n", out.dump(2).c_str());
     return;
@@ -190,6 +195,7 @@ void run_bench(const BenchOptions& o) {
     std::printf("  %4d tokens %6.2f %8.3f %9.2f %7.2f  %.3f\n", p["tokens"].get<int>(), p["tokens_per_s"].get<double>(),
                 p["seconds"].get<double>(), p["flops"].get<double>() / 1e9, p["gflops"].get<double>(),
                 p["flop_fraction"].get<double>());
+  if (!golden.is_null()) print_golden_comparison(golden);
   std::printf("\ndecode_bw_fraction=%.3f prefill_flop_fraction=%.3f\n", decode_fraction, prefill_fraction);
 }
 
@@ -223,6 +229,10 @@ Command register_bench(CLI::App& app) {
   sub->add_option("--passes", o->passes, "ceiling passes (the best counts)")->capture_default_str();
   sub->add_option("--seed", o->seed, "seed of the random token ids")->capture_default_str();
   sub->add_flag("--json", o->as_json, "print everything as one JSON object (and nothing else on stdout)");
+  sub->add_option("--golden", o->golden,
+                  "also compare exact and fast mode with the reference demo's own bf16 run on a golden model "
+                  "dir (hf/, ref-mp1-fp32.json/.safetensors, ref-mp1-bf16.safetensors), e.g. "
+                  "tests/data/golden/tiny-v3");
   return {sub, [o] { run_bench(*o); }};
 }
 

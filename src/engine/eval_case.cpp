@@ -1,0 +1,111 @@
+#include "engine/eval_case.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace dsinfer {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::vector<std::vector<int32_t>> token_rows(const json& j, const std::string& what, const std::string& path) {
+  check(j.is_array(), path, ": ", what, " must be a list of token-id lists");
+  std::vector<std::vector<int32_t>> rows;
+  for (const json& row : j) {
+    check(row.is_array(), path, ": ", what, " must be a list of token-id lists");
+    std::vector<int32_t> ids;
+    for (const json& t : row) {
+      check(t.is_number_integer(), path, ": ", what, " holds a non-integer token ", t.dump());
+      ids.push_back(t.get<int32_t>());
+    }
+    rows.push_back(std::move(ids));
+  }
+  return rows;
+}
+
+}  // namespace
+
+EvalCase read_eval_case(const std::string& path) {
+  std::ifstream in(path);
+  check(in.good(), "cannot read case file ", path);
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    fail(path, " is not valid JSON (", e.what(), ")");
+  }
+  check(j.is_object() && (j.contains("prefill_tokens") || j.contains("generate")), path,
+        ": neither prefill_tokens nor generate");
+  EvalCase c;
+  if (j.contains("prefill_tokens")) {
+    c.prefill = token_rows(j["prefill_tokens"], "prefill_tokens", path);
+    check(!c.prefill.empty() && !c.prefill[0].empty(), path, ": prefill_tokens is empty");
+    for (const auto& row : c.prefill)
+      check(row.size() == c.prefill[0].size(), path, ": prefill_tokens rows differ in length");
+  }
+  if (j.contains("decode_tokens")) c.decode = token_rows(j["decode_tokens"], "decode_tokens", path);
+  for (const auto& row : c.decode)
+    check(row.size() == c.prefill.size(), path, ": each decode_tokens row needs one token per prefill row (",
+          c.prefill.size(), ")");
+  if (j.contains("generate")) {
+    const json& g = j["generate"];
+    c.has_generate = true;
+    c.prompts = token_rows(g.at("prompts"), "generate.prompts", path);
+    c.max_new_tokens = g.at("max_new_tokens").get<int>();
+    c.eos_id = g.value("eos_id", -1);
+    c.temperature = g.value("temperature", 0.0f);
+  }
+  return c;
+}
+
+std::vector<float> eval_case_logits(Transformer& model, const EvalCase& c, const std::string& origin) {
+  const ModelConfig& config = model.config();
+  const int batch = static_cast<int>(c.prefill.size());
+  if (batch == 0) return {};
+  const int prefill_len = static_cast<int>(c.prefill[0].size());
+  const int steps = 1 + static_cast<int>(c.decode.size());
+  const int64_t vocab = config.vocab_size;
+  check(prefill_len + steps - 1 <= config.max_seq_len, origin, ": prefill plus decode steps exceed max_seq_len (",
+        config.max_seq_len, ")");
+  std::vector<float> logits(static_cast<size_t>(steps) * batch * vocab);
+  KVCache cache(config, batch, prefill_len + steps - 1);
+  std::vector<int32_t> tokens;
+  for (const auto& row : c.prefill) tokens.insert(tokens.end(), row.begin(), row.end());
+  model.forward(tokens.data(), batch, prefill_len, 0, cache, logits.data());
+  for (size_t s = 0; s < c.decode.size(); ++s)
+    model.forward(c.decode[s].data(), batch, 1, prefill_len + static_cast<int>(s), cache,
+                  logits.data() + (s + 1) * batch * vocab);
+  return logits;
+}
+
+LogitsComparison compare_logits(const float* ours, const float* ref, int64_t rows, int64_t vocab) {
+  LogitsComparison out;
+  out.rows = static_cast<int>(rows);
+  std::vector<double> ratios;
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* a = ours + row * vocab;
+    const float* r = ref + row * vocab;
+    double max_diff = 0, max_ref = 0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      max_diff = std::max(max_diff, std::fabs(static_cast<double>(a[i]) - r[i]));
+      max_ref = std::max(max_ref, std::fabs(static_cast<double>(r[i])));
+    }
+    const double ratio = max_ref > 0 ? max_diff / max_ref : max_diff;
+    ratios.push_back(ratio);
+    out.worst_ratio = std::max(out.worst_ratio, ratio);
+    out.far_rows += ratio > 0.1;
+    out.argmax_mismatches += (std::max_element(a, a + vocab) - a) != (std::max_element(r, r + vocab) - r);
+  }
+  if (!ratios.empty()) {
+    std::sort(ratios.begin(), ratios.end());
+    out.median_ratio = ratios[ratios.size() / 2];
+  }
+  return out;
+}
+
+}  // namespace dsinfer
