@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "engine/eval_case.h"
 #include "io/safetensors.h"
 #include "parallel/comm.h"
 
@@ -126,22 +127,8 @@ std::vector<LogitsRow> compare_logits(const std::string& ours_path, const std::s
   EXPECT_EQ(r.dtype, DType::kF32);
   if (a.shape != r.shape || a.dtype != DType::kF32 || r.dtype != DType::kF32 || r.shape.size() != 3)
     return {{INFINITY, false}};
-  const int64_t vocab = r.shape[2], rows = r.shape[0] * r.shape[1];
-  const float* x = reinterpret_cast<const float*>(a.data);
-  const float* y = reinterpret_cast<const float*>(r.data);
-  std::vector<LogitsRow> out;
-  for (int64_t row = 0; row < rows; ++row) {
-    const float* xr = x + row * vocab;
-    const float* yr = y + row * vocab;
-    double max_diff = 0, max_ref = 0;
-    for (int64_t i = 0; i < vocab; ++i) {
-      max_diff = std::max(max_diff, std::fabs(static_cast<double>(xr[i]) - yr[i]));
-      max_ref = std::max(max_ref, std::fabs(static_cast<double>(yr[i])));
-    }
-    out.push_back({max_diff / max_ref,
-                   std::max_element(xr, xr + vocab) - xr == std::max_element(yr, yr + vocab) - yr});
-  }
-  return out;
+  return compare_logit_rows(reinterpret_cast<const float*>(a.data), reinterpret_cast<const float*>(r.data),
+                            r.shape[0] * r.shape[1], r.shape[2]);
 }
 
 double expect_logits_match(const std::string& ours_path, const std::string& ref_path) {

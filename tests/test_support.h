@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/eval_case.h"
+
 namespace dsinfer::test {
 
 // tests/data/<relative>
@@ -51,11 +53,7 @@ std::string convert_golden(const std::string& model, int world_size = 1, bool wi
 // (EXPECTs per row). Returns the worst ratio.
 double expect_logits_match(const std::string& ours_path, const std::string& ref_path);
 // The same comparison without expectations: per row, max|ours - ref| / max|ref| and whether the
-// argmax agrees.
-struct LogitsRow {
-  double ratio;
-  bool same_argmax;
-};
+// argmax agrees (engine/eval_case.h).
 std::vector<LogitsRow> compare_logits(const std::string& ours_path, const std::string& ref_path);
 
 // llama.cpp tokenizer test vectors: a .inp file holds cases each followed by

@@ -83,10 +83,8 @@ std::vector<float> eval_case_logits(Transformer& model, const EvalCase& c, const
   return logits;
 }
 
-LogitsComparison compare_logits(const float* ours, const float* ref, int64_t rows, int64_t vocab) {
-  LogitsComparison out;
-  out.rows = static_cast<int>(rows);
-  std::vector<double> ratios;
+std::vector<LogitsRow> compare_logit_rows(const float* ours, const float* ref, int64_t rows, int64_t vocab) {
+  std::vector<LogitsRow> out;
   for (int64_t row = 0; row < rows; ++row) {
     const float* a = ours + row * vocab;
     const float* r = ref + row * vocab;
@@ -95,11 +93,21 @@ LogitsComparison compare_logits(const float* ours, const float* ref, int64_t row
       max_diff = std::max(max_diff, std::fabs(static_cast<double>(a[i]) - r[i]));
       max_ref = std::max(max_ref, std::fabs(static_cast<double>(r[i])));
     }
-    const double ratio = max_ref > 0 ? max_diff / max_ref : max_diff;
-    ratios.push_back(ratio);
-    out.worst_ratio = std::max(out.worst_ratio, ratio);
-    out.far_rows += ratio > 0.1;
-    out.argmax_mismatches += (std::max_element(a, a + vocab) - a) != (std::max_element(r, r + vocab) - r);
+    out.push_back({max_ref > 0 ? max_diff / max_ref : max_diff,
+                   std::max_element(a, a + vocab) - a == std::max_element(r, r + vocab) - r});
+  }
+  return out;
+}
+
+LogitsComparison compare_logits(const float* ours, const float* ref, int64_t rows, int64_t vocab) {
+  LogitsComparison out;
+  out.rows = static_cast<int>(rows);
+  std::vector<double> ratios;
+  for (const LogitsRow& row : compare_logit_rows(ours, ref, rows, vocab)) {
+    ratios.push_back(row.ratio);
+    out.worst_ratio = std::max(out.worst_ratio, row.ratio);
+    out.far_rows += row.ratio > 0.1;
+    out.argmax_mismatches += !row.same_argmax;
   }
   if (!ratios.empty()) {
     std::sort(ratios.begin(), ratios.end());

@@ -29,7 +29,14 @@ EvalCase read_eval_case(const std::string& path);
 // the case has no prefill. `origin` names the case in errors.
 std::vector<float> eval_case_logits(Transformer& model, const EvalCase& c, const std::string& origin);
 
-// Row by row (rows of `vocab` logits): max|ours - ref| / max|ref|, summarised.
+// Row by row (rows of `vocab` logits): max|ours - ref| / max|ref| and whether the argmax agrees.
+struct LogitsRow {
+  double ratio;
+  bool same_argmax;
+};
+std::vector<LogitsRow> compare_logit_rows(const float* ours, const float* ref, int64_t rows, int64_t vocab);
+
+// The same, summarised.
 struct LogitsComparison {
   int rows = 0;
   double median_ratio = 0;
