@@ -115,19 +115,21 @@ fi
 # Wait for all; the first failure ends the others (they would end on their own gloo timeout).
 status=0
 first_failure=""
-remaining=${#pids[@]}
-while [ "$remaining" -gt 0 ]; do
+running=("${pids[@]}")  # not yet reaped (waiting on a reaped pid makes bash complain)
+while [ "${#running[@]}" -gt 0 ]; do
   done_pid=""
-  wait -n -p done_pid "${pids[@]}"
+  wait -n -p done_pid "${running[@]}"
   rc=$?
   [ -n "$done_pid" ] || break
-  remaining=$((remaining - 1))
+  still=()
+  for p in "${running[@]}"; do [ "$p" != "$done_pid" ] && still+=("$p"); done
+  running=("${still[@]}")
   for i in "${!pids[@]}"; do
     if [ "${pids[$i]}" = "$done_pid" ]; then
       if [ $rc != 0 ] && [ -z "$first_failure" ]; then
         first_failure="${names[$i]} exited with status $rc$([ $rc = 124 ] && echo ' (timed out)')"
         status=1
-        for p in "${pids[@]}"; do [ "$p" != "$done_pid" ] && kill -TERM "$p" 2>/dev/null; done
+        for p in "${running[@]}"; do kill -TERM "$p" 2>/dev/null; done
       fi
     fi
   done
