@@ -4,15 +4,13 @@
 // --redirects 1 --tee 1 dodge torchrun 1.13's crash under Python 3.11 when it does not redirect.
 // Skipped when torchrun is not installed (apt-get install --no-install-recommends python3-torch)
 // or dsinfer was built without gloo.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "parallel/free_port.h"
 #include "test_support.h"
 
 namespace dsinfer {
@@ -23,27 +21,6 @@ using test::data_path;
 
 bool has_torchrun() { return std::system("command -v torchrun >/dev/null 2>&1") == 0; }
 
-bool port_free(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  close(fd);
-  return ok;
-}
-
-// A port p with p and p + 1 free (torchrun's agent store and dsinfer's store).
-int free_port_pair() {
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    const int p = 20000 + static_cast<int>((getpid() * 7919L + attempt * 104729L) % 30000);
-    if (port_free(p) && port_free(p + 1)) return p;
-  }
-  return 29500;
-}
-
 TEST(GoldenTorchrun, EvalMp2MatchesReference) {
   if (!has_torchrun())
     GTEST_SKIP() << "torchrun not installed (apt-get install --no-install-recommends python3-torch)";
@@ -53,7 +30,7 @@ TEST(GoldenTorchrun, EvalMp2MatchesReference) {
   const std::string out = test::scratch_dir("out") + "/eval";
   const std::string logs = test::scratch_dir("torchrun-logs");
   auto r = test::run_command("timeout 240 torchrun --no_python --nproc_per_node 2 --redirects 1 --tee 1 --log_dir " +
-                             logs + " --master_port " + std::to_string(free_port_pair()) + " " + DSINFER_BIN +
+                             logs + " --master_port " + std::to_string(pick_free_port(2)) + " " + DSINFER_BIN +
                              " --threads 1 eval --ckpt-path " + ckpt + " --case " + golden + "/" + tag +
                              ".json --out " + out);
   if (r.err.find("built without the gloo backend") != std::string::npos)

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "parallel/free_port.h"
 #include "test_support.h"
 
 namespace dsinfer {
@@ -35,18 +36,6 @@ using test::data_path;
 constexpr double kBoundSeconds = 60;  // generous: each failure below takes a few seconds
 
 double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // A child process with stdin on a pipe (kept open until close_stdin) and stdout/stderr in files.
 class Proc {
@@ -135,7 +124,7 @@ std::vector<std::unique_ptr<Proc>> start_gloo_ranks(int world, const std::vector
                                                     const std::function<std::vector<std::string>(int)>& args,
                                                     const std::map<std::string, std::string>& extra_env = {},
                                                     int master_port = 0) {
-  const std::string port = std::to_string(master_port ? master_port : free_port());
+  const std::string port = std::to_string(master_port ? master_port : pick_free_port());
   std::vector<std::unique_ptr<Proc>> procs;
   for (int rank : ranks) {
     std::map<std::string, std::string> env = {{"WORLD_SIZE", std::to_string(world)}, {"RANK", std::to_string(rank)},
@@ -323,7 +312,7 @@ TEST(MpFailureGloo, InconsistentLaunchesAreClearErrors) {
     EXPECT_CONTAINS(errs, "gloo: rank 1 was started twice");
   }
   {
-    const int port = free_port();  // one job, but rank 1 believes the world has 3 ranks
+    const int port = pick_free_port();  // one job, but rank 1 believes the world has 3 ranks
     auto two = start_gloo_ranks(2, {0}, words, {{"DSINFER_COMM_TIMEOUT", "5"}}, port);
     auto three = start_gloo_ranks(3, {1}, words, {{"DSINFER_COMM_TIMEOUT", "5"}}, port);
     EXPECT_EQ(two[0]->wait(kBoundSeconds), 1);

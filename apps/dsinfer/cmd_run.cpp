@@ -4,11 +4,8 @@
 // others read /dev/null; stdout and stderr are shared. When one rank fails the others are ended
 // (SIGTERM, then SIGKILL after a grace period) and run fails naming that rank. With mpi it hands
 // over to `mpirun -n N --oversubscribe --bind-to none`, which forwards stdin to rank 0 itself.
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +20,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "parallel/free_port.h"
 
 namespace dsinfer::cli {
 
@@ -44,23 +42,6 @@ std::string self_path() {
   const ssize_t n = readlink("/proc/self/exe", buf.data(), buf.size() - 1);
   check(n > 0, "run: cannot resolve /proc/self/exe: ", std::strerror(errno));
   return std::string(buf.data(), static_cast<size_t>(n));
-}
-
-// A TCP port on 127.0.0.1 that nothing listens on right now.
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  check(fd >= 0, "run: socket: ", std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  const int err = errno;
-  close(fd);
-  check(ok, "run: cannot find a free port: ", std::strerror(err));
-  return ntohs(addr.sin_port);
 }
 
 std::string describe(int status) {
@@ -130,7 +111,7 @@ void end_all(std::vector<pid_t>& pids) {
 
 void run_local(const RunOptions& o, const std::vector<std::string>& global) {
   const std::string self = self_path();
-  const std::string port = std::to_string(free_port());
+  const std::string port = std::to_string(pick_free_port());
   std::vector<std::string> words = {self};
   words.insert(words.end(), global.begin(), global.end());
   words.insert(words.end(), o.args.begin(), o.args.end());

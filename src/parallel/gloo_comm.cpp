@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -365,6 +366,10 @@ void wait_for_every_rank(ClientStore& store, int rank, int world, milliseconds t
 class GlooComm : public Comm {
  public:
   GlooComm() {
+    // gloo writes to its peers with writev(), which raises SIGPIPE when a peer has died; the
+    // default action would kill this rank without a word instead of letting the write fail
+    // and guard() name the lost rank.
+    std::signal(SIGPIPE, SIG_IGN);
     world_ = env_int("WORLD_SIZE");
     rank_ = env_int("RANK");
     check(world_ >= 1 && rank_ < world_, "gloo: RANK=", rank_, " is not below WORLD_SIZE=", world_);
