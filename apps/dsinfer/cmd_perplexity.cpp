@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/perplexity.h"
+#include "io/json_file.h"
 #include "model_options.h"
 #include "parallel/comm.h"
 #include "tokenizer/tokenizer.h"
@@ -32,14 +33,7 @@ struct PerplexityOptions {
 };
 
 std::vector<std::vector<int32_t>> read_case_tokens(const std::string& path) {
-  std::ifstream in(path);
-  check(in.good(), "cannot read case file ", path);
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    fail(path, " is not valid JSON (", e.what(), ")");
-  }
+  const json j = read_json_file(path, "case file");
   check(j.is_object() && j.contains("tokens") && j["tokens"].is_array(), path,
         ": expected {\"tokens\": [[ids...], ...]}");
   std::vector<std::vector<int32_t>> sequences;

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/matmul_amx.h"
 #include "core/log.h"
+#include "kernels/matmul_amx.h"
 
 namespace dsinfer {
 
@@ -97,6 +97,25 @@ double best_rate(double work, int passes, const std::function<void()>& sync, con
   return best;
 }
 
+// GFLOP/s of `loop` (flops_per_iteration each round) run for `iterations` rounds on every thread
+// at once; best of `passes`.
+double loop_gflops(ThreadPool& pool, float (*loop)(int64_t, float), int64_t flops_per_iteration, int64_t iterations,
+                   int passes, const std::function<void()>& sync) {
+  std::vector<float> results(pool.size() * 16);  // one cache line per thread
+  const double gflop = static_cast<double>(iterations) * flops_per_iteration * pool.size() / 1e9;
+  const double rate = best_rate(gflop, passes, sync, [&] {
+    on_every_thread(pool, [&](int t) { results[t * 16] = loop(iterations, 1.0f + static_cast<float>(t)); });
+  });
+  for (int t = 0; t < pool.size(); ++t) sink(results[t * 16]);
+  return rate;
+}
+
+// For a ceiling this CPU lacks: 0, after taking part in the other ranks' barriers.
+double absent(int passes, const std::function<void()>& sync) {
+  for (int p = 0; p < passes && sync; ++p) sync();
+  return 0;
+}
+
 }  // namespace
 
 double measure_read_bandwidth(ThreadPool& pool, Isa isa, int64_t bytes, int passes,
@@ -123,43 +142,18 @@ double measure_fma_gflops(ThreadPool& pool, Isa isa, int64_t iterations, int pas
   check(cpu_supports(isa), "bench: this CPU cannot run ", isa_name(isa), " code");
   auto loop = isa == Isa::kAvx512 ? fma_loop_avx512 : isa == Isa::kAvx2 ? fma_loop_avx2 : fma_loop_scalar;
   const int64_t per_iteration = isa == Isa::kAvx512 ? kFmaFlopsAvx512 : isa == Isa::kAvx2 ? kFmaFlopsAvx2 : kFmaFlopsScalar;
-  std::vector<float> results(pool.size() * 16);
-  const double gflop = static_cast<double>(iterations) * per_iteration * pool.size() / 1e9;
-  const double rate = best_rate(gflop, passes, sync, [&] {
-    on_every_thread(pool, [&](int t) { results[t * 16] = loop(iterations, 1.0f + static_cast<float>(t)); });
-  });
-  for (int t = 0; t < pool.size(); ++t) sink(results[t * 16]);
-  return rate;
+  return loop_gflops(pool, loop, per_iteration, iterations, passes, sync);
 }
 
 double measure_bf16_gflops(ThreadPool& pool, Isa isa, int64_t iterations, int passes,
                            const std::function<void()>& sync) {
-  if (isa != Isa::kAvx512 || !cpu_supports(Isa::kAvx512)) {
-    // the other ranks still wait in their barriers: take part in them
-    for (int p = 0; p < passes && sync; ++p) sync();
-    return 0;
-  }
-  std::vector<float> results(pool.size() * 16);
-  const double gflop = static_cast<double>(iterations) * kBf16FlopsAvx512 * pool.size() / 1e9;
-  const double rate = best_rate(gflop, passes, sync, [&] {
-    on_every_thread(pool, [&](int t) { results[t * 16] = bf16_loop_avx512(iterations, 1.0f + static_cast<float>(t)); });
-  });
-  for (int t = 0; t < pool.size(); ++t) sink(results[t * 16]);
-  return rate;
+  if (isa != Isa::kAvx512 || !cpu_supports(Isa::kAvx512)) return absent(passes, sync);
+  return loop_gflops(pool, bf16_loop_avx512, kBf16FlopsAvx512, iterations, passes, sync);
 }
 
 double measure_amx_gflops(ThreadPool& pool, int64_t iterations, int passes, const std::function<void()>& sync) {
-  if (!amx_usable()) {
-    for (int p = 0; p < passes && sync; ++p) sync();
-    return 0;
-  }
-  std::vector<float> results(pool.size() * 16);
-  const double gflop = static_cast<double>(iterations) * kAmxFlops * pool.size() / 1e9;
-  const double rate = best_rate(gflop, passes, sync, [&] {
-    on_every_thread(pool, [&](int t) { results[t * 16] = amx_loop(iterations, 1.0f + static_cast<float>(t)); });
-  });
-  for (int t = 0; t < pool.size(); ++t) sink(results[t * 16]);
-  return rate;
+  if (!amx_usable()) return absent(passes, sync);
+  return loop_gflops(pool, amx_loop, kAmxFlops, iterations, passes, sync);
 }
 
 Ceilings measure_ceilings(ThreadPool& pool, Isa isa, const CeilingOptions& o, const std::function<void()>& sync) {

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "io/checkpoint_dir.h"
+#include "io/json_file.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 
@@ -51,12 +52,7 @@ int optional_int(const json& j, const char* key, int fallback, const std::string
 }
 
 Layout read_layout(const std::string& text, const std::string& origin) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    fail(origin, " is not valid JSON (", e.what(), ")");
-  }
+  const json j = parse_json(text, origin);
   check(j.is_object() && j.contains("hidden_size"), origin,
         " is not a Hugging Face config.json (no hidden_size); make-random needs the HF form");
   Layout layout;

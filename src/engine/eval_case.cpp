@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_file.h"
 
 namespace dsinfer {
 
@@ -31,14 +31,7 @@ std::vector<std::vector<int32_t>> token_rows(const json& j, const std::string& w
 }  // namespace
 
 EvalCase read_eval_case(const std::string& path) {
-  std::ifstream in(path);
-  check(in.good(), "cannot read case file ", path);
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    fail(path, " is not valid JSON (", e.what(), ")");
-  }
+  const json j = read_json_file(path, "case file");
   check(j.is_object() && (j.contains("prefill_tokens") || j.contains("generate")), path,
         ": neither prefill_tokens nor generate");
   EvalCase c;

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "io/json_file.h"
 
 namespace dsinfer {
 
@@ -175,12 +176,7 @@ ModelConfig parse_hf_form(const json& j, const std::string& origin) {
 }  // namespace
 
 ModelConfig parse_config_json(const std::string& text, const std::string& origin) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    fail(origin, " is not valid JSON (", e.what(), ")");
-  }
+  const json j = parse_json(text, origin);
   check(j.is_object(), origin, " is not a JSON object");
   ModelConfig c = j.contains("hidden_size") ? parse_hf_form(j, origin) : parse_reference_form(j, origin);
   try {
