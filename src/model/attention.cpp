@@ -36,6 +36,36 @@ WeightMatrix row_view(const WeightMatrix& w, int64_t first, int64_t count) {
           w.dtype == DType::kF8E4M3 ? w.scale + (first / kFp8Block) * w.scale_cols() : nullptr};
 }
 
+// Head h's rows of wkv_b's value half (W_v, [v_dim, lora]) as a matrix: in place where
+// row_view allows, else dequantized into `buffer`.
+WeightMatrix value_rows(const WeightMatrix& wkv_b, int64_t h, int64_t nope, int64_t v_dim, std::vector<float>& buffer) {
+  const int64_t first = h * (nope + v_dim) + nope;
+  if (WeightMatrix view = row_view(wkv_b, first, v_dim); !view.empty()) return view;
+  buffer.resize(static_cast<size_t>(v_dim * wkv_b.cols));
+  dequantize_rows(wkv_b, first, v_dim, buffer.data());
+  return f32_matrix(buffer.data(), v_dim, wkv_b.cols);
+}
+
+// probs[r, t] (rows `stride` apart) = softmax over t < visible(r) of
+// (q_abs[r] . latent[t] + q_pe[r] . k_pe[t]) * scale, and 0 for t in [visible(r), keys): the
+// two products with the cache run through the GEMM kernels with the rows as tokens. q_abs and
+// q_pe rows are qa_stride and pe_stride apart; pe_scores is scratch of probs' shape.
+template <class Visible>
+void attention_probabilities(const float* q_abs, int64_t qa_stride, const float* q_pe, int64_t pe_stride, int64_t rows,
+                             const float* latent, const float* k_pe, int64_t keys, int64_t lora, int64_t rope_dim,
+                             float scale, const Visible& visible, float* probs, float* pe_scores, int64_t stride) {
+  matmul_serial(q_abs, rows, qa_stride, f32_matrix(latent, keys, lora), probs, stride);
+  matmul_serial(q_pe, rows, pe_stride, f32_matrix(k_pe, keys, rope_dim), pe_scores, stride);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = probs + r * stride;
+    const float* pe = pe_scores + r * stride;
+    const int64_t n_keys = visible(r);
+    for (int64_t t = 0; t < n_keys; ++t) row[t] = (row[t] + pe[t]) * scale;
+    softmax(row, n_keys);
+    std::fill(row + n_keys, row + keys, 0.0f);
+  }
+}
+
 // Decode: per query, q_abs = W_k^T q_nope for each head, scores over the cache, the attended
 // latent; then W_v of every query's latent at once, straight from the checkpoint's wkv_b rows
 // where they can be viewed in place. The cache is read once per thread and query for all of the
@@ -72,19 +102,12 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
       for (int s = 0; s < seqlen; ++s) {
         const int64_t i = static_cast<int64_t>(b) * seqlen + s;
         const int n_keys = start_pos + s + 1;
-        // scores [heads, keys]: the thread's heads are the tokens of two products with the cache
-        matmul_serial(q_abs.data() + i * lora, heads, n * lora, f32_matrix(cache.latent(layer, b, 0), n_keys, lora),
-                      scores.data(), max_keys);
-        matmul_serial(q + (i * H + h_begin) * qk_dim + nope, heads, qk_dim,
-                      f32_matrix(cache.rope_key(layer, b, 0), n_keys, rope_dim), scores_pe.data(), max_keys);
-        for (int64_t hl = 0; hl < heads; ++hl) {
-          float* row = scores.data() + hl * max_keys;
-          const float* pe = scores_pe.data() + hl * max_keys;
-          for (int t = 0; t < n_keys; ++t) row[t] = (row[t] + pe[t]) * softmax_scale;
-          softmax(row, n_keys);
-          float* lat = o_lat.data() + (hl * n + i) * lora;
-          std::fill(lat, lat + lora, 0.0f);
-        }
+        // probabilities [heads, keys]: the thread's heads are the rows
+        attention_probabilities(q_abs.data() + i * lora, n * lora, q + (i * H + h_begin) * qk_dim + nope, qk_dim,
+                                heads, cache.latent(layer, b, 0), cache.rope_key(layer, b, 0), n_keys, lora,
+                                rope_dim, softmax_scale, [&](int64_t) { return n_keys; }, scores.data(),
+                                scores_pe.data(), max_keys);
+        for (int64_t hl = 0; hl < heads; ++hl) std::fill_n(o_lat.data() + (hl * n + i) * lora, lora, 0.0f);
         for (int t = 0; t < n_keys; ++t) {
           const float* latent = cache.latent(layer, b, t);
           for (int64_t hl = 0; hl < heads; ++hl)
@@ -94,12 +117,7 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
     }
     // wkv_b's value half maps the attended latents to each head's outputs
     for (int64_t h = h_begin; h < h_end; ++h) {
-      WeightMatrix w_v_rows = row_view(w.wkv_b, h * (nope + v_dim) + nope, v_dim);
-      if (w_v_rows.empty()) {
-        w_v.resize(v_dim * lora);
-        dequantize_rows(w.wkv_b, h * (nope + v_dim) + nope, v_dim, w_v.data());
-        w_v_rows = f32_matrix(w_v.data(), v_dim, lora);
-      }
+      const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
       matmul_serial(o_lat.data() + (h - h_begin) * n * lora, n, lora, w_v_rows, attn + h * v_dim, H * v_dim);
     }
   });
@@ -144,14 +162,17 @@ void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, in
     thread_local std::vector<float> w_k, w_k_t, w_v, q_abs, scores, scores_pe, o_lat;
     w_k.resize(nope * lora);                      // [nope, lora]
     w_k_t.resize(lora * nope);                    // [lora, nope]
-    w_v.resize(v_dim * lora);                     // [v_dim, lora]
     q_abs.resize(seqlen * lora);                  // [seqlen, lora]
     scores.resize(kQueryBlock * max_keys);        // [block queries, block keys]
     scores_pe.resize(kQueryBlock * max_keys);
     o_lat.resize(kQueryBlock * lora);             // [block queries, lora]
     for (int64_t h = h_begin; h < h_end; ++h) {
       dequantize_rows(w.wkv_b, h * (nope + v_dim), nope, w_k.data());
-      dequantize_rows(w.wkv_b, h * (nope + v_dim) + nope, v_dim, w_v.data());
+      // W_v dequantized once per head: every block of every sequence reuses it (a view in place
+      // would widen the fp8 rows again in each product)
+      w_v.resize(v_dim * lora);
+      dequantize_rows(w.wkv_b, h * (nope + v_dim) + nope, v_dim, w_v.data());  // [v_dim, lora]
+      const WeightMatrix w_v_rows = f32_matrix(w_v.data(), v_dim, lora);
       for (int64_t d = 0; d < nope; ++d)
         for (int64_t col = 0; col < lora; ++col) w_k_t[col * nope + d] = w_k[d * lora + col];
       for (int b = 0; b < batch; ++b) {
@@ -161,22 +182,14 @@ void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, in
         for (int qb = 0; qb < n_blocks; ++qb) {
           const int s0 = qb * kQueryBlock, n_q = std::min(kQueryBlock, seqlen - s0);
           const int64_t keys = block_keys(qb);
-          matmul_serial(q_abs.data() + s0 * lora, n_q, lora, f32_matrix(cache.latent(layer, b, 0), keys, lora),
-                        scores.data(), keys);
-          matmul_serial(q_b + s0 * q_stride + nope, n_q, q_stride,
-                        f32_matrix(cache.rope_key(layer, b, 0), keys, rope_dim), scores_pe.data(), keys);
-          for (int s = 0; s < n_q; ++s) {
-            float* row = scores.data() + s * keys;
-            const float* pe = scores_pe.data() + s * keys;
-            const int n_keys = start_pos + s0 + s + 1;
-            for (int t = 0; t < n_keys; ++t) row[t] = (row[t] + pe[t]) * softmax_scale;
-            softmax(row, n_keys);
-            std::fill(row + n_keys, row + keys, 0.0f);
-          }
+          attention_probabilities(q_abs.data() + s0 * lora, lora, q_b + s0 * q_stride + nope, q_stride, n_q,
+                                  cache.latent(layer, b, 0), cache.rope_key(layer, b, 0), keys, lora, rope_dim,
+                                  softmax_scale, [&](int64_t s) { return start_pos + s0 + s + 1; }, scores.data(),
+                                  scores_pe.data(), keys);
           const float* l_t = latent_t + offsets[static_cast<size_t>(b * n_blocks + qb)];
           matmul_serial(scores.data(), n_q, keys, f32_matrix(l_t, lora, keys), o_lat.data(), lora);
           float* o = attn + ((static_cast<int64_t>(b) * seqlen + s0) * H + h) * v_dim;  // row stride H * v_dim
-          matmul_serial(o_lat.data(), n_q, lora, f32_matrix(w_v.data(), v_dim, lora), o, H * v_dim);
+          matmul_serial(o_lat.data(), n_q, lora, w_v_rows, o, H * v_dim);
         }
       }
     }
