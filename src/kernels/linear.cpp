@@ -95,11 +95,22 @@ const MatmulKernels& active_kernels() {
 
 ActDType g_act_dtype = ActDType::kF32;
 
+// Fast mode's products go to the AMX tiles from kAmxMinTokens tokens on, when the kernels in use
+// are the AVX-512 ones (not a variant forced for a test) and the CPU lets us use the tiles.
+bool use_amx(const MatmulKernels& kernels, int64_t n_tokens) {
+  return g_act_dtype == ActDType::kBF16 && n_tokens >= kAmxMinTokens && kernels.isa == Isa::kAvx512 && amx_usable();
+}
+
+// data of `buffer`, grown to at least n floats (per-thread buffers reused across calls)
+float* at_least(std::vector<float>& buffer, int64_t n) {
+  if (buffer.size() < static_cast<size_t>(n)) buffer.resize(static_cast<size_t>(n));
+  return buffer.data();
+}
+
 // x[n, cols] rounded to bf16 values (kept as fp32) in a per-thread buffer.
 const float* rounded_to_bf16(const float* x, int64_t n, int64_t cols, ThreadPool& pool) {
   thread_local std::vector<float> rounded;
-  if (rounded.size() < static_cast<size_t>(n * cols)) rounded.resize(static_cast<size_t>(n * cols));
-  float* out = rounded.data();
+  float* out = at_least(rounded, n * cols);
   pool.parallel_for(n * cols, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
   }, 4096);
@@ -110,24 +121,21 @@ void linear_with(const MatmulKernels& kernels, const float* x, int64_t n_tokens,
                  float* y, ThreadPool& pool) {
   if (g_act_dtype == ActDType::kBF16) {
     // (f32 weights would lose bits in bf16 tiles: they take the exact kernels)
-    if (n_tokens >= kAmxMinTokens && w.dtype != DType::kF32 && kernels.isa == Isa::kAvx512 && amx_usable())
-      return amx_linear(x, n_tokens, w, y, pool);
+    if (use_amx(kernels, n_tokens) && w.dtype != DType::kF32) return amx_linear(x, n_tokens, w, y, pool);
     x = rounded_to_bf16(x, n_tokens, w.cols, pool);
   }
   MatmulTask task{x, n_tokens, w.cols, &w, y, w.rows, nullptr};
   // Packed once here and shared by every thread (the activations are small next to the weights).
   thread_local std::vector<float> packed;
   if (n_tokens >= kernels.gemm_min_tokens) {
-    const int64_t size = kernels.packed_x_size(n_tokens, w.cols);
-    if (packed.size() < static_cast<size_t>(size)) packed.resize(size);
+    float* out = at_least(packed, kernels.packed_x_size(n_tokens, w.cols));
     // in whole tiles per thread (a tile of `tile` tokens is tile * cols floats)
     const int64_t tile = kernels.packed_x_size(1, w.cols) / w.cols;
-    float* out = packed.data();
     pool.parallel_for(ceil_div(n_tokens, tile), [&](int64_t begin, int64_t end) {
       const int64_t t0 = begin * tile, t1 = std::min(end * tile, n_tokens);
       kernels.pack_x(x + t0 * w.cols, t1 - t0, w.cols, w.cols, out + t0 * w.cols);
     });
-    task.x_packed = packed.data();
+    task.x_packed = out;
   }
   // Below this many multiply-adds, waking other threads costs more than it saves.
   constexpr int64_t kMinParallelWork = 1 << 16;
@@ -137,9 +145,7 @@ void linear_with(const MatmulKernels& kernels, const float* x, int64_t n_tokens,
       w.rows,
       [&](int64_t begin, int64_t end) {
         thread_local std::vector<float> scratch;
-        const int64_t size = kernels.scratch_size(task);
-        if (scratch.size() < static_cast<size_t>(size)) scratch.resize(size);
-        kernels.matmul_rows(task, begin, end, scratch.data());
+        kernels.matmul_rows(task, begin, end, at_least(scratch, kernels.scratch_size(task)));
       },
       grain);
 }
@@ -171,19 +177,15 @@ bool fast_mode_uses_amx() { return active_kernels().isa == Isa::kAvx512 && amx_u
 void matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
                    int64_t y_stride) {
   const MatmulKernels& kernels = active_kernels();
-  if (g_act_dtype == ActDType::kBF16 && n_tokens >= kAmxMinTokens && kernels.isa == Isa::kAvx512 && amx_usable())
-    return amx_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
+  if (use_amx(kernels, n_tokens)) return amx_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
   MatmulTask task{x, n_tokens, x_stride, &w, y, y_stride, nullptr};
   thread_local std::vector<float> packed, scratch;
   if (n_tokens >= kernels.gemm_min_tokens) {
-    const int64_t size = kernels.packed_x_size(n_tokens, w.cols);
-    if (packed.size() < static_cast<size_t>(size)) packed.resize(size);
-    kernels.pack_x(x, n_tokens, w.cols, x_stride, packed.data());
-    task.x_packed = packed.data();
+    float* out = at_least(packed, kernels.packed_x_size(n_tokens, w.cols));
+    kernels.pack_x(x, n_tokens, w.cols, x_stride, out);
+    task.x_packed = out;
   }
-  const int64_t size = kernels.scratch_size(task);
-  if (scratch.size() < static_cast<size_t>(size)) scratch.resize(size);
-  kernels.matmul_rows(task, 0, w.rows, scratch.data());
+  kernels.matmul_rows(task, 0, w.rows, at_least(scratch, kernels.scratch_size(task)));
 }
 
 }  // namespace dsinfer

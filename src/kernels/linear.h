@@ -18,8 +18,7 @@ namespace dsinfer {
 void dequantize_row(const WeightMatrix& w, int64_t row, float* out);
 
 // y[n_tokens, w.rows] = x[n_tokens, w.cols] @ W^T, rows split across the pool, with the best
-// kernels this CPU runs (DSINFER_ISA caps the choice). fp32 activations and accumulation: the
-// result differs from the reference's dequantize-then-matmul only by rounding order.
+// kernels this CPU runs (DSINFER_ISA caps the choice), in the activation precision set below.
 void linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool);
 // The same with the kernels of one ISA (which the CPU must support): for tests and benchmarks.
 void linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool, Isa isa);

@@ -151,11 +151,7 @@ int64_t Transformer::weight_bytes() const {
   int64_t bytes = weights_.head.bytes();
   for (const LayerWeights& lw : weights_.layers) {
     const AttentionWeights& a = lw.attn;
-    for (const WeightMatrix* m : {&a.wq, &a.wq_a, &a.wq_b, &a.wkv_a, &a.wkv_b, &a.wo})
-      if (!m->empty()) bytes += m->bytes();
-    auto mlp_bytes = [](const MlpWeights& m) {
-      return m.w1.empty() ? 0 : m.w1.bytes() + m.w2.bytes() + m.w3.bytes();
-    };
+    for (const WeightMatrix* m : {&a.wq, &a.wq_a, &a.wq_b, &a.wkv_a, &a.wkv_b, &a.wo}) bytes += matrix_bytes(*m);
     if (!lw.is_moe) {
       bytes += mlp_bytes(lw.mlp);
     } else {
