@@ -1,7 +1,5 @@
 #include "model_options.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -53,11 +51,6 @@ std::string shard_fingerprint(const std::string& path) {
   uint64_t h = fnv1a("", 0);
   for (const std::string& line : lines) h = fnv1a(line.data(), line.size() + 1, h);  // with the '\0'
   return hex(h) + hex(norms);
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  return gethostname(buf, sizeof buf - 1) == 0 ? buf : "?";
 }
 
 // "ModelArgs(a=1, b=2)" -> the first "key=value" item where two summaries differ.

@@ -52,6 +52,9 @@ std::unique_ptr<Comm> make_mpi_comm();
 // collective except broadcast. Throws Error when dsinfer was built without gloo.
 std::unique_ptr<Comm> make_gloo_comm();
 
+// This machine's name (for messages that say which rank ran where); "?" when unknown.
+std::string host_name();
+
 // Whether this binary has the backend ("local" always; "mpi", "gloo" when built with them).
 bool comm_backend_built(const std::string& name);
 

@@ -331,12 +331,6 @@ std::string local_address_towards(const std::string& master) {
   return out;
 }
 
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "?";
-  return buf;
-}
-
 // Every rank announces itself ("arrived/<rank>" = world size, host, pid) and waits for all the
 // others, so a missing rank, a rank started twice or a different WORLD_SIZE is one clear error
 // naming what arrived, instead of gloo's timeout on some address key.

@@ -1,4 +1,6 @@
 // Backend selection: the launcher's environment says how this process was started.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -37,6 +39,11 @@ std::string choose_backend() {
 }  // namespace
 
 void set_comm_backend(const std::string& name) { g_forced = name; }
+
+std::string host_name() {
+  char buf[256] = {};
+  return gethostname(buf, sizeof buf - 1) == 0 ? buf : "?";
+}
 
 bool comm_backend_built(const std::string& name) {
   return name == "local" || (name == "mpi" && mpi_built()) || (name == "gloo" && gloo_built());
