@@ -28,26 +28,16 @@ TEST_P(GoldenFastMode, AtLeastAsCloseToFp32AsTheDemosBf16Run) {
   const auto ours = test::compare_logits(out + ".safetensors", golden + "/ref-mp1-fp32.safetensors");
   const auto demo = test::compare_logits(golden + "/ref-mp1-bf16.safetensors", golden + "/ref-mp1-fp32.safetensors");
   ASSERT_EQ(ours.size(), demo.size());
-  std::vector<double> r_ours, r_demo;
-  int far_ours = 0, far_demo = 0;
-  for (size_t row = 0; row < ours.size(); ++row) {
-    r_ours.push_back(ours[row].ratio);
-    r_demo.push_back(demo[row].ratio);
-    far_ours += ours[row].ratio > 0.1;
-    far_demo += demo[row].ratio > 0.1;
+  for (size_t row = 0; row < ours.size(); ++row)
     if (demo[row].same_argmax) {
       EXPECT_TRUE(ours[row].same_argmax) << "row " << row;
     }
-  }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
+  const LogitsComparison fast = summarize(ours), bf16 = summarize(demo);
   std::printf("[ fast ] %s: median row max|d|/max|ref| %.3g (the demo's bf16 run %.3g), rows over 0.1: %d (%d)\n",
-              GetParam().c_str(), median(r_ours), median(r_demo), far_ours, far_demo);
-  EXPECT_LE(median(r_ours), median(r_demo));
-  EXPECT_LE(far_ours, far_demo);
-  EXPECT_GT(median(r_ours), 0) << "fast mode gave exactly the fp32 logits: were the activations rounded at all?";
+              GetParam().c_str(), fast.median_ratio, bf16.median_ratio, fast.far_rows, bf16.far_rows);
+  EXPECT_LE(fast.median_ratio, bf16.median_ratio);
+  EXPECT_LE(fast.far_rows, bf16.far_rows);
+  EXPECT_GT(fast.median_ratio, 0) << "fast mode gave exactly the fp32 logits: were the activations rounded at all?";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenFastMode, ::testing::Values("tiny-v3", "tiny-v2", "tiny-v2-lite"),

@@ -92,11 +92,11 @@ std::vector<LogitsRow> compare_logit_rows(const float* ours, const float* ref, i
   return out;
 }
 
-LogitsComparison compare_logits(const float* ours, const float* ref, int64_t rows, int64_t vocab) {
+LogitsComparison summarize(const std::vector<LogitsRow>& rows) {
   LogitsComparison out;
-  out.rows = static_cast<int>(rows);
+  out.rows = static_cast<int>(rows.size());
   std::vector<double> ratios;
-  for (const LogitsRow& row : compare_logit_rows(ours, ref, rows, vocab)) {
+  for (const LogitsRow& row : rows) {
     ratios.push_back(row.ratio);
     out.worst_ratio = std::max(out.worst_ratio, row.ratio);
     out.far_rows += row.ratio > 0.1;
@@ -107,6 +107,10 @@ LogitsComparison compare_logits(const float* ours, const float* ref, int64_t row
     out.median_ratio = ratios[ratios.size() / 2];
   }
   return out;
+}
+
+LogitsComparison compare_logits(const float* ours, const float* ref, int64_t rows, int64_t vocab) {
+  return summarize(compare_logit_rows(ours, ref, rows, vocab));
 }
 
 }  // namespace dsinfer

@@ -44,6 +44,7 @@ struct LogitsComparison {
   int far_rows = 0;          // rows with a ratio over 0.1 (e.g. a flipped expert choice)
   int argmax_mismatches = 0;
 };
+LogitsComparison summarize(const std::vector<LogitsRow>& rows);
 LogitsComparison compare_logits(const float* ours, const float* ref, int64_t rows, int64_t vocab);
 
 }  // namespace dsinfer
