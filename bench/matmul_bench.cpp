@@ -4,6 +4,8 @@
 //
 //   matmul_bench [THREADS] [TOKENS...]      (default: all hardware threads; tokens 1 4 64 512)
 //
+// DSINFER_ISA=NAME (avx512, avx2, scalar) measures that variant only (else every one the CPU runs).
+//
 // Weights are random fp8 codes with block scales (and bf16 for the head shape), several copies
 // so that the working set is far larger than the caches.
 #include <chrono>
@@ -71,12 +73,16 @@ int main(int argc, char** argv) {
       {"expert w1 2048x7168 fp8", DType::kF8E4M3, 2048, 7168},
       {"expert w2 7168x2048 fp8", DType::kF8E4M3, 7168, 2048},
       {"head 129280x7168 bf16", DType::kBF16, 129280, 7168},
+      {"big 129280x7168 fp8", DType::kF8E4M3, 129280, 7168},
+      {"head-ish 64640x7168 bf16", DType::kBF16, 64640, 7168},
+      {"w1-ish 2048x7168 bf16", DType::kBF16, 2048, 7168},
   };
   std::printf("%d threads\n", pool.size());
   std::printf("%-26s %-7s %6s %10s %10s %10s\n", "shape", "isa", "tokens", "ms/call", "GB/s", "GFLOP/s");
   for (const Shape& s : shapes) {
     Matrices m(s);
     for (Isa isa : supported_isas()) {
+      if (const char* only = std::getenv("DSINFER_ISA"); only && *only && std::string(only) != isa_name(isa)) continue;
       for (int64_t n : token_counts) {
         if (s.dtype == DType::kBF16 && n > 4) continue;  // the head sees one row per sequence
         std::vector<float> x(static_cast<size_t>(n * s.cols)), y(static_cast<size_t>(n * s.rows));

@@ -9,6 +9,7 @@
 
 #include "bench/ceilings.h"
 #include "bench/model_bench.h"
+#include "core/log.h"
 #include "core/cpu.h"
 #include "io/safetensors.h"
 #include "model/transformer.h"
@@ -91,6 +92,41 @@ TEST(ForwardStats, DecodeBytesAtBatch1AreWeightBytesPlusOneEmbeddingRow) {
   }
 }
 
+TEST(ForwardStats, PartsAddUpAndCountWhatEachPartReads) {
+  Loaded m(test::convert_golden("tiny-v3"));
+  KVCache cache(m.config, 1, 8);
+  std::vector<float> logits(m.config.vocab_size);
+  const int32_t prompt[3] = {5, 17, 300};
+  const double t0 = now_seconds();
+  m.model->forward(prompt, 1, 3, 0, cache, logits.data());
+  const double wall = now_seconds() - t0;
+  const ForwardStats& s = m.model->stats();
+  int64_t bytes = 0, macs = 0;
+  double seconds = 0;
+  for (const PartStats& p : s.parts) {
+    bytes += p.weight_bytes;
+    macs += p.macs;
+    seconds += p.seconds;
+    EXPECT_GE(p.seconds, 0);
+  }
+  EXPECT_EQ(bytes, s.weight_bytes);
+  EXPECT_EQ(macs, s.macs);
+  EXPECT_LE(seconds, wall);
+  EXPECT_GT(seconds, 0.5 * wall);  // the laps cover the call, clock reads aside
+  // the head: [vocab, dim] bf16, the last position only
+  SafetensorsFile shard(shard_path(test::convert_golden("tiny-v3"), 0, 1));
+  const TensorView& head = shard.get("head.weight");
+  EXPECT_EQ(s.part(ForwardPart::kHead).weight_bytes, static_cast<int64_t>(head.n_bytes));
+  EXPECT_EQ(s.part(ForwardPart::kHead).macs, int64_t{m.config.vocab_size} * m.config.dim);
+  EXPECT_EQ(s.part(ForwardPart::kOther).weight_bytes, 3 * m.embed_row_bytes);  // one embedding row per token
+  EXPECT_EQ(s.part(ForwardPart::kOther).macs, 0);
+  // tiny-v3 has dense and MoE layers: each part read weights and did work
+  for (ForwardPart p : {ForwardPart::kAttention, ForwardPart::kDenseMlp, ForwardPart::kMoe}) {
+    EXPECT_GT(s.part(p).weight_bytes, 0) << forward_part_name(p);
+    EXPECT_GT(s.part(p).macs, 0) << forward_part_name(p);
+  }
+}
+
 // Multiply-adds of a forward call of `seqlen` tokens at batch `batch` from `start`, from the
 // config alone (world size 1, every token runs n_activated routed experts).
 int64_t hand_macs(const ModelConfig& c, int batch, int seqlen, int start) {
@@ -147,6 +183,10 @@ TEST(BenchCommand, PrintsTheFractionsLine) {
   EXPECT_CONTAINS(r.out, "isa " + std::string(isa_name(best_isa())) + ", 2 threads x 1 rank(s)");
   EXPECT_CONTAINS(r.out, " 512 tokens");
   EXPECT_CONTAINS(r.out, "batch 4");
+  // where the time goes, for the headline decode and prefill
+  EXPECT_CONTAINS(r.out, "decode batch 1");
+  EXPECT_CONTAINS(r.out, "prefill 512 tokens");
+  for (const char* part : {"attention", "dense mlp", "moe", "head", "other"}) EXPECT_CONTAINS(r.out, part);
 }
 
 TEST(BenchCommand, JsonHasEveryKey) {
@@ -169,6 +209,16 @@ TEST(BenchCommand, JsonHasEveryKey) {
   ASSERT_EQ(j["prefill"].size(), 2u);
   for (const char* key : {"tokens_per_s", "flops", "gflops", "flop_fraction"})
     EXPECT_GT(j["prefill"][1][key].get<double>(), 0) << key;
+  // per part of the model, rank 0's share of one forward call, adding up to the totals
+  for (const json& run : {j["decode"][0], j["prefill"][1]}) {
+    ASSERT_EQ(run["parts_rank0"].size(), 5u);
+    double flops = 0;
+    for (const json& part : run["parts_rank0"]) {
+      for (const char* key : {"part", "seconds", "weight_bytes", "flops"}) EXPECT_TRUE(part.contains(key)) << key;
+      flops += part["flops"].get<double>();
+    }
+    if (run.contains("flops")) EXPECT_NEAR(flops, run["flops"].get<double>(), 1e-6 * flops);
+  }
   // the headline numbers: batch-1 decode and (no 512 here) the longest prefill
   EXPECT_EQ(j["decode_bw_fraction"], j["decode"][0]["bw_fraction"]);
   EXPECT_EQ(j["prefill_flop_fraction"], j["prefill"][1]["flop_fraction"]);

@@ -35,6 +35,7 @@ struct BenchOptions {
   int64_t bw_mb = 1024;
   int64_t fma_iterations = 20'000'000;
   int passes = 3;
+  int runs = 2;
   uint64_t seed = 1;
   bool as_json = false;
   std::string golden;  // a golden model dir: compare exact and fast mode with the demo's bf16 run
@@ -56,11 +57,36 @@ double sum_over_ranks(Comm& comm, double mine) {
   return total;
 }
 
+// Rank 0's time, bytes and multiply-adds per part of the model, per forward call.
+json parts_json(const PartTotals& totals, int calls) {
+  json parts = json::array();
+  for (int i = 0; i < static_cast<int>(ForwardPart::kCount); ++i) {
+    const PartStats& p = totals.parts[i];
+    parts.push_back({{"part", forward_part_name(static_cast<ForwardPart>(i))},
+                     {"seconds", p.seconds / calls},
+                     {"weight_bytes", static_cast<double>(p.weight_bytes) / calls},
+                     {"flops", 2.0 * static_cast<double>(p.macs) / calls}});
+  }
+  return parts;
+}
+
+// A table of where one forward call's time went: decode shows GB/s of weights, prefill GFLOP/s.
+void print_parts(const char* title, const json& parts, bool decode) {
+  double total = 0;
+  for (const json& p : parts) total += p["seconds"].get<double>();
+  std::printf("  %-22s %9s  share %9s %9s\n", title, "ms", decode ? "MB" : "GFLOP", decode ? "GB/s" : "GFLOP/s");
+  for (const json& p : parts) {
+    const double sec = p["seconds"], amount = decode ? p["weight_bytes"].get<double>() : p["flops"].get<double>();
+    std::printf("    %-20s %9.2f  %5.3f %9.1f %9.1f\n", p["part"].get<std::string>().c_str(), 1e3 * sec, sec / total,
+                amount / (decode ? 1e6 : 1e9), sec > 0 ? amount / sec / 1e9 : 0.0);
+  }
+}
+
 void run_bench(const BenchOptions& o) {
   check(!o.batches.empty() && !o.prefill_lens.empty(), "bench: --batch and --prefill need values");
-  check(o.decode_steps >= 1 && o.warmup_steps >= 0 && o.prompt_len >= 1 && o.passes >= 1 && o.bw_mb >= 1 &&
+  check(o.decode_steps >= 1 && o.warmup_steps >= 0 && o.prompt_len >= 1 && o.passes >= 1 && o.runs >= 1 && o.bw_mb >= 1 &&
             o.fma_iterations >= 1,
-        "bench: steps, prompt length, passes, --bw-mb and --fma-iterations must be positive");
+        "bench: steps, prompt length, passes, runs, --bw-mb and --fma-iterations must be positive");
   const ModelConfig config = o.model.load_config();
   for (int b : o.batches)
     check(b >= 1 && b <= config.max_batch_size, "bench: batch ", b, " is outside [1, max_batch_size=",
@@ -92,14 +118,18 @@ void run_bench(const BenchOptions& o) {
   check(flop_ceiling > 0, "bench: no ", act_dtype_name(act), " flop ceiling on this CPU (", isa_name(isa), ")");
 
   auto model = o.model.load_model(config, *comm);
-  const int warm_len = std::min(64, *std::max_element(o.prefill_lens.begin(), o.prefill_lens.end()));
+  // the longest prefill untimed first: it faults the weights in and grows every buffer to its
+  // largest size, so no timed run pays for first touches
+  const int warm_len = *std::max_element(o.prefill_lens.begin(), o.prefill_lens.end());
   log_info("bench: warm-up prefill of ", warm_len, " tokens");
   bench_prefill(*model, warm_len, o.seed);
 
   json prefills = json::array();
   for (int len : o.prefill_lens) {
-    log_info("bench: prefill of ", len, " tokens");
-    const PrefillResult r = bench_prefill(*model, len, o.seed + 1);
+    log_info("bench: prefill of ", len, " tokens (", o.runs, " runs)");
+    PrefillResult r = bench_prefill(*model, len, o.seed + 1);
+    for (int run = 1; run < o.runs; ++run)
+      if (PrefillResult again = bench_prefill(*model, len, o.seed + 1); again.seconds < r.seconds) r = again;
     const double flops = 2.0 * sum_over_ranks(*comm, static_cast<double>(r.macs));
     const double gflops = flops / r.seconds / 1e9;
     prefills.push_back({{"tokens", len},
@@ -108,12 +138,18 @@ void run_bench(const BenchOptions& o) {
                         {"flops", flops},
                         {"flops_rank0", 2.0 * static_cast<double>(r.macs)},
                         {"gflops", gflops},
-                        {"flop_fraction", gflops / flop_ceiling}});
+                        {"flop_fraction", gflops / flop_ceiling},
+                        {"parts_rank0", parts_json(r.parts, 1)}});
   }
   json decodes = json::array();
   for (int b : o.batches) {
-    log_info("bench: decode at batch ", b, " (", o.warmup_steps, " warm-up + ", o.decode_steps, " steps)");
-    const DecodeResult r = bench_decode(*model, b, o.prompt_len, o.warmup_steps, o.decode_steps, o.seed + 2);
+    log_info("bench: decode at batch ", b, " (", o.runs, " runs of ", o.warmup_steps, " warm-up + ", o.decode_steps,
+             " steps)");
+    DecodeResult r = bench_decode(*model, b, o.prompt_len, o.warmup_steps, o.decode_steps, o.seed + 2);
+    for (int run = 1; run < o.runs; ++run)
+      if (DecodeResult again = bench_decode(*model, b, o.prompt_len, o.warmup_steps, o.decode_steps, o.seed + 2);
+          again.seconds < r.seconds)
+        r = again;
     const double bytes = sum_over_ranks(*comm, static_cast<double>(r.weight_bytes));  // all steps, all ranks
     const double gbps = bytes / r.seconds / 1e9;
     decodes.push_back({{"batch", b},
@@ -125,7 +161,8 @@ void run_bench(const BenchOptions& o) {
                        {"weight_bytes_per_token", bytes / r.steps / b},
                        {"weight_bytes_per_token_rank0", r.bytes_per_token()},
                        {"gbps", gbps},
-                       {"bw_fraction", gbps / total.read_gbps}});
+                       {"bw_fraction", gbps / total.read_gbps},
+                       {"parts_rank0", parts_json(r.parts, r.steps)}});
   }
   if (comm->rank() != 0) return;
   // rank 0 alone, on a tiny model in this process (no collectives)
@@ -133,16 +170,18 @@ void run_bench(const BenchOptions& o) {
 
   // the headline numbers: batch-1 decode (else the first batch) and the 512-token prefill
   // (else the longest)
-  double decode_fraction = decodes[0]["bw_fraction"];
+  const json* headline_decode = &decodes[0];
   for (const json& d : decodes)
-    if (d["batch"] == 1) decode_fraction = d["bw_fraction"];
+    if (d["batch"] == 1) headline_decode = &d;
   double prefill_fraction = 0;
   int best_len = 0;
+  const json* headline_prefill = nullptr;
   for (const json& p : prefills) {
     const int len = p["tokens"];
     if (best_len != 512 && (len == 512 || len > best_len)) {
       best_len = len;
       prefill_fraction = p["flop_fraction"];
+      headline_prefill = &p;
     }
   }
 
@@ -165,7 +204,7 @@ void run_bench(const BenchOptions& o) {
                 {"ceilings", ceilings},
                 {"decode", decodes},
                 {"prefill", prefills},
-                {"decode_bw_fraction", decode_fraction},
+                {"decode_bw_fraction", (*headline_decode)["bw_fraction"]},
                 {"golden", golden},
                 {"prefill_flop_fraction", prefill_fraction}};
     std::printf("%s\n", out.dump(2).c_str());
@@ -195,8 +234,14 @@ void run_bench(const BenchOptions& o) {
     std::printf("  %4d tokens %6.2f %8.3f %9.2f %7.2f  %.3f\n", p["tokens"].get<int>(), p["tokens_per_s"].get<double>(),
                 p["seconds"].get<double>(), p["flops"].get<double>() / 1e9, p["gflops"].get<double>(),
                 p["flop_fraction"].get<double>());
+  std::printf("\nwhere the time goes (rank 0, one forward call; attention and mlp include their norms)\n");
+  const std::string decode_title = "decode batch " + std::to_string((*headline_decode)["batch"].get<int>());
+  print_parts(decode_title.c_str(), (*headline_decode)["parts_rank0"], /*decode=*/true);
+  const std::string prefill_title = "prefill " + std::to_string(best_len) + " tokens";
+  print_parts(prefill_title.c_str(), (*headline_prefill)["parts_rank0"], /*decode=*/false);
   if (!golden.is_null()) print_golden_comparison(golden);
-  std::printf("\ndecode_bw_fraction=%.3f prefill_flop_fraction=%.3f\n", decode_fraction, prefill_fraction);
+  std::printf("\ndecode_bw_fraction=%.3f prefill_flop_fraction=%.3f\n", (*headline_decode)["bw_fraction"].get<double>(),
+              prefill_fraction);
 }
 
 }  // namespace
@@ -227,6 +272,10 @@ Command register_bench(CLI::App& app) {
   sub->add_option("--fma-iterations", o->fma_iterations, "FMA loop rounds per thread and pass")
       ->capture_default_str();
   sub->add_option("--passes", o->passes, "ceiling passes (the best counts)")->capture_default_str();
+  sub->add_option("--runs", o->runs,
+                  "runs of each decode and prefill measurement (the fastest counts, as for the ceilings: a "
+                  "shared machine's neighbours only ever slow a run down)")
+      ->capture_default_str();
   sub->add_option("--seed", o->seed, "seed of the random token ids")->capture_default_str();
   sub->add_flag("--json", o->as_json, "print everything as one JSON object (and nothing else on stdout)");
   sub->add_option("--golden", o->golden,

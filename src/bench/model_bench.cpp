@@ -8,6 +8,13 @@
 
 namespace dsinfer {
 
+void PartTotals::add(const ForwardStats& s) {
+  for (int i = 0; i < static_cast<int>(ForwardPart::kCount); ++i) {
+    parts[i].seconds += s.parts[i].seconds;
+    parts[i].weight_bytes += s.parts[i].weight_bytes;
+    parts[i].macs += s.parts[i].macs;
+  }
+}
 
 double prefill_ceiling_gflops(const Ceilings& ceilings, ActDType act) {
   if (act == ActDType::kF32) return ceilings.fma_gflops;
@@ -47,6 +54,7 @@ DecodeResult bench_decode(Transformer& model, int batch, int prompt_len, int war
   for (int s = 0; s < steps; ++s, ++pos) {
     model.forward(ids.data() + static_cast<int64_t>(s) * batch, batch, 1, pos, cache, logits.data());
     r.weight_bytes += model.stats().weight_bytes;
+    r.parts.add(model.stats());
   }
   r.seconds = now_seconds() - t0;
   return r;
@@ -67,6 +75,7 @@ PrefillResult bench_prefill(Transformer& model, int tokens, uint64_t seed) {
   r.seconds = now_seconds() - t0;
   r.macs = model.stats().macs;
   r.weight_bytes = model.stats().weight_bytes;
+  r.parts.add(model.stats());
   return r;
 }
 

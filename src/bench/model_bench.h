@@ -15,11 +15,18 @@ namespace dsinfer {
 // The flop ceiling of a mode: the fp32 FMA peak, or the bf16 dot-product peak.
 double prefill_ceiling_gflops(const Ceilings& ceilings, ActDType act);
 
+// Per part of the model (ForwardPart), summed over the timed forward calls, this rank.
+struct PartTotals {
+  PartStats parts[static_cast<int>(ForwardPart::kCount)];
+  void add(const ForwardStats& s);
+};
+
 struct DecodeResult {
   int batch = 0;
   int steps = 0;              // timed steps (after the warm-up)
   double seconds = 0;         // of the timed steps
   int64_t weight_bytes = 0;   // summed over the timed steps, this rank
+  PartTotals parts;           // summed over the timed steps, this rank
   double tokens_per_s() const { return batch * steps / seconds; }
   double bytes_per_step() const { return static_cast<double>(weight_bytes) / steps; }
   double bytes_per_token() const { return bytes_per_step() / batch; }
@@ -35,6 +42,7 @@ struct PrefillResult {
   double seconds = 0;
   int64_t macs = 0;          // this rank
   int64_t weight_bytes = 0;  // this rank
+  PartTotals parts;          // this rank
   double tokens_per_s() const { return tokens / seconds; }
 };
 

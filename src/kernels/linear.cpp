@@ -101,10 +101,14 @@ bool use_amx(const MatmulKernels& kernels, int64_t n_tokens) {
   return g_act_dtype == ActDType::kBF16 && n_tokens >= kAmxMinTokens && kernels.isa == Isa::kAvx512 && amx_usable();
 }
 
-// data of `buffer`, grown to at least n floats (per-thread buffers reused across calls)
+// n floats of `buffer` (grown as needed; per-thread buffers reused across calls), starting on a
+// cache line: the kernels' vector loads from packed tiles and scratch then never straddle two
+// lines (a straddling load costs two, and large allocations start 16 bytes past a page).
 float* at_least(std::vector<float>& buffer, int64_t n) {
-  if (buffer.size() < static_cast<size_t>(n)) buffer.resize(static_cast<size_t>(n));
-  return buffer.data();
+  constexpr size_t kLineFloats = 16;
+  if (buffer.size() < static_cast<size_t>(n) + kLineFloats) buffer.resize(static_cast<size_t>(n) + kLineFloats);
+  const uintptr_t address = reinterpret_cast<uintptr_t>(buffer.data());
+  return buffer.data() + (kLineFloats - address / sizeof(float) % kLineFloats) % kLineFloats;
 }
 
 // x[n, cols] rounded to bf16 values (kept as fp32) in a per-thread buffer.

@@ -165,7 +165,7 @@ struct Gemm {
   static constexpr int kNV = S::kGemmVectors;  // vectors of tokens per tile
   static constexpr int kNT = kNV * kW;         // tokens per tile
   static constexpr int kR = S::kGemmRows;      // rows per panel (kNV * kR accumulators)
-  static constexpr int64_t kKC = 256;      // columns per panel (a multiple of the fp8 block)
+  static constexpr int64_t kKC = 128;      // columns per panel (a multiple of the fp8 block)
 
   static int64_t tiles(int64_t n) { return (n + kNT - 1) / kNT; }
 
@@ -234,17 +234,19 @@ struct Gemm {
     micro<NV>(w, xp, kc, c);
   }
 
-  // Blocking: a chunk of kNCT token tiles and kMC rows at a time, their accumulators in scratch;
-  // inside it, 256-column panels. The packed activations of one panel (kNCT x kNT tokens x kKC
-  // floats, 256 KB) stay in L2 while every row of the chunk passes over them, each fp8 weight is
-  // converted once per token chunk, and no buffer grows with the matrix or the prompt.
+  // Blocking (as BLIS does, with the tokens in the role of its B panel): a chunk of kNCT token
+  // tiles and kMC rows at a time, their accumulators in scratch; inside it, kKC-column panels.
+  // Each panel's weights are converted to fp32 once for the whole chunk (kMC x kKC floats, 96 KB,
+  // in L2), then every row panel passes over one token tile (kKC x kNT floats, 32 KB) while that
+  // tile stays in L1: the micro-kernel's wide loads hit L1 and only its broadcasts come from L2.
+  // No buffer grows with the matrix or the prompt.
   static constexpr int64_t kMC = 32 * kR;  // rows per chunk (a multiple of the row panel)
   static constexpr int64_t kNCT = 8;       // token tiles per chunk
 
-  static int64_t scratch_size(int64_t) { return kR * kKC + kMC * kNCT * kNT; }
+  static int64_t scratch_size(int64_t) { return kMC * kKC + kMC * kNCT * kNT; }
 
-  // The weights of the panel after this one (rows [rp, rp + kR), columns [kb, kb + kKC)) into
-  // L2 while the micro-kernels run: 12 short row pieces a kernel stride apart are a pattern the
+  // One row panel's weights of the next column panel (rows [rp, rp + kR), columns [kb, kb + kKC))
+  // into L2 while the micro-kernels run: short row pieces a matrix row apart are a pattern the
   // hardware prefetcher does not follow.
   template <WKind kind>
   static void prefetch_panel(const WeightMatrix& w, int64_t rp, int64_t kb, int64_t r_end) {
@@ -261,8 +263,8 @@ struct Gemm {
   static void rows(const MatmulTask& task, int64_t r0, int64_t r1, float* scratch) {
     const WeightMatrix& w = *task.w;
     const int64_t K = w.cols, n = task.n_tokens, n_tiles = tiles(n);
-    float* wbuf = scratch;             // [kR, kKC]
-    float* cbuf = scratch + kR * kKC;  // [kMC / kR panels, kNCT tiles, kR, kNT]
+    float* wbuf = scratch;               // [kMC / kR panels, kR, kKC]
+    float* cbuf = scratch + kMC * kKC;   // [kMC / kR panels, kNCT tiles, kR, kNT]
     for (int64_t j0 = 0; j0 < n_tiles; j0 += kNCT) {
       const int64_t nt = min64(kNCT, n_tiles - j0);
       for (int64_t rc = r0; rc < r1; rc += kMC) {
@@ -271,17 +273,18 @@ struct Gemm {
         std::memset(cbuf, 0, sizeof(float) * panels * nt * kR * kNT);
         for (int64_t kb = 0; kb < K; kb += kKC) {
           const int64_t kc = min64(kKC, K - kb);
-          for (int64_t p = 0; p < panels; ++p) {
-            const int64_t rp = rc + p * kR, n_rows = min64(kR, rc + chunk_rows - rp);
-            prefetch_panel<kind>(w, p + 1 < panels ? rp + kR : rc, p + 1 < panels ? kb : kb + kKC, r1);
-            for (int64_t i = 0; i < kR; ++i) {
-              if (i < n_rows) convert_row<kind>(w, rp + i, kb, kc, wbuf + i * kKC);
-              else std::memset(wbuf + i * kKC, 0, sizeof(float) * kc);
-            }
-            for (int64_t j = 0; j < nt; ++j) {
-              const int64_t tokens = min64(kNT, n - (j0 + j) * kNT);  // the last tile may be partial
-              micro_vectors(static_cast<int>((tokens + kW - 1) / kW), wbuf, task.x_packed + ((j0 + j) * K + kb) * kNT,
-                            kc, cbuf + (p * nt + j) * kR * kNT);
+          for (int64_t i = 0; i < panels * kR; ++i) {
+            if (i < chunk_rows) convert_row<kind>(w, rc + i, kb, kc, wbuf + i * kKC);
+            else std::memset(wbuf + i * kKC, 0, sizeof(float) * kc);
+          }
+          for (int64_t j = 0; j < nt; ++j) {
+            const int64_t tokens = min64(kNT, n - (j0 + j) * kNT);  // the last tile may be partial
+            const int nv = static_cast<int>((tokens + kW - 1) / kW);
+            const float* xp = task.x_packed + ((j0 + j) * K + kb) * kNT;
+            for (int64_t p = 0; p < panels; ++p) {
+              // the next column panel of this row panel, spread over the first token tile
+              if (j == 0) prefetch_panel<kind>(w, rc + p * kR, kb + kKC, rc + chunk_rows);
+              micro_vectors(nv, wbuf + p * kR * kKC, xp, kc, cbuf + (p * nt + j) * kR * kNT);
             }
           }
         }

@@ -9,6 +9,16 @@
 
 namespace dsinfer {
 
+const char* forward_part_name(ForwardPart part) {
+  switch (part) {
+    case ForwardPart::kAttention: return "attention";
+    case ForwardPart::kDenseMlp: return "dense mlp";
+    case ForwardPart::kMoe: return "moe";
+    case ForwardPart::kHead: return "head";
+    default: return "other";
+  }
+}
+
 Transformer::Transformer(const ModelConfig& config, ModelWeights weights, const ShardPlan& plan,
                          Comm& comm, ThreadPool& pool)
     : config_(config), weights_(std::move(weights)), plan_(plan), comm_(comm), pool_(pool), rope_(config) {}
@@ -51,24 +61,36 @@ void Transformer::forward(const int32_t* tokens, int batch, int seqlen, int star
   float* x = grow(x_, n * dim);  // [n, dim] normalised input of a block
   float* y = grow(y_, n * dim);  // [n, dim] output of a block
   stats_ = {};
+  // wall time per part (a clock read per part and layer: nothing next to a layer's work)
+  double t = now_seconds();
+  auto lap = [&](ForwardPart part) {
+    const double now = now_seconds();
+    stats_.part(part).seconds += now - t;
+    t = now;
+  };
   count_ends(tokens, n, batch);
   embed(tokens, n, h);
   rope_.prepare(start_pos, seqlen);
+  lap(ForwardPart::kOther);
 
   for (int layer = 0; layer < config_.n_layers; ++layer) {
     const LayerWeights& lw = weights_.layers[layer];
     // h = h + attn(attn_norm(h))
     rms_norm(h, lw.attn_norm.data(), n, dim, 1e-6f, x);
     mla_forward(ctx, lw.attn, layer, x, batch, seqlen, start_pos, cache, rope_, scratch_, y);
+    lap(ForwardPart::kAttention);
     for (int64_t i = 0; i < n * dim; ++i) h[i] += y[i];
+    lap(ForwardPart::kOther);
     // h = h + ffn(ffn_norm(h))
     rms_norm(h, lw.ffn_norm.data(), n, dim, 1e-6f, x);
     if (lw.is_moe)
       moe_forward(ctx, lw.moe, x, n, scratch_, y);
     else
       mlp_forward(ctx, lw.mlp, x, n, /*reduce=*/true, scratch_, y);
+    lap(lw.is_moe ? ForwardPart::kMoe : ForwardPart::kDenseMlp);
     for (int64_t i = 0; i < n * dim; ++i) h[i] += y[i];
     count_layer(lw, batch, seqlen, start_pos);
+    lap(ForwardPart::kOther);
   }
 
   // final norm of each row's last position, vocab-parallel head, gather the vocabulary
@@ -81,14 +103,15 @@ void Transformer::forward(const int32_t* tokens, int batch, int seqlen, int star
   linear(last, batch, weights_.head, local_logits, pool_);
   if (plan_.world_size == 1) {
     std::copy_n(local_logits, batch * v_local, logits);
-    return;
+  } else {
+    float* gathered = grow(gathered_, plan_.world_size * batch * v_local);  // [world, batch, vocab_local]
+    comm_.all_gather(local_logits, batch * v_local, gathered);
+    for (int r = 0; r < plan_.world_size; ++r)
+      for (int b = 0; b < batch; ++b)
+        std::copy_n(gathered + (static_cast<int64_t>(r) * batch + b) * v_local, v_local,
+                    logits + static_cast<int64_t>(b) * config_.vocab_size + r * v_local);
   }
-  float* gathered = grow(gathered_, plan_.world_size * batch * v_local);  // [world, batch, vocab_local]
-  comm_.all_gather(local_logits, batch * v_local, gathered);
-  for (int r = 0; r < plan_.world_size; ++r)
-    for (int b = 0; b < batch; ++b)
-      std::copy_n(gathered + (static_cast<int64_t>(r) * batch + b) * v_local, v_local,
-                  logits + static_cast<int64_t>(b) * config_.vocab_size + r * v_local);
+  lap(ForwardPart::kHead);
 }
 
 namespace {
@@ -104,10 +127,10 @@ void Transformer::count_ends(const int32_t* tokens, int64_t n, int batch) {
                             (e.dtype == DType::kF8E4M3 ? e.scale_cols() * 4 : 0);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t local = static_cast<int64_t>(tokens[i]) - plan_.vocab_begin;
-    if (local >= 0 && local < plan_.vocab_local) stats_.weight_bytes += row_bytes;
+    if (local >= 0 && local < plan_.vocab_local) stats_.add(ForwardPart::kOther, row_bytes, 0);
   }
-  stats_.weight_bytes += matrix_bytes(weights_.head);
-  stats_.macs += batch * matrix_macs(weights_.head);  // the last position of each row only
+  // the last position of each row only
+  stats_.add(ForwardPart::kHead, matrix_bytes(weights_.head), batch * matrix_macs(weights_.head));
 }
 
 void Transformer::count_layer(const LayerWeights& lw, int batch, int seqlen, int start_pos) {
@@ -115,8 +138,7 @@ void Transformer::count_layer(const LayerWeights& lw, int batch, int seqlen, int
   const int64_t n = static_cast<int64_t>(batch) * seqlen;
   const AttentionWeights& a = lw.attn;
   for (const WeightMatrix* m : {&a.wq, &a.wq_a, &a.wq_b, &a.wkv_a, &a.wkv_b, &a.wo}) {
-    stats_.weight_bytes += matrix_bytes(*m);
-    if (m != &a.wkv_b) stats_.macs += n * matrix_macs(*m);
+    stats_.add(ForwardPart::kAttention, matrix_bytes(*m), m != &a.wkv_b ? n * matrix_macs(*m) : 0);
   }
   // absorbed attention per token and local head (attention.cpp): wkv_b's key half folded into
   // the query (nope x lora), its value half applied to the attended latent (v x lora), and per
@@ -124,15 +146,15 @@ void Transformer::count_layer(const LayerWeights& lw, int batch, int seqlen, int
   const int64_t heads = plan_.n_local_heads, lora = c.kv_lora_rank;
   const int64_t keys = static_cast<int64_t>(batch) *
                        (static_cast<int64_t>(seqlen) * start_pos + static_cast<int64_t>(seqlen) * (seqlen + 1) / 2);
-  stats_.macs += heads * (n * (c.qk_nope_head_dim + c.v_head_dim) * lora + keys * (2 * lora + c.qk_rope_head_dim));
+  stats_.add(ForwardPart::kAttention, 0,
+             heads * (n * (c.qk_nope_head_dim + c.v_head_dim) * lora + keys * (2 * lora + c.qk_rope_head_dim)));
   if (!lw.is_moe) {
-    stats_.weight_bytes += mlp_bytes(lw.mlp);
-    stats_.macs += n * mlp_macs(lw.mlp);
+    stats_.add(ForwardPart::kDenseMlp, mlp_bytes(lw.mlp), n * mlp_macs(lw.mlp));
     return;
   }
   const MoeWeights& moe = lw.moe;
-  stats_.weight_bytes += matrix_bytes(moe.gate) + mlp_bytes(moe.shared);
-  stats_.macs += n * (matrix_macs(moe.gate) + mlp_macs(moe.shared));
+  stats_.add(ForwardPart::kMoe, matrix_bytes(moe.gate) + mlp_bytes(moe.shared),
+             n * (matrix_macs(moe.gate) + mlp_macs(moe.shared)));
   // moe_forward leaves the chosen experts of every token in scratch_.experts [n, k]
   expert_tokens_.assign(moe.experts.size(), 0);
   for (int64_t i = 0; i < n * c.n_activated_experts; ++i) {
@@ -141,8 +163,7 @@ void Transformer::count_layer(const LayerWeights& lw, int batch, int seqlen, int
   }
   for (size_t e = 0; e < moe.experts.size(); ++e)
     if (expert_tokens_[e] > 0) {
-      stats_.weight_bytes += mlp_bytes(moe.experts[e]);
-      stats_.macs += expert_tokens_[e] * mlp_macs(moe.experts[e]);
+      stats_.add(ForwardPart::kMoe, mlp_bytes(moe.experts[e]), expert_tokens_[e] * mlp_macs(moe.experts[e]));
     }
 }
 

@@ -21,10 +21,31 @@ namespace dsinfer {
 // weights it read (every matrix it used once per call, as the kernels stream them: attention,
 // dense and shared MLPs, the router, each routed expert that some token of the call chose, the
 // head, and one embedding row per token of this rank's vocabulary block) and the multiply-adds of
-// its matrix products and of attention (scores and values over the cache, absorbed wkv_b).
-struct ForwardStats {
+// its matrix products and of attention (scores and values over the cache, absorbed wkv_b); and
+// per part of the model, the same counts with the wall time that part took (where the time goes).
+enum class ForwardPart { kAttention, kDenseMlp, kMoe, kHead, kOther, kCount };
+const char* forward_part_name(ForwardPart part);
+
+struct PartStats {
+  double seconds = 0;
   int64_t weight_bytes = 0;
   int64_t macs = 0;
+};
+
+struct ForwardStats {
+  int64_t weight_bytes = 0;  // all parts
+  int64_t macs = 0;
+  // attention (MLA with its norms), dense MLP, MoE (router, shared and routed experts), head (final
+  // norm, head, gather of the vocabulary), other (embedding, residual adds, the rest)
+  PartStats parts[static_cast<int>(ForwardPart::kCount)];
+  PartStats& part(ForwardPart p) { return parts[static_cast<int>(p)]; }
+  const PartStats& part(ForwardPart p) const { return parts[static_cast<int>(p)]; }
+  void add(ForwardPart p, int64_t bytes, int64_t mac_count) {
+    part(p).weight_bytes += bytes;
+    part(p).macs += mac_count;
+    weight_bytes += bytes;
+    macs += mac_count;
+  }
 };
 
 class Transformer {
