@@ -210,6 +210,46 @@ void expect_linear_matches_reference(const TestMatrix& m, const std::vector<floa
     }
 }
 
+// combine_rows (W^T times coefficient sets, decode attention's query absorption) on every ISA:
+// row ranges that start inside and across 128-row scale blocks, columns not a multiple of the
+// vector width or of the 128-column blocks, several sets with strides wider than their rows.
+TEST(Linear, CombineRowsMatchesDoubleReferenceOnEveryIsa) {
+  std::mt19937 rng(31);
+  const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {256, 512}, {17, 3}, {140, 129}};
+  for (Isa isa : supported_isas()) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+      for (const auto& [rows, cols] : shapes) {
+        TestMatrix m(dtype, rows, cols, rng);
+        for (const auto& [first, n_rows] : {std::pair<int64_t, int64_t>{0, rows}, {rows / 3, rows - rows / 3}, {rows - 1, 1}}) {
+          for (int64_t n_sets : {1, 3, 5}) {
+            SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " " << rows << "x" << cols
+                                            << " rows [" << first << ", +" << n_rows << ") sets " << n_sets);
+            const int64_t coef_stride = n_rows + 7, out_stride = cols + 5;
+            const auto coef = random_floats(rng, static_cast<size_t>(n_sets * coef_stride));
+            std::vector<float> out(static_cast<size_t>(n_sets * out_stride), NAN);
+            combine_rows(m.w, first, n_rows, coef.data(), coef_stride, n_sets, out.data(), out_stride, isa);
+            for (int64_t t = 0; t < n_sets; ++t) {
+              for (int64_t c = 0; c < cols; ++c) {
+                double want = 0, magnitude = 0;
+                for (int64_t d = 0; d < n_rows; ++d) {
+                  const double p = static_cast<double>(coef[static_cast<size_t>(t * coef_stride + d)]) *
+                                   m.dense[static_cast<size_t>((first + d) * cols + c)];
+                  want += p;
+                  magnitude += std::fabs(p);
+                }
+                ASSERT_NEAR(out[static_cast<size_t>(t * out_stride + c)], want, 1e-5 * magnitude + 1e-30)
+                    << "set " << t << " column " << c;
+              }
+              for (int64_t c = cols; c < out_stride && t + 1 < n_sets; ++c)
+                ASSERT_TRUE(std::isnan(out[static_cast<size_t>(t * out_stride + c)])) << "wrote past the row";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Every kernel variant this CPU runs (scalar oracle, AVX2, AVX-512), on both paths (GEMV below
 // gemm_min_tokens, packed GEMM from it on), with edge shapes: rows not a multiple of the row
 // groups (4, 6) or of the row chunks (192), columns not a multiple of the vector width or of the

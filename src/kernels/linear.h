@@ -46,6 +46,16 @@ inline constexpr int64_t kAmxMinTokens = 16;
 void matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
                    int64_t y_stride);
 
+// out[t * out_stride + c] = sum_{d < n_rows} coef[t * coef_stride + d] * W[first + d, c] for t <
+// n_sets and every column c of w: rows of a weight matrix combined with coefficients (W^T times
+// each set, e.g. a query absorbed through wkv_b's key rows), straight from fp8/bf16, on the
+// calling thread. Exact mode's numbers in either mode (fp32 coefficients and accumulation).
+void combine_rows(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
+                  int64_t n_sets, float* out, int64_t out_stride);
+// The same with the kernels of one ISA (which the CPU must support): for tests.
+void combine_rows(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
+                  int64_t n_sets, float* out, int64_t out_stride, Isa isa);
+
 // Dot product with fp32 accumulation in 16 independent lanes (vectorizes; fixed order, so
 // results do not depend on the thread count).
 float dot(const float* a, const float* b, int64_t n);

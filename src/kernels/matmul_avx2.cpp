@@ -50,6 +50,7 @@ const MatmulKernels& matmul_kernels_avx2() {
       scratch_size_impl<Avx2>,
       matmul_rows_impl<Avx2>,
       /*row_grain=*/48,
+      combine_rows_impl<Avx2>,
   };
   return kernels;
 }

@@ -62,6 +62,7 @@ const MatmulKernels& matmul_kernels_avx512() {
       scratch_size_impl<Avx512>,
       matmul_rows_impl<Avx512>,
       /*row_grain=*/48,
+      combine_rows_impl<Avx512>,
   };
   return kernels;
 }

@@ -304,6 +304,50 @@ struct Gemm {
   }
 };
 
+// ---- Row combination: out[t] = sum_d coef[t, d] W[first + d] (W^T times coefficient sets) ----
+// Each 128-column block of a row is widened once into registers and then accumulated into every
+// set's output (which stays in L1 for the few sets decode attention has).
+template <class S, WKind kind>
+void combine_rows_kind(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
+                       int64_t n_sets, float* out, int64_t out_stride) {
+  using V = typename S::V;
+  constexpr int W = S::kWidth;
+  constexpr int kBlockVectors = static_cast<int>(kFp8Block) / W;
+  const int64_t K = w.cols;
+  const int64_t elem = kind == WKind::kF32 ? 4 : kind == WKind::kBF16 ? 2 : 1;
+  for (int64_t t = 0; t < n_sets; ++t)
+    for (int64_t c = 0; c < K; ++c) out[t * out_stride + c] = 0.0f;
+  for (int64_t d = 0; d < n_rows; ++d) {
+    const int64_t r = first + d;
+    const uint8_t* row = w.data + r * K * elem;
+    for (int64_t c0 = 0; c0 < K; c0 += kFp8Block) {
+      const int64_t end = min64(c0 + kFp8Block, K);
+      const int n_vectors = static_cast<int>((end - c0) / W);
+      float s = 1.0f;
+      if constexpr (kind == WKind::kFp8) s = w.scale[(r / kFp8Block) * w.scale_cols() + c0 / kFp8Block] * kFp8Bias;
+      V wv[kBlockVectors];
+      for (int v = 0; v < n_vectors; ++v) wv[v] = load_w<S, kind>(row, c0 + v * W);
+      for (int64_t t = 0; t < n_sets; ++t) {
+        const float a = coef[t * coef_stride + d] * s;
+        const V av = S::set1(a);
+        float* o = out + t * out_stride + c0;
+        for (int v = 0; v < n_vectors; ++v) S::store(o + v * W, S::fma(wv[v], av, S::load(o + v * W)));
+        for (int64_t c = c0 + n_vectors * W; c < end; ++c) out[t * out_stride + c] += scalar_w<kind>(row, c) * a;
+      }
+    }
+  }
+}
+
+template <class S>
+void combine_rows_impl(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
+                       int64_t n_sets, float* out, int64_t out_stride) {
+  switch (w.dtype) {
+    case DType::kF32: return combine_rows_kind<S, WKind::kF32>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
+    case DType::kBF16: return combine_rows_kind<S, WKind::kBF16>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
+    default: return combine_rows_kind<S, WKind::kFp8>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
+  }
+}
+
 template <class S>
 void matmul_rows_impl(const MatmulTask& task, int64_t r0, int64_t r1, float* scratch) {
   const bool gemm = task.x_packed != nullptr;

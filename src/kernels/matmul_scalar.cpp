@@ -1,6 +1,7 @@
 // The scalar oracle of the matrix kernels: each row dequantized exactly as the reference does
 // (code x block scale, in fp32), then one fp32 dot product per token. It is also the fallback on
 // CPUs without AVX2, and the variant every other one is tested against.
+#include <algorithm>
 #include <vector>
 
 #include "core/error.h"
@@ -27,6 +28,17 @@ void matmul_rows_scalar(const MatmulTask& task, int64_t r0, int64_t r1, float* r
   }
 }
 
+// Each row dequantized as the reference does (code x scale), then added in times each coefficient.
+void combine_rows_scalar(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
+                         int64_t n_sets, float* out, int64_t out_stride) {
+  std::vector<float> row(static_cast<size_t>(w.cols));
+  for (int64_t t = 0; t < n_sets; ++t) std::fill_n(out + t * out_stride, w.cols, 0.0f);
+  for (int64_t d = 0; d < n_rows; ++d) {
+    dequantize_row(w, first + d, row.data());
+    for (int64_t t = 0; t < n_sets; ++t) axpy(coef[t * coef_stride + d], row.data(), out + t * out_stride, w.cols);
+  }
+}
+
 }  // namespace
 
 const MatmulKernels& matmul_kernels_scalar() {
@@ -38,6 +50,7 @@ const MatmulKernels& matmul_kernels_scalar() {
       scratch_size_scalar,
       matmul_rows_scalar,
       /*row_grain=*/16,
+      combine_rows_scalar,
   };
   return kernels;
 }

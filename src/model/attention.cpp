@@ -82,22 +82,16 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
   const int64_t max_keys = start_pos + seqlen;
   ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
     const int64_t heads = h_end - h_begin;
-    thread_local std::vector<float> w_k, w_v, q_abs, scores, scores_pe, o_lat;
-    w_k.resize(nope * lora);               // [nope, lora]
+    thread_local std::vector<float> w_v, q_abs, scores, scores_pe, o_lat;
     q_abs.resize(heads * n * lora);        // [heads, n, lora]
     scores.resize(heads * max_keys);       // [heads, keys] of one query
     scores_pe.resize(heads * max_keys);
     o_lat.resize(heads * n * lora);        // [heads, n, lora]
-    // absorb wkv_b's key half into the queries: q_abs[c] = sum_d q_nope[d] W[d, c]
-    for (int64_t h = h_begin; h < h_end; ++h) {
-      dequantize_rows(w.wkv_b, h * (nope + v_dim), nope, w_k.data());
-      for (int64_t i = 0; i < n; ++i) {
-        const float* q_nope = q + (i * H + h) * qk_dim;
-        float* qa = q_abs.data() + ((h - h_begin) * n + i) * lora;
-        std::fill(qa, qa + lora, 0.0f);
-        for (int64_t d = 0; d < nope; ++d) axpy(q_nope[d], w_k.data() + d * lora, qa, lora);
-      }
-    }
+    // absorb wkv_b's key half into the queries: q_abs[c] = sum_d q_nope[d] W[d, c], every query
+    // of the step at once, the head's rows read straight from the checkpoint
+    for (int64_t h = h_begin; h < h_end; ++h)
+      combine_rows(w.wkv_b, h * (nope + v_dim), nope, q + h * qk_dim, H * qk_dim, n,
+                   q_abs.data() + (h - h_begin) * n * lora, lora);
     for (int b = 0; b < batch; ++b) {
       for (int s = 0; s < seqlen; ++s) {
         const int64_t i = static_cast<int64_t>(b) * seqlen + s;
