@@ -217,7 +217,9 @@ TEST(BenchCommand, JsonHasEveryKey) {
       for (const char* key : {"part", "seconds", "weight_bytes", "flops"}) EXPECT_TRUE(part.contains(key)) << key;
       flops += part["flops"].get<double>();
     }
-    if (run.contains("flops")) EXPECT_NEAR(flops, run["flops"].get<double>(), 1e-6 * flops);
+    if (run.contains("flops")) {
+      EXPECT_NEAR(flops, run["flops"].get<double>(), 1e-6 * flops);
+    }
   }
   // the headline numbers: batch-1 decode and (no 512 here) the longest prefill
   EXPECT_EQ(j["decode_bw_fraction"], j["decode"][0]["bw_fraction"]);

@@ -47,20 +47,17 @@ WeightMatrix value_rows(const WeightMatrix& wkv_b, int64_t h, int64_t nope, int6
 }
 
 // probs[r, t] (rows `stride` apart) = softmax over t < visible(r) of
-// (q_abs[r] . latent[t] + q_pe[r] . k_pe[t]) * scale, and 0 for t in [visible(r), keys): the
-// two products with the cache run through the GEMM kernels with the rows as tokens. q_abs and
-// q_pe rows are qa_stride and pe_stride apart; pe_scores is scratch of probs' shape.
+// ([q_abs | q_pe][r] . entry[t]) * scale, and 0 for t in [visible(r), keys): one product with
+// the cache entries [keys, lora + rope] (the latent and rope key side by side, KVCache), through
+// the GEMM kernels with the rows as tokens. Query rows are q_stride apart.
 template <class Visible>
-void attention_probabilities(const float* q_abs, int64_t qa_stride, const float* q_pe, int64_t pe_stride, int64_t rows,
-                             const float* latent, const float* k_pe, int64_t keys, int64_t lora, int64_t rope_dim,
-                             float scale, const Visible& visible, float* probs, float* pe_scores, int64_t stride) {
-  matmul_serial(q_abs, rows, qa_stride, f32_matrix(latent, keys, lora), probs, stride);
-  matmul_serial(q_pe, rows, pe_stride, f32_matrix(k_pe, keys, rope_dim), pe_scores, stride);
+void attention_probabilities(const float* q_cat, int64_t q_stride, int64_t rows, const float* entries, int64_t keys,
+                             int64_t entry_dim, float scale, const Visible& visible, float* probs, int64_t stride) {
+  matmul_serial(q_cat, rows, q_stride, f32_matrix(entries, keys, entry_dim), probs, stride);
   for (int64_t r = 0; r < rows; ++r) {
     float* row = probs + r * stride;
-    const float* pe = pe_scores + r * stride;
     const int64_t n_keys = visible(r);
-    for (int64_t t = 0; t < n_keys; ++t) row[t] = (row[t] + pe[t]) * scale;
+    for (int64_t t = 0; t < n_keys; ++t) row[t] *= scale;
     softmax(row, n_keys);
     std::fill(row + n_keys, row + keys, 0.0f);
   }
@@ -80,27 +77,27 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
   const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
   const int64_t n = static_cast<int64_t>(batch) * seqlen;
   const int64_t max_keys = start_pos + seqlen;
+  const int64_t entry_dim = cache.entry_dim();
   ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
     const int64_t heads = h_end - h_begin;
-    thread_local std::vector<float> w_v, q_abs, scores, scores_pe, o_lat;
-    q_abs.resize(heads * n * lora);        // [heads, n, lora]
+    thread_local std::vector<float> w_v, q_cat, scores, o_lat;
+    q_cat.resize(heads * n * entry_dim);   // [heads, n, lora + rope]: [q_abs | q_pe]
     scores.resize(heads * max_keys);       // [heads, keys] of one query
-    scores_pe.resize(heads * max_keys);
     o_lat.resize(heads * n * lora);        // [heads, n, lora]
     // absorb wkv_b's key half into the queries: q_abs[c] = sum_d q_nope[d] W[d, c], every query
-    // of the step at once, the head's rows read straight from the checkpoint
-    for (int64_t h = h_begin; h < h_end; ++h)
-      combine_rows(w.wkv_b, h * (nope + v_dim), nope, q + h * qk_dim, H * qk_dim, n,
-                   q_abs.data() + (h - h_begin) * n * lora, lora);
+    // of the step at once, the head's rows read straight from the checkpoint; q_pe beside it
+    for (int64_t h = h_begin; h < h_end; ++h) {
+      float* q_h = q_cat.data() + (h - h_begin) * n * entry_dim;
+      combine_rows(w.wkv_b, h * (nope + v_dim), nope, q + h * qk_dim, H * qk_dim, n, q_h, entry_dim);
+      for (int64_t i = 0; i < n; ++i) std::copy_n(q + (i * H + h) * qk_dim + nope, rope_dim, q_h + i * entry_dim + lora);
+    }
     for (int b = 0; b < batch; ++b) {
       for (int s = 0; s < seqlen; ++s) {
         const int64_t i = static_cast<int64_t>(b) * seqlen + s;
         const int n_keys = start_pos + s + 1;
         // probabilities [heads, keys]: the thread's heads are the rows
-        attention_probabilities(q_abs.data() + i * lora, n * lora, q + (i * H + h_begin) * qk_dim + nope, qk_dim,
-                                heads, cache.latent(layer, b, 0), cache.rope_key(layer, b, 0), n_keys, lora,
-                                rope_dim, softmax_scale, [&](int64_t) { return n_keys; }, scores.data(),
-                                scores_pe.data(), max_keys);
+        attention_probabilities(q_cat.data() + i * entry_dim, n * entry_dim, heads, cache.entry(layer, b, 0), n_keys,
+                                entry_dim, softmax_scale, [&](int64_t) { return n_keys; }, scores.data(), max_keys);
         for (int64_t hl = 0; hl < heads; ++hl) std::fill_n(o_lat.data() + (hl * n + i) * lora, lora, 0.0f);
         for (int t = 0; t < n_keys; ++t) {
           const float* latent = cache.latent(layer, b, t);
@@ -152,13 +149,13 @@ void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, in
     }
   }, 16);
   const int64_t max_keys = block_keys(n_blocks - 1);
+  const int64_t entry_dim = cache.entry_dim();
   ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
-    thread_local std::vector<float> w_k, w_k_t, w_v, q_abs, scores, scores_pe, o_lat;
+    thread_local std::vector<float> w_k, w_k_t, w_v, q_cat, scores, o_lat;
     w_k.resize(nope * lora);                      // [nope, lora]
     w_k_t.resize(lora * nope);                    // [lora, nope]
-    q_abs.resize(seqlen * lora);                  // [seqlen, lora]
+    q_cat.resize(seqlen * entry_dim);             // [seqlen, lora + rope]: [q_abs | q_pe]
     scores.resize(kQueryBlock * max_keys);        // [block queries, block keys]
-    scores_pe.resize(kQueryBlock * max_keys);
     o_lat.resize(kQueryBlock * lora);             // [block queries, lora]
     for (int64_t h = h_begin; h < h_end; ++h) {
       dequantize_rows(w.wkv_b, h * (nope + v_dim), nope, w_k.data());
@@ -172,14 +169,14 @@ void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, in
       for (int b = 0; b < batch; ++b) {
         const int64_t q_stride = H * qk_dim;
         const float* q_b = q + (static_cast<int64_t>(b) * seqlen * H + h) * qk_dim;
-        matmul_serial(q_b, seqlen, q_stride, f32_matrix(w_k_t.data(), lora, nope), q_abs.data(), lora);
+        matmul_serial(q_b, seqlen, q_stride, f32_matrix(w_k_t.data(), lora, nope), q_cat.data(), entry_dim);
+        for (int s = 0; s < seqlen; ++s) std::copy_n(q_b + s * q_stride + nope, rope_dim, q_cat.data() + s * entry_dim + lora);
         for (int qb = 0; qb < n_blocks; ++qb) {
           const int s0 = qb * kQueryBlock, n_q = std::min(kQueryBlock, seqlen - s0);
           const int64_t keys = block_keys(qb);
-          attention_probabilities(q_abs.data() + s0 * lora, lora, q_b + s0 * q_stride + nope, q_stride, n_q,
-                                  cache.latent(layer, b, 0), cache.rope_key(layer, b, 0), keys, lora, rope_dim,
-                                  softmax_scale, [&](int64_t s) { return start_pos + s0 + s + 1; }, scores.data(),
-                                  scores_pe.data(), keys);
+          attention_probabilities(q_cat.data() + s0 * entry_dim, entry_dim, n_q, cache.entry(layer, b, 0), keys,
+                                  entry_dim, softmax_scale, [&](int64_t s) { return start_pos + s0 + s + 1; },
+                                  scores.data(), keys);
           const float* l_t = latent_t + offsets[static_cast<size_t>(b * n_blocks + qb)];
           matmul_serial(scores.data(), n_q, keys, f32_matrix(l_t, lora, keys), o_lat.data(), lora);
           float* o = attn + ((static_cast<int64_t>(b) * seqlen + s0) * H + h) * v_dim;  // row stride H * v_dim

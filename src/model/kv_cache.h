@@ -1,6 +1,9 @@
 // The absorbed MLA cache: per layer, per sequence and position, the normalised latent
-// (kv_lora_rank floats) and the rotated shared key part (qk_rope_head_dim floats); never full
-// per-head keys and values. Sized for the batch and length one generate() call needs.
+// (kv_lora_rank floats) followed by the rotated shared key part (qk_rope_head_dim floats); never
+// full per-head keys and values. The two halves of an entry sit side by side so that a
+// sequence's entries are one matrix [positions, kv_lora_rank + qk_rope_head_dim], and attention
+// scores are one product with queries laid out the same way ([q_abs | q_pe]). Sized for the
+// batch and length one generate() call needs.
 #pragma once
 
 #include <cstdint>
@@ -17,14 +20,17 @@ class KVCache {
 
   int batch() const { return batch_; }
   int capacity() const { return capacity_; }
-  // [kv_lora_rank] of sequence b at position pos in layer `layer`.
-  float* latent(int layer, int b, int pos) {
-    return latent_[layer].data() + (static_cast<int64_t>(b) * capacity_ + pos) * kv_lora_rank_;
+  // Floats per entry: kv_lora_rank + qk_rope_head_dim (the row stride of entries).
+  int64_t entry_dim() const { return kv_lora_rank_ + rope_dim_; }
+  // [entry_dim] of sequence b at position pos in layer `layer`: the latent, then the rope key;
+  // the entries of one sequence follow each other.
+  float* entry(int layer, int b, int pos) {
+    return entries_[layer].data() + (static_cast<int64_t>(b) * capacity_ + pos) * entry_dim();
   }
-  // [qk_rope_head_dim]
-  float* rope_key(int layer, int b, int pos) {
-    return rope_[layer].data() + (static_cast<int64_t>(b) * capacity_ + pos) * rope_dim_;
-  }
+  // [kv_lora_rank], the first part of an entry
+  float* latent(int layer, int b, int pos) { return entry(layer, b, pos); }
+  // [qk_rope_head_dim], the second part
+  float* rope_key(int layer, int b, int pos) { return entry(layer, b, pos) + kv_lora_rank_; }
   int64_t bytes() const;
 
  private:
@@ -32,8 +38,7 @@ class KVCache {
   int capacity_ = 0;
   int kv_lora_rank_ = 0;
   int rope_dim_ = 0;
-  std::vector<std::vector<float>> latent_;  // per layer [batch, capacity, kv_lora_rank]
-  std::vector<std::vector<float>> rope_;    // per layer [batch, capacity, qk_rope_head_dim]
+  std::vector<std::vector<float>> entries_;  // per layer [batch, capacity, kv_lora_rank + qk_rope_head_dim]
 };
 
 }  // namespace dsinfer
