@@ -317,9 +317,14 @@ void combine_rows_kind(const WeightMatrix& w, int64_t first, int64_t n_rows, con
   const int64_t elem = kind == WKind::kF32 ? 4 : kind == WKind::kBF16 ? 2 : 1;
   for (int64_t t = 0; t < n_sets; ++t)
     for (int64_t c = 0; c < K; ++c) out[t * out_stride + c] = 0.0f;
+  const int64_t row_bytes = K * elem;
   for (int64_t d = 0; d < n_rows; ++d) {
     const int64_t r = first + d;
-    const uint8_t* row = w.data + r * K * elem;
+    const uint8_t* row = w.data + r * row_bytes;
+    // rows a few ahead (decode reads these straight from memory, a few hundred bytes a row: too
+    // short a stream for the hardware prefetcher to get going)
+    if (d + 4 < n_rows)
+      for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(row + 4 * row_bytes + b, 0, 3);
     for (int64_t c0 = 0; c0 < K; c0 += kFp8Block) {
       const int64_t end = min64(c0 + kFp8Block, K);
       const int n_vectors = static_cast<int>((end - c0) / W);
