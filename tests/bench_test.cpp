@@ -221,6 +221,13 @@ TEST(BenchCommand, JsonHasEveryKey) {
       EXPECT_NEAR(flops, run["flops"].get<double>(), 1e-6 * flops);
     }
   }
+  // the fractions are against the ceilings printed (the higher of the measurements before and
+  // after the model's runs)
+  for (const json& d : j["decode"])
+    EXPECT_NEAR(d["bw_fraction"].get<double>(), d["gbps"].get<double>() / j["ceilings"]["read_gbps"].get<double>(), 1e-9);
+  for (const json& p : j["prefill"])
+    EXPECT_NEAR(p["flop_fraction"].get<double>(),
+                p["gflops"].get<double>() / j["ceilings"]["fma_f32_gflops"].get<double>(), 1e-9);
   // the headline numbers: batch-1 decode and (no 512 here) the longest prefill
   EXPECT_EQ(j["decode_bw_fraction"], j["decode"][0]["bw_fraction"]);
   EXPECT_EQ(j["prefill_flop_fraction"], j["prefill"][1]["flop_fraction"]);
