@@ -2,27 +2,12 @@
 // bindable ports.
 #include "parallel/free_port.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <fstream>
 
 namespace dsinfer {
 namespace {
-
-bool bindable(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  close(fd);
-  return ok;
-}
 
 TEST(FreePort, BelowTheEphemeralRangeAndBindable) {
   int ephemeral_low = 32768;
@@ -31,7 +16,7 @@ TEST(FreePort, BelowTheEphemeralRangeAndBindable) {
     const int port = pick_free_port(count);
     EXPECT_GE(port, 1024);
     EXPECT_LT(port + count - 1, ephemeral_low) << "count " << count;
-    for (int i = 0; i < count; ++i) EXPECT_TRUE(bindable(port + i)) << port + i;
+    for (int i = 0; i < count; ++i) EXPECT_TRUE(can_bind(port + i)) << port + i;
   }
 }
 

@@ -58,6 +58,16 @@ double sum_over_ranks(Comm& comm, double mine) {
   return total;
 }
 
+// The fastest of `runs` results of measure() (a shared machine's neighbours only ever slow a run
+// down). Every rank makes the same calls, so their collectives stay in step.
+template <class Measure>
+auto fastest(int runs, const Measure& measure) {
+  auto best = measure();
+  for (int run = 1; run < runs; ++run)
+    if (auto again = measure(); again.seconds < best.seconds) best = again;
+  return best;
+}
+
 // Rank 0's time, bytes and multiply-adds per part of the model, per forward call.
 json parts_json(const PartTotals& totals, int calls) {
   json parts = json::array();
@@ -122,9 +132,7 @@ void run_bench(const BenchOptions& o) {
   json prefills = json::array();
   for (int len : o.prefill_lens) {
     log_info("bench: prefill of ", len, " tokens (", o.runs, " runs)");
-    PrefillResult r = bench_prefill(*model, len, o.seed + 1);
-    for (int run = 1; run < o.runs; ++run)
-      if (PrefillResult again = bench_prefill(*model, len, o.seed + 1); again.seconds < r.seconds) r = again;
+    const PrefillResult r = fastest(o.runs, [&] { return bench_prefill(*model, len, o.seed + 1); });
     const double flops = 2.0 * sum_over_ranks(*comm, static_cast<double>(r.macs));
     const double gflops = flops / r.seconds / 1e9;
     prefills.push_back({{"tokens", len},
@@ -139,11 +147,8 @@ void run_bench(const BenchOptions& o) {
   for (int b : o.batches) {
     log_info("bench: decode at batch ", b, " (", o.runs, " runs of ", o.warmup_steps, " warm-up + ", o.decode_steps,
              " steps)");
-    DecodeResult r = bench_decode(*model, b, o.prompt_len, o.warmup_steps, o.decode_steps, o.seed + 2);
-    for (int run = 1; run < o.runs; ++run)
-      if (DecodeResult again = bench_decode(*model, b, o.prompt_len, o.warmup_steps, o.decode_steps, o.seed + 2);
-          again.seconds < r.seconds)
-        r = again;
+    const DecodeResult r =
+        fastest(o.runs, [&] { return bench_decode(*model, b, o.prompt_len, o.warmup_steps, o.decode_steps, o.seed + 2); });
     const double bytes = sum_over_ranks(*comm, static_cast<double>(r.weight_bytes));  // all steps, all ranks
     const double gbps = bytes / r.seconds / 1e9;
     decodes.push_back({{"batch", b},

@@ -15,8 +15,6 @@
 
 namespace dsinfer {
 
-namespace {
-
 bool can_bind(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   check(fd >= 0, "cannot open a socket: ", std::strerror(errno));
@@ -28,8 +26,6 @@ bool can_bind(int port) {
   close(fd);
   return ok;
 }
-
-}  // namespace
 
 int pick_free_port(int count) {
   int ephemeral_low = 32768;  // Linux's default

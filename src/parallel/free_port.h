@@ -12,4 +12,7 @@ namespace dsinfer {
 // none is found.
 int pick_free_port(int count = 1);
 
+// Whether a TCP socket can bind `port` on all addresses right now.
+bool can_bind(int port);
+
 }  // namespace dsinfer
