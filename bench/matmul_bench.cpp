@@ -4,7 +4,8 @@
 //
 //   matmul_bench [THREADS] [TOKENS...]      (default: all hardware threads; tokens 1 4 64 512)
 //
-// DSINFER_ISA=NAME (avx512, avx2, scalar) measures that variant only (else every one the CPU runs).
+// DSINFER_ISA=NAME (avx512, avx2, scalar) measures that variant only (else every one the CPU runs);
+// MATMUL_SHAPE=TEXT only the shapes whose name contains TEXT.
 //
 // Weights are random fp8 codes with block scales (and bf16 for the head shape), several copies
 // so that the working set is far larger than the caches.
@@ -79,7 +80,9 @@ int main(int argc, char** argv) {
   };
   std::printf("%d threads\n", pool.size());
   std::printf("%-26s %-7s %6s %10s %10s %10s\n", "shape", "isa", "tokens", "ms/call", "GB/s", "GFLOP/s");
+  const char* only_shape = std::getenv("MATMUL_SHAPE");
   for (const Shape& s : shapes) {
+    if (only_shape && std::string(s.name).find(only_shape) == std::string::npos) continue;
     Matrices m(s);
     for (Isa isa : supported_isas()) {
       if (const char* only = std::getenv("DSINFER_ISA"); only && *only && std::string(only) != isa_name(isa)) continue;

@@ -12,12 +12,17 @@ struct Avx2 {
   static constexpr int kWidth = 8;
   static constexpr int kGemmRows = 6;
   static constexpr int kGemmVectors = 2;  // 6x2 accumulators + 2 token vectors + 1 broadcast
+  static constexpr int kCombineSets = 4;     // combine_rows, many sets: 4x3 accumulators
+  static constexpr int kCombineVectors = 3;
+  static constexpr int kGemmChunkTiles = 8;  // token tiles whose lane partials stay in L2
   static V zero() { return _mm256_setzero_ps(); }
   static V load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
   static V set1(float f) { return _mm256_set1_ps(f); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  // lanes summed by halving (l + l+4, l + l+2, 0 + 1): the canonical order (matmul_impl.h)
   static float reduce(V v) {
     const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     const __m128 h = _mm_add_ps(s, _mm_movehl_ps(s, s));

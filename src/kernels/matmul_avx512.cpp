@@ -17,13 +17,23 @@ struct Avx512 {
   static constexpr int kWidth = 16;
   static constexpr int kGemmRows = 6;
   static constexpr int kGemmVectors = 4;  // 6x4 accumulators + 4 token vectors + 1 broadcast
+  static constexpr int kCombineSets = 4;     // combine_rows, many sets: 4x6 accumulators
+  static constexpr int kCombineVectors = 6;
+  static constexpr int kGemmChunkTiles = 2;  // token tiles whose lane partials stay in L2
   static V zero() { return _mm512_setzero_ps(); }
   static V load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   static V set1(float f) { return _mm512_set1_ps(f); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-  static float reduce(V v) { return _mm512_reduce_add_ps(v); }
+  // lanes summed by halving (l + l+8, l + l+4, l + l+2, 0 + 1): the canonical order (matmul_impl.h)
+  static float reduce(V v) {
+    const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
+  }
   static V load_fp8(const uint8_t* p) {
     // sign-extended code << 7 puts the sign at bit 15 (and a copy at bit 14, cleared) and
     // exponent+mantissa at bits 7..13: the fp16 bit pattern of value / 256.

@@ -3,16 +3,30 @@
 // has internal linkage and uses no library templates, so code built for one ISA can never be
 // picked by the linker for another.
 //
-// S provides: V (vector of S::kWidth floats), zero, load, store, set1, fma, mul, reduce, and
+// S provides: V (vector of S::kWidth floats), zero, load, store, set1, fma, add, mul, reduce, and
 //   load_fp8(codes): kWidth e4m3 codes -> their values times 2^-8, exactly (through the fp16
 //                    bit pattern: code << 7 is the fp16 of value / 256, subnormals included;
 //                    the NaN codes 0x7f/0xff are not special-cased: real checkpoints never hold
 //                    them, as e4m3fn quantizers saturate at 448),
 //   load_bf16(bits): kWidth bf16 -> fp32 (exact).
+//
+// The canonical order (batch invariance, ENGINE.md): every product here, GEMV or GEMM, whatever
+// the number of tokens, rows or threads, computes y[t, r] = sum_k W[r, k] x[t, k] as
+//   lane l < kWidth:  p_l = fma chain from 0 over k = l, l + kWidth, ... < K - K % kWidth, in
+//                     increasing k, of w(r, k) * x(t, k);
+//   p = reduce(p_0 .. p_{kWidth-1}) by halving (l + l + kWidth/2, ..., 0 + 1);
+//   then k in [K - K % kWidth, K) in order: p = fma(w(r, k), x(t, k), p);
+// with w(r, k) the exact fp32 weight, x(t, k) the activation (fp8: w is the code's value / 256,
+// exact, and x is x * (block scale * 256), one fp32 multiply). combine_rows has its own order:
+// per output, one fma chain from 0 over the combined rows in increasing order, of
+// w(first + d, c) * coef(t, d) (fp8: coef * (block scale * 256)).
+// tests/canonical_order_test.cpp holds every kernel to both, bit for bit.
 #pragma once
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/dtype.h"
 #include "kernels/matmul_isa.h"
@@ -98,7 +112,7 @@ inline void gemv_group(const uint8_t* w0, int64_t row_bytes, int64_t K, const fl
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) {
       float s = S::reduce(acc[i][t]);
-      for (int64_t kk = k; kk < K; ++kk) s += scalar_w<kind>(w0 + i * row_bytes, kk) * xs[t * xs_stride + kk];
+      for (int64_t kk = k; kk < K; ++kk) s = std::fma(scalar_w<kind>(w0 + i * row_bytes, kk), xs[t * xs_stride + kk], s);
       y[t * y_stride + i] = s;
     }
 }
@@ -157,15 +171,20 @@ void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
   }
 }
 
-// ---- GEMM: x packed transposed in tiles of NT = kNV vectors of tokens, weights converted to fp32
-// R rows x KC columns at a time and reused by every token tile ----------------------------------
+// ---- GEMM: x packed transposed in tiles of NT = kNV vectors of tokens, weights widened once
+// per chunk of tokens; the canonical order kept by splitting k into kW phases -----------------
+// The GEMV's lane l sums k = l, l + kW, ... of one (row, token); here tokens fill the vector
+// lanes, so each (row, token) keeps kW phase sums instead, phase l summing exactly the k that
+// lane l does, in the same order; at the end the phases are added by the same halving. The
+// result is the GEMV's bit for bit, at the register-blocked outer product's speed.
 template <class S>
 struct Gemm {
+  using V = typename S::V;
   static constexpr int kW = S::kWidth;
   static constexpr int kNV = S::kGemmVectors;  // vectors of tokens per tile
   static constexpr int kNT = kNV * kW;         // tokens per tile
   static constexpr int kR = S::kGemmRows;      // rows per panel (kNV * kR accumulators)
-  static constexpr int64_t kKC = 128;      // columns per panel (a multiple of the fp8 block)
+  static constexpr int64_t kKC = 256;          // columns per panel (a multiple of the fp8 block and of kW)
 
   static int64_t tiles(int64_t n) { return (n + kNT - 1) / kNT; }
 
@@ -186,38 +205,35 @@ struct Gemm {
     }
   }
 
-  // dst[0, kc) = fp32 values of W[row, kb + c] (as the reference dequantizes: code x scale).
+  // dst[0, kc) = fp32 values of W[row, kb + c] as the GEMV multiplies them (fp8: value / 256).
   template <WKind kind>
   static void convert_row(const WeightMatrix& w, int64_t row, int64_t kb, int64_t kc, float* dst) {
     const int64_t elem = kind == WKind::kF32 ? 4 : kind == WKind::kBF16 ? 2 : 1;
     const uint8_t* src = w.data + row * w.cols * elem;
-    for (int64_t c = 0; c < kc; c += kFp8Block) {
-      const int64_t end = min64(c + kFp8Block, kc);
-      float s = 1.0f;
-      if constexpr (kind == WKind::kFp8) s = w.scale[(row / kFp8Block) * w.scale_cols() + (kb + c) / kFp8Block] * kFp8Bias;
-      const typename S::V sv = S::set1(s);
-      int64_t k = c;
-      for (; k + kW <= end; k += kW) {
-        const typename S::V v = load_w<S, kind>(src, kb + k);
-        S::store(dst + k, kind == WKind::kFp8 ? S::mul(v, sv) : v);
-      }
-      for (; k < end; ++k) dst[k] = kind == WKind::kFp8 ? scalar_w<kind>(src, kb + k) * s : scalar_w<kind>(src, kb + k);
+    for (int64_t k = 0; k < kc; k += kW) S::store(dst + k, load_w<S, kind>(src, kb + k));  // kc: a multiple of kW
+  }
+
+  // fp8: the token tile's columns [kb, kb + kc) times the block scales * 256 of one row block
+  // (scale_row), as the GEMV scales its activations: dst [kc, kNT].
+  static void scale_tile(const float* xp, const float* scale_row, int64_t kb, int64_t kc, float* dst) {
+    for (int64_t k = 0; k < kc; ++k) {
+      const V s = S::set1(scale_row[(kb + k) / kFp8Block] * kFp8Bias);
+      for (int v = 0; v < kNV; ++v) S::store(dst + k * kNT + v * kW, S::mul(S::load(xp + k * kNT + v * kW), s));
     }
   }
 
-  // c[i][NT] += sum_k w[i * KC + k] * xp[k * NT + tt] for the first NV vectors of tokens:
-  // kR x NV accumulators in registers (NV < kNV only for a tile's last, partial vectors).
+  // One phase: c[i][NT] += sum over steps s of w[i * kKC + s * kW] * xp[s * kW * NT + tt], for
+  // the first NV vectors of tokens (w and xp already offset to the phase's first column).
   template <int NV>
-  static void micro(const float* w, const float* xp, int64_t kc, float* c) {
-    using V = typename S::V;
+  static void micro(const float* w, const float* xp, int64_t steps, float* c) {
     V acc[kR][NV];
     for (int i = 0; i < kR; ++i)
       for (int v = 0; v < NV; ++v) acc[i][v] = S::load(c + i * kNT + v * kW);
-    for (int64_t k = 0; k < kc; ++k) {
+    for (int64_t s = 0; s < steps; ++s) {
       V x[NV];
-      for (int v = 0; v < NV; ++v) x[v] = S::load(xp + k * kNT + v * kW);
+      for (int v = 0; v < NV; ++v) x[v] = S::load(xp + s * kW * kNT + v * kW);
       for (int i = 0; i < kR; ++i) {
-        const V b = S::set1(w[i * kKC + k]);
+        const V b = S::set1(w[i * kKC + s * kW]);
         for (int v = 0; v < NV; ++v) acc[i][v] = S::fma(b, x[v], acc[i][v]);
       }
     }
@@ -227,32 +243,29 @@ struct Gemm {
 
   // micro<nv> for a run-time nv in [1, kNV]
   template <int NV = kNV>
-  static void micro_vectors(int nv, const float* w, const float* xp, int64_t kc, float* c) {
+  static void micro_vectors(int nv, const float* w, const float* xp, int64_t steps, float* c) {
     if constexpr (NV > 1) {
-      if (nv < NV) return micro_vectors<NV - 1>(nv, w, xp, kc, c);
+      if (nv < NV) return micro_vectors<NV - 1>(nv, w, xp, steps, c);
     }
-    micro<NV>(w, xp, kc, c);
+    micro<NV>(w, xp, steps, c);
   }
 
-  // Blocking (as BLIS does, with the tokens in the role of its B panel): a chunk of kNCT token
-  // tiles and kMC rows at a time, their accumulators in scratch; inside it, kKC-column panels.
-  // Each panel's weights are converted to fp32 once for the whole chunk (kMC x kKC floats, 96 KB,
-  // in L2), then every row panel passes over one token tile (kKC x kNT floats, 32 KB) while that
-  // tile stays in L1: the micro-kernel's wide loads hit L1 and only its broadcasts come from L2.
-  // No buffer grows with the matrix or the prompt.
-  static constexpr int64_t kMC = 32 * kR;  // rows per chunk (a multiple of the row panel)
-  static constexpr int64_t kNCT = 8;       // token tiles per chunk
+  // Blocking (BLIS's, with the tokens as its B panel): a chunk of kNCT token tiles and kMC rows,
+  // their phase sums in scratch (kMC x kNCT * kNT x kW floats, L2); inside it kKC-column panels,
+  // each panel's weights converted to fp32 once for the whole chunk, then every row panel passes
+  // over one token tile (kKC x kNT floats) while it stays in L1.
+  static constexpr int64_t kMC = 8 * kR;               // rows per chunk
+  static constexpr int64_t kNCT = S::kGemmChunkTiles;  // token tiles per chunk
 
-  static int64_t scratch_size(int64_t) { return kMC * kKC + kMC * kNCT * kNT; }
+  static int64_t scratch_size(int64_t) { return kMC * kKC + kMC * kNCT * kNT * kW + kNT + kKC * kNT; }
 
-  // One row panel's weights of the next column panel (rows [rp, rp + kR), columns [kb, kb + kKC))
-  // into L2 while the micro-kernels run: short row pieces a matrix row apart are a pattern the
-  // hardware prefetcher does not follow.
+  // One row panel's weights of the next column panel into L2 while the micro-kernels run:
+  // short row pieces a matrix row apart are a pattern the hardware prefetcher does not follow.
   template <WKind kind>
-  static void prefetch_panel(const WeightMatrix& w, int64_t rp, int64_t kb, int64_t r_end) {
-    if (kb >= w.cols) return;
+  static void prefetch_panel(const WeightMatrix& w, int64_t rp, int64_t kb, int64_t r_end, int64_t k_end) {
+    if (kb >= k_end) return;
     const int64_t elem = kind == WKind::kF32 ? 4 : kind == WKind::kBF16 ? 2 : 1;
-    const int64_t bytes = min64(kKC, w.cols - kb) * elem;
+    const int64_t bytes = min64(kKC, k_end - kb) * elem;
     for (int64_t r = rp; r < min64(rp + kR, r_end); ++r) {
       const uint8_t* row = w.data + (r * w.cols + kb) * elem;
       for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 2);
@@ -263,16 +276,23 @@ struct Gemm {
   static void rows(const MatmulTask& task, int64_t r0, int64_t r1, float* scratch) {
     const WeightMatrix& w = *task.w;
     const int64_t K = w.cols, n = task.n_tokens, n_tiles = tiles(n);
+    const int64_t K_vec = K - K % kW;  // what the phases cover; the rest is the in-order tail
+    const int64_t elem = kind == WKind::kF32 ? 4 : kind == WKind::kBF16 ? 2 : 1;
     float* wbuf = scratch;               // [kMC / kR panels, kR, kKC]
-    float* cbuf = scratch + kMC * kKC;   // [kMC / kR panels, kNCT tiles, kR, kNT]
+    float* cbuf = scratch + kMC * kKC;   // [kMC / kR panels, kNCT tiles, kW phases, kR, kNT]
+    float* out = cbuf + kMC * kNCT * kNT * kW;  // [kNT] one row's results for a tile
+    float* xs_tile = out + kNT;                 // [kKC, kNT] a scaled token tile (fp8)
     for (int64_t j0 = 0; j0 < n_tiles; j0 += kNCT) {
       const int64_t nt = min64(kNCT, n_tiles - j0);
-      for (int64_t rc = r0; rc < r1; rc += kMC) {
-        const int64_t chunk_rows = min64(kMC, r1 - rc);
+      for (int64_t rc = r0, chunk_rows = 0; rc < r1; rc += chunk_rows) {
+        chunk_rows = min64(kMC, r1 - rc);
+        // fp8: a chunk's rows share one row of block scales (the activations are scaled by it)
+        if constexpr (kind == WKind::kFp8) chunk_rows = min64(chunk_rows, (rc / kFp8Block + 1) * kFp8Block - rc);
+        const float* scale_row = kind == WKind::kFp8 ? w.scale + (rc / kFp8Block) * w.scale_cols() : nullptr;
         const int64_t panels = (chunk_rows + kR - 1) / kR;
-        std::memset(cbuf, 0, sizeof(float) * panels * nt * kR * kNT);
-        for (int64_t kb = 0; kb < K; kb += kKC) {
-          const int64_t kc = min64(kKC, K - kb);
+        std::memset(cbuf, 0, sizeof(float) * panels * nt * kW * kR * kNT);
+        for (int64_t kb = 0; kb < K_vec; kb += kKC) {
+          const int64_t kc = min64(kKC, K_vec - kb);
           for (int64_t i = 0; i < panels * kR; ++i) {
             if (i < chunk_rows) convert_row<kind>(w, rc + i, kb, kc, wbuf + i * kKC);
             else std::memset(wbuf + i * kKC, 0, sizeof(float) * kc);
@@ -281,21 +301,45 @@ struct Gemm {
             const int64_t tokens = min64(kNT, n - (j0 + j) * kNT);  // the last tile may be partial
             const int nv = static_cast<int>((tokens + kW - 1) / kW);
             const float* xp = task.x_packed + ((j0 + j) * K + kb) * kNT;
+            if constexpr (kind == WKind::kFp8) {
+              scale_tile(xp, scale_row, kb, kc, xs_tile);
+              xp = xs_tile;
+            }
             for (int64_t p = 0; p < panels; ++p) {
               // the next column panel of this row panel, spread over the first token tile
-              if (j == 0) prefetch_panel<kind>(w, rc + p * kR, kb + kKC, rc + chunk_rows);
-              micro_vectors(nv, wbuf + p * kR * kKC, xp, kc, cbuf + (p * nt + j) * kR * kNT);
+              if (j == 0) prefetch_panel<kind>(w, rc + p * kR, kb + kKC, rc + chunk_rows, K_vec);
+              for (int l = 0; l < kW; ++l) {
+                float* c = cbuf + ((p * nt + j) * kW + l) * kR * kNT;
+                // the next phase's sums into L1 meanwhile (they live in L2 between panels)
+                for (int64_t b = 0; b < kR * kNT; b += 16) __builtin_prefetch(c + kR * kNT + b, 1, 3);
+                micro_vectors(nv, wbuf + p * kR * kKC + l, xp + l * kNT, kc / kW, c);
+              }
             }
           }
         }
+        // the phases added by halving, as S::reduce adds the GEMV's lanes; then the tail in order
         for (int64_t p = 0; p < panels; ++p) {
           const int64_t rp = rc + p * kR, n_rows = min64(kR, rc + chunk_rows - rp);
           for (int64_t j = 0; j < nt; ++j) {
-            const float* c = cbuf + (p * nt + j) * kR * kNT;
             const int64_t t0 = (j0 + j) * kNT;
-            for (int64_t tt = 0; tt < kNT && t0 + tt < n; ++tt) {
-              float* y = task.y + (t0 + tt) * task.y_stride + rp;
-              for (int64_t i = 0; i < n_rows; ++i) y[i] = c[i * kNT + tt];
+            const float* xp = task.x_packed + (j0 + j) * K * kNT;
+            const float* c = cbuf + (p * nt + j) * kW * kR * kNT;
+            for (int64_t i = 0; i < n_rows; ++i) {
+              const uint8_t* row = w.data + (rp + i) * w.cols * elem;
+              for (int v = 0; v < kNV; ++v) {
+                V phase[kW];
+                for (int l = 0; l < kW; ++l) phase[l] = S::load(c + (l * kR + i) * kNT + v * kW);
+                for (int half = kW / 2; half >= 1; half /= 2)
+                  for (int l = 0; l < half; ++l) phase[l] = S::add(phase[l], phase[l + half]);
+                V sum = phase[0];
+                for (int64_t k = K_vec; k < K; ++k) {
+                  V xk = S::load(xp + k * kNT + v * kW);
+                  if constexpr (kind == WKind::kFp8) xk = S::mul(xk, S::set1(scale_row[k / kFp8Block] * kFp8Bias));
+                  sum = S::fma(S::set1(scalar_w<kind>(row, k)), xk, sum);
+                }
+                S::store(out + v * kW, sum);
+              }
+              for (int64_t tt = 0; tt < kNT && t0 + tt < n; ++tt) task.y[(t0 + tt) * task.y_stride + rp + i] = out[tt];
             }
           }
         }
@@ -337,8 +381,116 @@ void combine_rows_kind(const WeightMatrix& w, int64_t first, int64_t n_rows, con
         const V av = S::set1(a);
         float* o = out + t * out_stride + c0;
         for (int v = 0; v < n_vectors; ++v) S::store(o + v * W, S::fma(wv[v], av, S::load(o + v * W)));
-        for (int64_t c = c0 + n_vectors * W; c < end; ++c) out[t * out_stride + c] += scalar_w<kind>(row, c) * a;
+        for (int64_t c = c0 + n_vectors * W; c < end; ++c) out[t * out_stride + c] = std::fma(scalar_w<kind>(row, c), a, out[t * out_stride + c]);
       }
+    }
+  }
+}
+
+// The same order with sets and columns register-blocked (prefill: many sets). kT sets x kC
+// vectors of one 128-column block accumulate in registers over all the rows; rows are read as
+// fp32 (fp8 rows were widened once to value / 256 in `widened`, exactly what load_fp8 gives),
+// and each coefficient is multiplied by the row's block scale * 256 as in combine_rows_kind.
+template <class S, WKind kind, int T, int C>
+void combine_block(const float* rows, const uint8_t* raw, int64_t row_stride, const float* const* scale_rows,
+                   int64_t c_block, int64_t n_rows, const float* coef, int64_t coef_stride, int64_t c,
+                   float* out, int64_t out_stride) {
+  using V = typename S::V;
+  constexpr int W = S::kWidth;
+  V acc[T][C];
+  for (int t = 0; t < T; ++t)
+    for (int v = 0; v < C; ++v) acc[t][v] = S::zero();
+  for (int64_t d = 0; d < n_rows; ++d) {
+    V wv[C];
+    for (int v = 0; v < C; ++v) {
+      if constexpr (kind == WKind::kBF16) wv[v] = load_w<S, kind>(raw + d * row_stride * 2, c + v * W);
+      else wv[v] = S::load(rows + d * row_stride + c + v * W);
+    }
+    const float s = kind == WKind::kFp8 ? scale_rows[d][c_block] * kFp8Bias : 1.0f;
+    for (int t = 0; t < T; ++t) {
+      const float a = kind == WKind::kFp8 ? coef[t * coef_stride + d] * s : coef[t * coef_stride + d];
+      const V av = S::set1(a);
+      for (int v = 0; v < C; ++v) acc[t][v] = S::fma(wv[v], av, acc[t][v]);
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int v = 0; v < C; ++v) S::store(out + t * out_stride + c + v * W, acc[t][v]);
+}
+
+template <class S, WKind kind, int T, int C = S::kCombineVectors>
+void combine_block_any(int t, int c_vectors, const float* rows, const uint8_t* raw, int64_t row_stride,
+                       const float* const* scale_rows, int64_t c_block, int64_t n_rows, const float* coef,
+                       int64_t coef_stride, int64_t c, float* out, int64_t out_stride) {
+  if constexpr (T > 1) {
+    if (t < T)
+      return combine_block_any<S, kind, T - 1, C>(t, c_vectors, rows, raw, row_stride, scale_rows, c_block, n_rows,
+                                                  coef, coef_stride, c, out, out_stride);
+  }
+  if constexpr (C > 1) {
+    if (c_vectors < C)
+      return combine_block_any<S, kind, T, C - 1>(t, c_vectors, rows, raw, row_stride, scale_rows, c_block, n_rows,
+                                                  coef, coef_stride, c, out, out_stride);
+  }
+  combine_block<S, kind, T, C>(rows, raw, row_stride, scale_rows, c_block, n_rows, coef, coef_stride, c, out,
+                               out_stride);
+}
+
+template <class S, WKind kind>
+void combine_rows_blocked(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
+                          int64_t n_sets, float* out, int64_t out_stride) {
+  constexpr int W = S::kWidth, T = S::kCombineSets, C = S::kCombineVectors;
+  const int64_t K = w.cols;
+  const float* rows = nullptr;
+  const uint8_t* raw = nullptr;
+  thread_local std::vector<float> widened;  // fp8: [n_rows, K] values / 256
+  thread_local std::vector<const float*> scale_rows;
+  if constexpr (kind == WKind::kF32) {
+    rows = reinterpret_cast<const float*>(w.data) + first * K;
+  } else if constexpr (kind == WKind::kBF16) {
+    raw = w.data + first * K * 2;
+  } else {
+    widened.resize(static_cast<size_t>(n_rows * K));
+    scale_rows.resize(static_cast<size_t>(n_rows));
+    for (int64_t d = 0; d < n_rows; ++d) {
+      const uint8_t* row = w.data + (first + d) * K;
+      float* dst = widened.data() + d * K;
+      int64_t k = 0;
+      for (; k + W <= K; k += W) S::store(dst + k, S::load_fp8(row + k));
+      for (; k < K; ++k) dst[k] = scalar_w<kind>(row, k);
+      scale_rows[d] = w.scale + ((first + d) / kFp8Block) * w.scale_cols();
+    }
+    rows = widened.data();
+  }
+  for (int64_t c0 = 0; c0 < K; c0 += kFp8Block) {
+    const int64_t end = min64(c0 + kFp8Block, K);
+    const int64_t c_block = c0 / kFp8Block;
+    for (int64_t t0 = 0; t0 < n_sets; t0 += T) {
+      const int t = static_cast<int>(min64(T, n_sets - t0));
+      const float* coef_t = coef + t0 * coef_stride;
+      float* out_t = out + t0 * out_stride;
+      int64_t c = c0;
+      for (; c + W <= end; c += C * W) {
+        const int c_vectors = static_cast<int>(min64(C, (end - c) / W));
+        combine_block_any<S, kind, T>(t, c_vectors, rows, raw, K, scale_rows.data(), c_block, n_rows, coef_t,
+                                      coef_stride, c, out_t, out_stride);
+        if (c_vectors < C) {
+          c += c_vectors * W;
+          break;
+        }
+      }
+      // columns past the last whole vector: the same chain, one column at a time
+      for (; c < end; ++c)
+        for (int tt = 0; tt < t; ++tt) {
+          float o = 0.0f;
+          for (int64_t d = 0; d < n_rows; ++d) {
+            const float wk = kind == WKind::kFp8 ? rows[d * K + c]
+                             : kind == WKind::kBF16 ? scalar_w<kind>(raw + d * K * 2, c)
+                                                    : rows[d * K + c];
+            const float a = coef_t[tt * coef_stride + d];
+            o = std::fma(wk, kind == WKind::kFp8 ? a * (scale_rows[d][c_block] * kFp8Bias) : a, o);
+          }
+          out_t[tt * out_stride + c] = o;
+        }
     }
   }
 }
@@ -346,6 +498,13 @@ void combine_rows_kind(const WeightMatrix& w, int64_t first, int64_t n_rows, con
 template <class S>
 void combine_rows_impl(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
                        int64_t n_sets, float* out, int64_t out_stride) {
+  if (n_sets >= S::kCombineSets) {
+    switch (w.dtype) {
+      case DType::kF32: return combine_rows_blocked<S, WKind::kF32>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
+      case DType::kBF16: return combine_rows_blocked<S, WKind::kBF16>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
+      default: return combine_rows_blocked<S, WKind::kFp8>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
+    }
+  }
   switch (w.dtype) {
     case DType::kF32: return combine_rows_kind<S, WKind::kF32>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
     case DType::kBF16: return combine_rows_kind<S, WKind::kBF16>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);

@@ -83,7 +83,7 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
     thread_local std::vector<float> w_v, q_cat, scores, o_lat;
     q_cat.resize(heads * n * entry_dim);   // [heads, n, lora + rope]: [q_abs | q_pe]
     scores.resize(heads * max_keys);       // [heads, keys] of one query
-    o_lat.resize(heads * n * lora);        // [heads, n, lora]
+    o_lat.resize(heads * n * entry_dim);   // [heads, n, lora + rope]: the attended entries
     // absorb wkv_b's key half into the queries: q_abs[c] = sum_d q_nope[d] W[d, c], every query
     // of the step at once, the head's rows read straight from the checkpoint; q_pe beside it
     for (int64_t h = h_begin; h < h_end; ++h) {
@@ -98,18 +98,16 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
         // probabilities [heads, keys]: the thread's heads are the rows
         attention_probabilities(q_cat.data() + i * entry_dim, n * entry_dim, heads, cache.entry(layer, b, 0), n_keys,
                                 entry_dim, softmax_scale, [&](int64_t) { return n_keys; }, scores.data(), max_keys);
-        for (int64_t hl = 0; hl < heads; ++hl) std::fill_n(o_lat.data() + (hl * n + i) * lora, lora, 0.0f);
-        for (int t = 0; t < n_keys; ++t) {
-          const float* latent = cache.latent(layer, b, t);
-          for (int64_t hl = 0; hl < heads; ++hl)
-            axpy(scores[hl * max_keys + t], latent, o_lat.data() + (hl * n + i) * lora, lora);
-        }
+        // the attended entries of every head: the cache rows combined with the probabilities
+        // (the latent part is what W_v reads; the rope part is computed and ignored)
+        combine_rows(f32_matrix(cache.entry(layer, b, 0), n_keys, entry_dim), 0, n_keys, scores.data(), max_keys, heads,
+                     o_lat.data() + i * entry_dim, n * entry_dim);
       }
     }
     // wkv_b's value half maps the attended latents to each head's outputs
     for (int64_t h = h_begin; h < h_end; ++h) {
       const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
-      matmul_serial(o_lat.data() + (h - h_begin) * n * lora, n, lora, w_v_rows, attn + h * v_dim, H * v_dim);
+      matmul_serial(o_lat.data() + (h - h_begin) * n * entry_dim, n, entry_dim, w_v_rows, attn + h * v_dim, H * v_dim);
     }
   });
 }
@@ -122,66 +120,41 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
 constexpr int kQueryBlock = 64;
 
 void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* q,
-                        int batch, int seqlen, int start_pos, KVCache& cache, float softmax_scale, Scratch& scratch,
-                        float* attn) {
+                        int batch, int seqlen, int start_pos, KVCache& cache, float softmax_scale, float* attn) {
   const ModelConfig& c = ctx.config;
   const int64_t H = ctx.plan.n_local_heads;
   const int64_t nope = c.qk_nope_head_dim, rope_dim = c.qk_rope_head_dim, v_dim = c.v_head_dim;
   const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
   const int n_blocks = (seqlen + kQueryBlock - 1) / kQueryBlock;
   auto block_keys = [&](int qb) { return static_cast<int64_t>(start_pos) + std::min(seqlen, (qb + 1) * kQueryBlock); };
-  // The latent cache transposed, per sequence and query block: [lora, keys of the block] (the
-  // weights of O_lat), laid out one after the other.
-  std::vector<int64_t> offsets(static_cast<size_t>(batch * n_blocks) + 1, 0);
-  for (int b = 0; b < batch; ++b)
-    for (int qb = 0; qb < n_blocks; ++qb) {
-      const size_t i = static_cast<size_t>(b * n_blocks + qb);
-      offsets[i + 1] = offsets[i] + lora * block_keys(qb);
-    }
-  float* latent_t = grow(scratch.latent_t, offsets.back());
-  ctx.pool.parallel_for(batch * n_blocks * lora, [&](int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t block = item / lora, col = item % lora;
-      const int b = static_cast<int>(block / n_blocks), qb = static_cast<int>(block % n_blocks);
-      const int64_t keys = block_keys(qb);
-      float* dst = latent_t + offsets[static_cast<size_t>(block)] + col * keys;
-      for (int64_t t = 0; t < keys; ++t) dst[t] = cache.latent(layer, b, static_cast<int>(t))[col];
-    }
-  }, 16);
   const int64_t max_keys = block_keys(n_blocks - 1);
   const int64_t entry_dim = cache.entry_dim();
   ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
-    thread_local std::vector<float> w_k, w_k_t, w_v, q_cat, scores, o_lat;
-    w_k.resize(nope * lora);                      // [nope, lora]
-    w_k_t.resize(lora * nope);                    // [lora, nope]
+    thread_local std::vector<float> w_v, q_cat, scores, o_lat;
     q_cat.resize(seqlen * entry_dim);             // [seqlen, lora + rope]: [q_abs | q_pe]
     scores.resize(kQueryBlock * max_keys);        // [block queries, block keys]
-    o_lat.resize(kQueryBlock * lora);             // [block queries, lora]
+    o_lat.resize(seqlen * entry_dim);             // [seqlen, lora + rope]: the attended entries
     for (int64_t h = h_begin; h < h_end; ++h) {
-      dequantize_rows(w.wkv_b, h * (nope + v_dim), nope, w_k.data());
-      // W_v dequantized once per head: every block of every sequence reuses it (a view in place
-      // would widen the fp8 rows again in each product)
-      w_v.resize(v_dim * lora);
-      dequantize_rows(w.wkv_b, h * (nope + v_dim) + nope, v_dim, w_v.data());  // [v_dim, lora]
-      const WeightMatrix w_v_rows = f32_matrix(w_v.data(), v_dim, lora);
-      for (int64_t d = 0; d < nope; ++d)
-        for (int64_t col = 0; col < lora; ++col) w_k_t[col * nope + d] = w_k[d * lora + col];
+      // W_v in place where it can be viewed, else dequantized, exactly as decode takes it
+      const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
       for (int b = 0; b < batch; ++b) {
         const int64_t q_stride = H * qk_dim;
         const float* q_b = q + (static_cast<int64_t>(b) * seqlen * H + h) * qk_dim;
-        matmul_serial(q_b, seqlen, q_stride, f32_matrix(w_k_t.data(), lora, nope), q_cat.data(), entry_dim);
+        // q_abs through wkv_b's key rows, as decode absorbs its queries (same kernel, same order)
+        combine_rows(w.wkv_b, h * (nope + v_dim), nope, q_b, q_stride, seqlen, q_cat.data(), entry_dim);
         for (int s = 0; s < seqlen; ++s) std::copy_n(q_b + s * q_stride + nope, rope_dim, q_cat.data() + s * entry_dim + lora);
+        const WeightMatrix entries = f32_matrix(cache.entry(layer, b, 0), max_keys, entry_dim);
         for (int qb = 0; qb < n_blocks; ++qb) {
           const int s0 = qb * kQueryBlock, n_q = std::min(kQueryBlock, seqlen - s0);
           const int64_t keys = block_keys(qb);
           attention_probabilities(q_cat.data() + s0 * entry_dim, entry_dim, n_q, cache.entry(layer, b, 0), keys,
                                   entry_dim, softmax_scale, [&](int64_t s) { return start_pos + s0 + s + 1; },
                                   scores.data(), keys);
-          const float* l_t = latent_t + offsets[static_cast<size_t>(b * n_blocks + qb)];
-          matmul_serial(scores.data(), n_q, keys, f32_matrix(l_t, lora, keys), o_lat.data(), lora);
-          float* o = attn + ((static_cast<int64_t>(b) * seqlen + s0) * H + h) * v_dim;  // row stride H * v_dim
-          matmul_serial(o_lat.data(), n_q, lora, w_v_rows, o, H * v_dim);
+          // past each query's own keys the probabilities are 0: the chain over them adds exact zeros
+          combine_rows(entries, 0, keys, scores.data(), keys, n_q, o_lat.data() + s0 * entry_dim, entry_dim);
         }
+        float* o = attn + (static_cast<int64_t>(b) * seqlen * H + h) * v_dim;  // row stride H * v_dim
+        matmul_serial(o_lat.data(), seqlen, entry_dim, w_v_rows, o, H * v_dim);
       }
     }
   });
@@ -227,7 +200,7 @@ void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer
   const float softmax_scale = attention_softmax_scale(c);
   float* attn = grow(scratch.attn, n * H * v_dim);                 // [n, H, v_dim]
   if (seqlen >= kMatrixAttentionMinQueries)
-    attend_as_matrices(ctx, w, layer, q, batch, seqlen, start_pos, cache, softmax_scale, scratch, attn);
+    attend_as_matrices(ctx, w, layer, q, batch, seqlen, start_pos, cache, softmax_scale, attn);
   else
     attend_per_query(ctx, w, layer, q, batch, seqlen, start_pos, cache, softmax_scale, attn);
 

@@ -1,0 +1,197 @@
+// The canonical order of the matrix kernels (src/kernels/matmul_impl.h), held bit for bit: every
+// vector variant (AVX2, AVX-512), on both of its paths (GEMV below gemm_min_tokens, GEMM from it
+// on), at any thread count, gives each (row, token) exactly the value of the reference order
+// written out below in scalar code. This is what makes a sequence's logits independent of its
+// batch mates (ENGINE.md, batch invariance): a row computed alone equals the same row computed
+// among 200 others. The scalar oracle has one path only; it is checked for the same property.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/cpu.h"
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "kernels/linear.h"
+
+namespace dsinfer {
+namespace {
+
+int lanes(Isa isa) { return isa == Isa::kAvx512 ? 16 : 8; }
+
+// A random matrix of one dtype (fp8 with distinct, non-power-of-two block scales).
+struct Matrix {
+  WeightMatrix w;
+  std::vector<uint8_t> bytes;
+  std::vector<float> scales;
+
+  Matrix(DType dtype, int64_t rows, int64_t cols, std::mt19937& rng) {
+    w = {dtype, rows, cols, nullptr, nullptr};
+    bytes.resize(static_cast<size_t>(rows * cols) * dtype_size(dtype));
+    std::normal_distribution<float> normal(0.0f, 0.5f);
+    for (size_t i = 0; i < static_cast<size_t>(rows * cols); ++i) {
+      if (dtype == DType::kF32) {
+        const float v = normal(rng);
+        std::memcpy(&bytes[i * 4], &v, 4);
+      } else if (dtype == DType::kBF16) {
+        const uint16_t b = f32_to_bf16(normal(rng));
+        std::memcpy(&bytes[i * 2], &b, 2);
+      } else {
+        uint8_t b;
+        do b = static_cast<uint8_t>(rng());
+        while ((b & 0x7f) == 0x7f);  // no NaN codes
+        bytes[i] = b;
+      }
+    }
+    if (dtype == DType::kF8E4M3) {
+      scales.resize(static_cast<size_t>(ceil_div(rows, kFp8Block) * ceil_div(cols, kFp8Block)));
+      for (float& s : scales) s = std::uniform_real_distribution<float>(1e-4f, 3e-2f)(rng);
+      w.scale = scales.data();
+    }
+    w.data = bytes.data();
+  }
+
+  // The weight as the kernels multiply it (fp8: the code's value / 256, exact) ...
+  float weight(int64_t r, int64_t k) const {
+    const size_t i = static_cast<size_t>(r * w.cols + k);
+    if (w.dtype == DType::kF32) {
+      float v;
+      std::memcpy(&v, &bytes[i * 4], 4);
+      return v;
+    }
+    if (w.dtype == DType::kBF16) {
+      uint16_t b;
+      std::memcpy(&b, &bytes[i * 2], 2);
+      return bf16_to_f32(b);
+    }
+    return fp8_e4m3_to_f32(bytes[i]) / 256.0f;
+  }
+  // ... and what the activation at column k is multiplied by first (fp8: block scale * 256).
+  float x_factor(int64_t r, int64_t k) const {
+    if (w.dtype != DType::kF8E4M3) return 1.0f;
+    return scales[static_cast<size_t>((r / kFp8Block) * w.scale_cols() + k / kFp8Block)] * 256.0f;
+  }
+};
+
+// The canonical order of one dot product with `L` lanes, written out.
+float canonical_dot(const Matrix& m, int64_t r, const float* x, int L) {
+  const int64_t K = m.w.cols, K_vec = K - K % L;
+  auto xs = [&](int64_t k) { return m.w.dtype == DType::kF8E4M3 ? x[k] * m.x_factor(r, k) : x[k]; };
+  std::vector<float> p(static_cast<size_t>(L), 0.0f);
+  for (int64_t k = 0; k < K_vec; ++k) p[k % L] = std::fma(m.weight(r, k), xs(k), p[k % L]);
+  for (int half = L / 2; half >= 1; half /= 2)
+    for (int l = 0; l < half; ++l) p[l] = p[l] + p[l + half];
+  float s = p[0];
+  for (int64_t k = K_vec; k < K; ++k) s = std::fma(m.weight(r, k), xs(k), s);
+  return s;
+}
+
+std::vector<float> random_x(std::mt19937& rng, int64_t n) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// Shapes with tails everywhere: rows not a multiple of the GEMV's 4 or the GEMM's 6-row panels,
+// chunks or fp8 row blocks; columns not a multiple of the lanes or of the 256-column panels.
+struct Shape {
+  int64_t rows, cols;
+};
+constexpr Shape kShapes[] = {{300, 200}, {1, 9}, {131, 520}, {70, 1030}, {260, 128}};
+
+TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
+  std::mt19937 rng(3);
+  for (Isa isa : supported_isas()) {
+    if (isa == Isa::kScalar) continue;
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+      for (const Shape& shape : kShapes) {
+        const Matrix m(dtype, shape.rows, shape.cols, rng);
+        for (int threads : {1, 3}) {
+          ThreadPool pool(threads);
+          // GEMV tokens (1-7), the switch, and GEMM token counts over partial tiles and chunks
+          for (int64_t n : {1, 3, 5, 7, 8, 9, 33, 150}) {
+            SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " " << shape.rows << "x"
+                                            << shape.cols << " tokens " << n << " threads " << threads);
+            const std::vector<float> x = random_x(rng, n * shape.cols);
+            std::vector<float> y(static_cast<size_t>(n * shape.rows));
+            linear(x.data(), n, m.w, y.data(), pool, isa);
+            for (int64_t t = 0; t < n; ++t)
+              for (int64_t r = 0; r < shape.rows; ++r) {
+                const float want = canonical_dot(m, r, x.data() + t * shape.cols, lanes(isa));
+                const float got = y[static_cast<size_t>(t * shape.rows + r)];
+                ASSERT_TRUE(same_bits(got, want)) << "token " << t << " row " << r << ": " << got << " vs " << want;
+              }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The property itself, for every variant including the scalar oracle: one token's row of the
+// product is the same bits alone, among others (GEMV and GEMM) and with other thread counts.
+TEST(CanonicalOrder, ARowDoesNotDependOnItsBatchMates) {
+  std::mt19937 rng(4);
+  for (Isa isa : supported_isas()) {
+    for (DType dtype : {DType::kBF16, DType::kF8E4M3}) {
+      const Matrix m(dtype, 140, 300, rng);
+      const int64_t n = 40;
+      const std::vector<float> x = random_x(rng, n * 300);
+      ThreadPool one(1), three(3);
+      std::vector<float> batch(static_cast<size_t>(n * 140));
+      linear(x.data(), n, m.w, batch.data(), three, isa);
+      for (int64_t t : {int64_t{0}, int64_t{17}, n - 1}) {
+        std::vector<float> alone(140), pair(2 * 140);
+        linear(x.data() + t * 300, 1, m.w, alone.data(), one, isa);
+        std::vector<float> two(x.begin() + t * 300, x.begin() + (t + 1) * 300);
+        two.insert(two.end(), x.begin(), x.begin() + 300);  // and some other token
+        linear(two.data(), 2, m.w, pair.data(), three, isa);
+        for (int64_t r = 0; r < 140; ++r) {
+          ASSERT_TRUE(same_bits(alone[r], batch[static_cast<size_t>(t * 140 + r)]))
+              << isa_name(isa) << " " << dtype_name(dtype) << " token " << t << " row " << r;
+          ASSERT_TRUE(same_bits(alone[r], pair[r])) << isa_name(isa) << " token " << t << " row " << r;
+        }
+      }
+    }
+  }
+}
+
+// combine_rows: each output is one fma chain from 0 over the rows, in increasing order, of the
+// weight (fp8: value / 256) times the coefficient (fp8: times the block scale * 256), whatever
+// the number of sets, on every vector variant.
+TEST(CanonicalOrder, CombineRowsIsOneChainPerOutputBitForBit) {
+  std::mt19937 rng(5);
+  for (Isa isa : supported_isas()) {
+    if (isa == Isa::kScalar) continue;
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+      for (const Shape& shape : {Shape{300, 200}, Shape{130, 576}, Shape{17, 3}}) {
+        const Matrix m(dtype, shape.rows, shape.cols, rng);
+        const int64_t first = shape.rows / 5, n_rows = shape.rows - first;
+        for (int64_t n_sets : {1, 4, 9}) {
+          SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " " << shape.rows << "x"
+                                          << shape.cols << " sets " << n_sets);
+          const std::vector<float> coef = random_x(rng, n_sets * n_rows);
+          std::vector<float> out(static_cast<size_t>(n_sets * shape.cols));
+          combine_rows(m.w, first, n_rows, coef.data(), n_rows, n_sets, out.data(), shape.cols, isa);
+          for (int64_t t = 0; t < n_sets; ++t)
+            for (int64_t c = 0; c < shape.cols; ++c) {
+              float want = 0.0f;
+              for (int64_t d = 0; d < n_rows; ++d)
+                want = std::fma(m.weight(first + d, c), coef[static_cast<size_t>(t * n_rows + d)] * m.x_factor(first + d, c),
+                                want);
+              const float got = out[static_cast<size_t>(t * shape.cols + c)];
+              ASSERT_TRUE(same_bits(got, want)) << "set " << t << " column " << c << ": " << got << " vs " << want;
+            }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsinfer
