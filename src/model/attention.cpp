@@ -69,13 +69,13 @@ void attention_probabilities(const float* q_cat, int64_t q_stride, int64_t rows,
 // thread's heads (the scores as a product with the heads as tokens, the attended latents keys
 // outer, heads inner): at long contexts the cache is far larger than L2, and a walk per head
 // would read it 128 times. q [n, H, qk_dim] -> attn [n, H, v_dim].
-void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* q, int batch,
-                      int seqlen, int start_pos, KVCache& cache, float softmax_scale, float* attn) {
+void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* q, SeqId seq,
+                      int64_t seqlen, int64_t start_pos, KVCache& cache, float softmax_scale, float* attn) {
   const ModelConfig& c = ctx.config;
   const int64_t H = ctx.plan.n_local_heads;
   const int64_t nope = c.qk_nope_head_dim, rope_dim = c.qk_rope_head_dim, v_dim = c.v_head_dim;
   const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
-  const int64_t n = static_cast<int64_t>(batch) * seqlen;
+  const int64_t n = seqlen;
   const int64_t max_keys = start_pos + seqlen;
   const int64_t entry_dim = cache.entry_dim();
   ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
@@ -91,18 +91,15 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
       combine_rows(w.wkv_b, h * (nope + v_dim), nope, q + h * qk_dim, H * qk_dim, n, q_h, entry_dim);
       for (int64_t i = 0; i < n; ++i) std::copy_n(q + (i * H + h) * qk_dim + nope, rope_dim, q_h + i * entry_dim + lora);
     }
-    for (int b = 0; b < batch; ++b) {
-      for (int s = 0; s < seqlen; ++s) {
-        const int64_t i = static_cast<int64_t>(b) * seqlen + s;
-        const int n_keys = start_pos + s + 1;
-        // probabilities [heads, keys]: the thread's heads are the rows
-        attention_probabilities(q_cat.data() + i * entry_dim, n * entry_dim, heads, cache.entry(layer, b, 0), n_keys,
-                                entry_dim, softmax_scale, [&](int64_t) { return n_keys; }, scores.data(), max_keys);
-        // the attended entries of every head: the cache rows combined with the probabilities
-        // (the latent part is what W_v reads; the rope part is computed and ignored)
-        combine_rows(f32_matrix(cache.entry(layer, b, 0), n_keys, entry_dim), 0, n_keys, scores.data(), max_keys, heads,
-                     o_lat.data() + i * entry_dim, n * entry_dim);
-      }
+    for (int64_t i = 0; i < seqlen; ++i) {
+      const int64_t n_keys = start_pos + i + 1;
+      // probabilities [heads, keys]: the thread's heads are the rows
+      attention_probabilities(q_cat.data() + i * entry_dim, n * entry_dim, heads, cache.entry(layer, seq, 0), n_keys,
+                              entry_dim, softmax_scale, [&](int64_t) { return n_keys; }, scores.data(), max_keys);
+      // the attended entries of every head: the cache rows combined with the probabilities
+      // (the latent part is what W_v reads; the rope part is computed and ignored)
+      combine_rows(f32_matrix(cache.entry(layer, seq, 0), n_keys, entry_dim), 0, n_keys, scores.data(), max_keys, heads,
+                   o_lat.data() + i * entry_dim, n * entry_dim);
     }
     // wkv_b's value half maps the attended latents to each head's outputs
     for (int64_t h = h_begin; h < h_end; ++h) {
@@ -119,14 +116,14 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
 // before the softmax.
 constexpr int kQueryBlock = 64;
 
-void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* q,
-                        int batch, int seqlen, int start_pos, KVCache& cache, float softmax_scale, float* attn) {
+void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* q, SeqId seq,
+                        int64_t seqlen, int64_t start_pos, KVCache& cache, float softmax_scale, float* attn) {
   const ModelConfig& c = ctx.config;
   const int64_t H = ctx.plan.n_local_heads;
   const int64_t nope = c.qk_nope_head_dim, rope_dim = c.qk_rope_head_dim, v_dim = c.v_head_dim;
   const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
-  const int n_blocks = (seqlen + kQueryBlock - 1) / kQueryBlock;
-  auto block_keys = [&](int qb) { return static_cast<int64_t>(start_pos) + std::min(seqlen, (qb + 1) * kQueryBlock); };
+  const int64_t n_blocks = (seqlen + kQueryBlock - 1) / kQueryBlock;
+  auto block_keys = [&](int64_t qb) { return start_pos + std::min<int64_t>(seqlen, (qb + 1) * kQueryBlock); };
   const int64_t max_keys = block_keys(n_blocks - 1);
   const int64_t entry_dim = cache.entry_dim();
   ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
@@ -137,36 +134,32 @@ void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, in
     for (int64_t h = h_begin; h < h_end; ++h) {
       // W_v in place where it can be viewed, else dequantized, exactly as decode takes it
       const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
-      for (int b = 0; b < batch; ++b) {
-        const int64_t q_stride = H * qk_dim;
-        const float* q_b = q + (static_cast<int64_t>(b) * seqlen * H + h) * qk_dim;
-        // q_abs through wkv_b's key rows, as decode absorbs its queries (same kernel, same order)
-        combine_rows(w.wkv_b, h * (nope + v_dim), nope, q_b, q_stride, seqlen, q_cat.data(), entry_dim);
-        for (int s = 0; s < seqlen; ++s) std::copy_n(q_b + s * q_stride + nope, rope_dim, q_cat.data() + s * entry_dim + lora);
-        const WeightMatrix entries = f32_matrix(cache.entry(layer, b, 0), max_keys, entry_dim);
-        for (int qb = 0; qb < n_blocks; ++qb) {
-          const int s0 = qb * kQueryBlock, n_q = std::min(kQueryBlock, seqlen - s0);
-          const int64_t keys = block_keys(qb);
-          attention_probabilities(q_cat.data() + s0 * entry_dim, entry_dim, n_q, cache.entry(layer, b, 0), keys,
-                                  entry_dim, softmax_scale, [&](int64_t s) { return start_pos + s0 + s + 1; },
-                                  scores.data(), keys);
-          // past each query's own keys the probabilities are 0: the chain over them adds exact zeros
-          combine_rows(entries, 0, keys, scores.data(), keys, n_q, o_lat.data() + s0 * entry_dim, entry_dim);
-        }
-        float* o = attn + (static_cast<int64_t>(b) * seqlen * H + h) * v_dim;  // row stride H * v_dim
-        matmul_serial(o_lat.data(), seqlen, entry_dim, w_v_rows, o, H * v_dim);
+      const int64_t q_stride = H * qk_dim;
+      const float* q_h = q + h * qk_dim;
+      // q_abs through wkv_b's key rows, as decode absorbs its queries (same kernel, same order)
+      combine_rows(w.wkv_b, h * (nope + v_dim), nope, q_h, q_stride, seqlen, q_cat.data(), entry_dim);
+      for (int64_t s = 0; s < seqlen; ++s) std::copy_n(q_h + s * q_stride + nope, rope_dim, q_cat.data() + s * entry_dim + lora);
+      const WeightMatrix entries = f32_matrix(cache.entry(layer, seq, 0), max_keys, entry_dim);
+      for (int64_t qb = 0; qb < n_blocks; ++qb) {
+        const int64_t s0 = qb * kQueryBlock, n_q = std::min<int64_t>(kQueryBlock, seqlen - s0);
+        const int64_t keys = block_keys(qb);
+        attention_probabilities(q_cat.data() + s0 * entry_dim, entry_dim, n_q, cache.entry(layer, seq, 0), keys,
+                                entry_dim, softmax_scale, [&](int64_t s) { return start_pos + s0 + s + 1; },
+                                scores.data(), keys);
+        // past each query's own keys the probabilities are 0: the chain over them adds exact zeros
+        combine_rows(entries, 0, keys, scores.data(), keys, n_q, o_lat.data() + s0 * entry_dim, entry_dim);
       }
+      matmul_serial(o_lat.data(), seqlen, entry_dim, w_v_rows, attn + h * v_dim, H * v_dim);
     }
   });
 }
 
 }  // namespace
 
-void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* x,
-                 int batch, int seqlen, int start_pos, KVCache& cache, const Rope& rope,
-                 Scratch& scratch, float* out) {
+void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* x, const Step& step,
+                 KVCache& cache, const Rope& rope, Scratch& scratch, float* out) {
   const ModelConfig& c = ctx.config;
-  const int64_t n = static_cast<int64_t>(batch) * seqlen;
+  const int64_t n = static_cast<int64_t>(step.tokens.size());
   const int64_t H = ctx.plan.n_local_heads;
   const int64_t nope = c.qk_nope_head_dim, rope_dim = c.qk_rope_head_dim, v_dim = c.v_head_dim;
   const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
@@ -185,24 +178,35 @@ void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer
   float* kv = grow(scratch.kv, n * (lora + rope_dim));
   linear(x, n, w.wkv_a, kv, ctx.pool);
 
-  // rotate the rope parts, then cache kv_norm(latent) and k_pe at this step's positions
-  for (int b = 0; b < batch; ++b) {
-    for (int s = 0; s < seqlen; ++s) {
-      const int64_t i = static_cast<int64_t>(b) * seqlen + s;
-      for (int64_t h = 0; h < H; ++h) rope.apply(q + (i * H + h) * qk_dim + nope, s);
-      float* kv_i = kv + i * (lora + rope_dim);
-      rope.apply(kv_i + lora, s);
-      rms_norm(kv_i, w.kv_norm.data(), 1, lora, 1e-6f, cache.latent(layer, b, start_pos + s));
-      std::copy_n(kv_i + lora, rope_dim, cache.rope_key(layer, b, start_pos + s));
+  // rotate the rope parts (rope holds each row's absolute position), then cache kv_norm(latent)
+  // and k_pe at each chunk's positions of its sequence
+  int64_t row = 0;
+  for (const SeqChunk& chunk : step.chunks) {
+    for (int64_t s = 0; s < chunk.n_tokens; ++s, ++row) {
+      for (int64_t h = 0; h < H; ++h) rope.apply(q + (row * H + h) * qk_dim + nope, row);
+      float* kv_i = kv + row * (lora + rope_dim);
+      rope.apply(kv_i + lora, row);
+      rms_norm(kv_i, w.kv_norm.data(), 1, lora, 1e-6f, cache.latent(layer, chunk.seq, chunk.start_pos + s));
+      std::copy_n(kv_i + lora, rope_dim, cache.rope_key(layer, chunk.seq, chunk.start_pos + s));
     }
   }
 
+  // attention per chunk, over its sequence's cache: per query (decode) or as matrix products
+  // (prefill); both give the same bits, so the choice never changes a result
   const float softmax_scale = attention_softmax_scale(c);
   float* attn = grow(scratch.attn, n * H * v_dim);                 // [n, H, v_dim]
-  if (seqlen >= kMatrixAttentionMinQueries)
-    attend_as_matrices(ctx, w, layer, q, batch, seqlen, start_pos, cache, softmax_scale, attn);
-  else
-    attend_per_query(ctx, w, layer, q, batch, seqlen, start_pos, cache, softmax_scale, attn);
+  row = 0;
+  for (const SeqChunk& chunk : step.chunks) {
+    const float* q_chunk = q + row * H * qk_dim;
+    float* attn_chunk = attn + row * H * v_dim;
+    if (chunk.n_tokens >= kMatrixAttentionMinQueries)
+      attend_as_matrices(ctx, w, layer, q_chunk, chunk.seq, chunk.n_tokens, chunk.start_pos, cache, softmax_scale,
+                         attn_chunk);
+    else
+      attend_per_query(ctx, w, layer, q_chunk, chunk.seq, chunk.n_tokens, chunk.start_pos, cache, softmax_scale,
+                       attn_chunk);
+    row += chunk.n_tokens;
+  }
 
   // output projection (row-parallel): out = wo(attn), summed over ranks
   linear(attn, n, w.wo, out, ctx.pool);

@@ -50,13 +50,19 @@ float attention_softmax_scale(const ModelConfig& c) {
 Rope::Rope(const ModelConfig& config) : freqs_(rope_frequencies(config)) {}
 
 void Rope::prepare(int64_t start_pos, int64_t n_positions) {
-  const int64_t half = half_dim();
+  std::vector<int64_t> positions(static_cast<size_t>(n_positions));
+  for (int64_t p = 0; p < n_positions; ++p) positions[p] = start_pos + p;
+  prepare(positions);
+}
+
+void Rope::prepare(const std::vector<int64_t>& positions) {
+  const int64_t half = half_dim(), n_positions = static_cast<int64_t>(positions.size());
   cos_.resize(n_positions * half);
   sin_.resize(n_positions * half);
   for (int64_t p = 0; p < n_positions; ++p) {
     for (int64_t i = 0; i < half; ++i) {
       // The reference forms the angle in fp32 (outer product of positions and frequencies).
-      const float angle = static_cast<float>(start_pos + p) * freqs_[i];
+      const float angle = static_cast<float>(positions[p]) * freqs_[i];
       cos_[p * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
       sin_[p * half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
     }

@@ -21,7 +21,9 @@ class Rope {
   explicit Rope(const ModelConfig& config);
   // Fills the cos/sin table for positions [start_pos, start_pos + n_positions).
   void prepare(int64_t start_pos, int64_t n_positions);
-  // Rotates x[rope_dim] in place by the angle of the prepared position start_pos + index.
+  // Fills it for one absolute position per row (a ragged step's rows).
+  void prepare(const std::vector<int64_t>& positions);
+  // Rotates x[rope_dim] in place by the angle of the prepared row `index`.
   void apply(float* x, int64_t index) const;
   int64_t half_dim() const { return static_cast<int64_t>(freqs_.size()); }
 

@@ -49,14 +49,37 @@ void Transformer::embed(const int32_t* tokens, int64_t n, float* h) {
 void Transformer::forward(const int32_t* tokens, int batch, int seqlen, int start_pos, KVCache& cache,
                           float* logits) {
   check(batch >= 1 && seqlen >= 1, "forward: empty input");
-  check(batch <= cache.batch() && start_pos + seqlen <= cache.capacity(), "forward: batch ", batch,
-        " x positions up to ", start_pos + seqlen, " exceed the cache (", cache.batch(), " x ",
-        cache.capacity(), ")");
-  for (int64_t i = 0; i < static_cast<int64_t>(batch) * seqlen; ++i)
-    check(tokens[i] >= 0 && tokens[i] < config_.vocab_size, "token id ", tokens[i],
+  Step step;
+  for (int b = 0; b < batch; ++b) step.add(b, start_pos, tokens + static_cast<int64_t>(b) * seqlen, seqlen);
+  StepOutput out;
+  forward(step, cache, out);
+  std::copy(out.logits.begin(), out.logits.end(), logits);
+}
+
+void Transformer::forward(const Step& step, KVCache& cache, StepOutput& output) {
+  const int64_t n = static_cast<int64_t>(step.tokens.size()), dim = config_.dim;
+  check(n >= 1 && !step.chunks.empty(), "forward: empty step");
+  // the step's shape is checked before anything runs: a bad chunk is an Error, not a torn cache
+  int64_t rows = 0;
+  positions_.clear();
+  for (size_t i = 0; i < step.chunks.size(); ++i) {
+    const SeqChunk& c = step.chunks[i];
+    check(c.n_tokens >= 1, "forward: chunk ", i, " is empty");
+    check(cache.contains(c.seq), "forward: chunk ", i, " names sequence ", c.seq, ", which the cache does not hold");
+    check(c.start_pos == cache.length(c.seq), "forward: chunk ", i, " starts at position ", c.start_pos,
+          " but its sequence holds ", cache.length(c.seq));
+    check(c.start_pos + c.n_tokens <= cache.capacity(c.seq), "forward: positions up to ", c.start_pos + c.n_tokens,
+          " exceed the sequence's capacity (", cache.capacity(c.seq), ")");
+    for (size_t j = 0; j < i; ++j)
+      check(step.chunks[j].seq != c.seq, "forward: sequence ", c.seq, " appears in two chunks of one step");
+    for (int64_t s = 0; s < c.n_tokens; ++s) positions_.push_back(c.start_pos + s);
+    rows += c.n_tokens;
+  }
+  check(rows == n, "forward: the chunks cover ", rows, " tokens, the step holds ", n);
+  for (int64_t i = 0; i < n; ++i)
+    check(step.tokens[i] >= 0 && step.tokens[i] < config_.vocab_size, "token id ", step.tokens[i],
           " is outside the vocabulary [0, ", config_.vocab_size, ")");
   const ForwardContext ctx{config_, plan_, comm_, pool_};
-  const int64_t n = static_cast<int64_t>(batch) * seqlen, dim = config_.dim;
   float* h = grow(h_, n * dim);  // [n, dim] residual stream
   float* x = grow(x_, n * dim);  // [n, dim] normalised input of a block
   float* y = grow(y_, n * dim);  // [n, dim] output of a block
@@ -68,16 +91,17 @@ void Transformer::forward(const int32_t* tokens, int batch, int seqlen, int star
     stats_.part(part).seconds += now - t;
     t = now;
   };
-  count_ends(tokens, n, batch);
-  embed(tokens, n, h);
-  rope_.prepare(start_pos, seqlen);
+  const int64_t n_logits = step.logit_rows();
+  count_ends(step.tokens.data(), n, n_logits);
+  embed(step.tokens.data(), n, h);
+  rope_.prepare(positions_);
   lap(ForwardPart::kOther);
 
   for (int layer = 0; layer < config_.n_layers; ++layer) {
     const LayerWeights& lw = weights_.layers[layer];
     // h = h + attn(attn_norm(h))
     rms_norm(h, lw.attn_norm.data(), n, dim, 1e-6f, x);
-    mla_forward(ctx, lw.attn, layer, x, batch, seqlen, start_pos, cache, rope_, scratch_, y);
+    mla_forward(ctx, lw.attn, layer, x, step, cache, rope_, scratch_, y);
     lap(ForwardPart::kAttention);
     for (int64_t i = 0; i < n * dim; ++i) h[i] += y[i];
     lap(ForwardPart::kOther);
@@ -89,27 +113,36 @@ void Transformer::forward(const int32_t* tokens, int batch, int seqlen, int star
       mlp_forward(ctx, lw.mlp, x, n, /*reduce=*/true, scratch_, y);
     lap(lw.is_moe ? ForwardPart::kMoe : ForwardPart::kDenseMlp);
     for (int64_t i = 0; i < n * dim; ++i) h[i] += y[i];
-    count_layer(lw, batch, seqlen, start_pos);
+    count_layer(lw, step);
     lap(ForwardPart::kOther);
   }
+  for (const SeqChunk& c : step.chunks) cache.set_length(c.seq, c.start_pos + c.n_tokens);
 
-  // final norm of each row's last position, vocab-parallel head, gather the vocabulary
-  float* last = grow(last_, batch * dim);  // [batch, dim]
-  for (int b = 0; b < batch; ++b)
-    rms_norm(h + (static_cast<int64_t>(b) * seqlen + seqlen - 1) * dim, weights_.norm.data(), 1, dim, 1e-6f,
-             last + b * dim);
+  // final norm of the rows asked for (each chunk's last, or all of its rows), vocab-parallel
+  // head, gather the vocabulary
+  float* last = grow(last_, n_logits * dim);  // [n_logits, dim]
+  int64_t row = 0, out_row = 0;
+  for (const SeqChunk& c : step.chunks) {
+    const int64_t first = c.all_logits ? 0 : c.n_tokens - 1;
+    for (int64_t s = first; s < c.n_tokens; ++s, ++out_row)
+      rms_norm(h + (row + s) * dim, weights_.norm.data(), 1, dim, 1e-6f, last + out_row * dim);
+    row += c.n_tokens;
+  }
+  if (step.want_hidden) output.hidden.assign(last, last + n_logits * dim);
   const int64_t v_local = plan_.vocab_local;
-  float* local_logits = grow(logits_local_, batch * v_local);  // [batch, vocab_local]
-  linear(last, batch, weights_.head, local_logits, pool_);
+  float* local_logits = grow(logits_local_, n_logits * v_local);  // [n_logits, vocab_local]
+  linear(last, n_logits, weights_.head, local_logits, pool_);
+  output.logits.resize(static_cast<size_t>(n_logits * config_.vocab_size));
+  float* logits = output.logits.data();
   if (plan_.world_size == 1) {
-    std::copy_n(local_logits, batch * v_local, logits);
+    std::copy_n(local_logits, n_logits * v_local, logits);
   } else {
-    float* gathered = grow(gathered_, plan_.world_size * batch * v_local);  // [world, batch, vocab_local]
-    comm_.all_gather(local_logits, batch * v_local, gathered);
+    float* gathered = grow(gathered_, plan_.world_size * n_logits * v_local);  // [world, n_logits, vocab_local]
+    comm_.all_gather(local_logits, n_logits * v_local, gathered);
     for (int r = 0; r < plan_.world_size; ++r)
-      for (int b = 0; b < batch; ++b)
-        std::copy_n(gathered + (static_cast<int64_t>(r) * batch + b) * v_local, v_local,
-                    logits + static_cast<int64_t>(b) * config_.vocab_size + r * v_local);
+      for (int64_t b = 0; b < n_logits; ++b)
+        std::copy_n(gathered + (static_cast<int64_t>(r) * n_logits + b) * v_local, v_local,
+                    logits + b * config_.vocab_size + r * v_local);
   }
   lap(ForwardPart::kHead);
 }
@@ -121,7 +154,7 @@ int64_t mlp_macs(const MlpWeights& m) { return matrix_macs(m.w1) + matrix_macs(m
 int64_t mlp_bytes(const MlpWeights& m) { return matrix_bytes(m.w1) + matrix_bytes(m.w2) + matrix_bytes(m.w3); }
 }  // namespace
 
-void Transformer::count_ends(const int32_t* tokens, int64_t n, int batch) {
+void Transformer::count_ends(const int32_t* tokens, int64_t n, int64_t logit_rows) {
   const WeightMatrix& e = weights_.embed;
   const int64_t row_bytes = e.cols * static_cast<int64_t>(dtype_size(e.dtype)) +
                             (e.dtype == DType::kF8E4M3 ? e.scale_cols() * 4 : 0);
@@ -129,13 +162,13 @@ void Transformer::count_ends(const int32_t* tokens, int64_t n, int batch) {
     const int64_t local = static_cast<int64_t>(tokens[i]) - plan_.vocab_begin;
     if (local >= 0 && local < plan_.vocab_local) stats_.add(ForwardPart::kOther, row_bytes, 0);
   }
-  // the last position of each row only
-  stats_.add(ForwardPart::kHead, matrix_bytes(weights_.head), batch * matrix_macs(weights_.head));
+  // the rows that asked for logits only
+  stats_.add(ForwardPart::kHead, matrix_bytes(weights_.head), logit_rows * matrix_macs(weights_.head));
 }
 
-void Transformer::count_layer(const LayerWeights& lw, int batch, int seqlen, int start_pos) {
+void Transformer::count_layer(const LayerWeights& lw, const Step& step) {
   const ModelConfig& c = config_;
-  const int64_t n = static_cast<int64_t>(batch) * seqlen;
+  const int64_t n = static_cast<int64_t>(step.tokens.size());
   const AttentionWeights& a = lw.attn;
   for (const WeightMatrix* m : {&a.wq, &a.wq_a, &a.wq_b, &a.wkv_a, &a.wkv_b, &a.wo}) {
     stats_.add(ForwardPart::kAttention, matrix_bytes(*m), m != &a.wkv_b ? n * matrix_macs(*m) : 0);
@@ -144,8 +177,8 @@ void Transformer::count_layer(const LayerWeights& lw, int batch, int seqlen, int
   // the query (nope x lora), its value half applied to the attended latent (v x lora), and per
   // visible cache position a score (lora + rope) and a value accumulation (lora)
   const int64_t heads = plan_.n_local_heads, lora = c.kv_lora_rank;
-  const int64_t keys = static_cast<int64_t>(batch) *
-                       (static_cast<int64_t>(seqlen) * start_pos + static_cast<int64_t>(seqlen) * (seqlen + 1) / 2);
+  int64_t keys = 0;
+  for (const SeqChunk& chunk : step.chunks) keys += chunk.n_tokens * chunk.start_pos + chunk.n_tokens * (chunk.n_tokens + 1) / 2;
   stats_.add(ForwardPart::kAttention, 0,
              heads * (n * (c.qk_nope_head_dim + c.v_head_dim) * lora + keys * (2 * lora + c.qk_rope_head_dim)));
   if (!lw.is_moe) {

@@ -12,6 +12,7 @@
 #include "model/layers.h"
 #include "model/rope.h"
 #include "model/shard_plan.h"
+#include "model/step.h"
 #include "model/weights.h"
 #include "parallel/comm.h"
 
@@ -58,9 +59,13 @@ class Transformer {
   static std::unique_ptr<Transformer> load(const ModelConfig& config, const std::string& ckpt_dir,
                                            Comm& comm, ThreadPool& pool);
 
-  // Runs tokens [batch, seqlen] (row-major) at positions [start_pos, start_pos + seqlen) of
-  // every row, filling the cache; writes the last position's logits [batch, vocab_size]
-  // (gathered over ranks, so every rank holds all of them).
+  // One ragged step (model/step.h): every chunk's tokens at its sequence's next positions,
+  // filling the cache and advancing each sequence's length; output.logits [logit_rows, vocab]
+  // (gathered over ranks, so every rank holds all of them). A malformed step (a chunk that does
+  // not continue its sequence, past its capacity, a sequence twice) is an Error before it runs.
+  void forward(const Step& step, KVCache& cache, StepOutput& output);
+  // The reference loop's call: tokens [batch, seqlen] (row-major) at positions [start_pos,
+  // start_pos + seqlen) of sequences 0 .. batch-1; the last position's logits [batch, vocab].
   void forward(const int32_t* tokens, int batch, int seqlen, int start_pos, KVCache& cache,
                float* logits);
 
@@ -75,8 +80,8 @@ class Transformer {
  private:
   void embed(const int32_t* tokens, int64_t n, float* h);
   // ForwardStats of the embedding and the head, and of one layer once it has run.
-  void count_ends(const int32_t* tokens, int64_t n, int batch);
-  void count_layer(const LayerWeights& lw, int batch, int seqlen, int start_pos);
+  void count_ends(const int32_t* tokens, int64_t n, int64_t logit_rows);
+  void count_layer(const LayerWeights& lw, const Step& step);
 
   ModelConfig config_;
   ModelWeights weights_;
@@ -86,6 +91,7 @@ class Transformer {
   Rope rope_;
   Scratch scratch_;
   std::vector<float> h_, x_, y_, last_, logits_local_, gathered_;
+  std::vector<int64_t> positions_;  // each row's absolute position
   ForwardStats stats_;
   std::vector<int64_t> expert_tokens_;  // per local expert, tokens routed to it (stats only)
 };

@@ -1,0 +1,42 @@
+// One forward call over any mix of sequences (ENGINE.md: the ragged step). Each chunk is some
+// consecutive positions of one sequence: a prefill piece or a single decode token. Embedding,
+// norms, MLP and MoE run on the flat rows of all chunks; RoPE, cache writes and attention per
+// chunk at its absolute positions; the head only on the rows asked for.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/kv_cache.h"
+
+namespace dsinfer {
+
+struct SeqChunk {
+  SeqId seq = 0;
+  int64_t start_pos = 0;  // the sequence's cache must hold exactly start_pos positions
+  int64_t n_tokens = 0;
+  bool all_logits = false;  // logits of every row of the chunk, else of its last row only
+};
+
+struct Step {
+  std::vector<int32_t> tokens;   // the tokens of all chunks, concatenated in chunk order
+  std::vector<SeqChunk> chunks;
+  bool want_hidden = false;      // also return the final-norm hidden state of the logit rows
+  void add(SeqId seq, int64_t start_pos, const int32_t* ids, int64_t n, bool all_logits = false) {
+    chunks.push_back({seq, start_pos, n, all_logits});
+    tokens.insert(tokens.end(), ids, ids + n);
+  }
+  // Rows of logits the step returns: per chunk its n_tokens or 1.
+  int64_t logit_rows() const {
+    int64_t rows = 0;
+    for (const SeqChunk& c : chunks) rows += c.all_logits ? c.n_tokens : 1;
+    return rows;
+  }
+};
+
+struct StepOutput {
+  std::vector<float> logits;  // [logit_rows, vocab], chunk by chunk (gathered over ranks)
+  std::vector<float> hidden;  // [logit_rows, dim] when the step wanted it (MTP's input)
+};
+
+}  // namespace dsinfer
