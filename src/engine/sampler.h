@@ -12,11 +12,14 @@ namespace dsinfer {
 
 class Sampler {
  public:
-  explicit Sampler(uint64_t seed = 965) : rng_(seed) {}
+  explicit Sampler(uint64_t seed = 965) : seed_(seed), rng_(seed) {}
+  // The seed (the engine keys each sequence's stream by it and the position, engine/sampling.h).
+  uint64_t seed() const { return seed_; }
   // logits[n] (not modified); returns the chosen id.
   int64_t sample(const float* logits, int64_t n, float temperature);
 
  private:
+  uint64_t seed_;
   std::mt19937_64 rng_;
   std::vector<float> probs_;
 };

@@ -1,0 +1,74 @@
+#include "engine/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "kernels/ops.h"
+
+namespace dsinfer {
+
+namespace {
+// splitmix64's finaliser: a bijective mix, good enough to key independent uniform streams.
+uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+// A uniform double in [0, 1) from 53 bits.
+double unit(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+}  // namespace
+
+void check_sampling(const SamplingParams& p) {
+  check(std::isfinite(p.temperature) && p.temperature >= 0, "temperature must be a finite number >= 0, got ",
+        p.temperature);
+  check(std::isfinite(p.top_p) && p.top_p > 0 && p.top_p <= 1, "top_p must be in (0, 1], got ", p.top_p);
+  check(p.top_k >= 0, "top_k must be >= 0, got ", p.top_k);
+  check(p.max_new_tokens >= 0, "max_new_tokens must be >= 0, got ", p.max_new_tokens);
+  check(p.choice >= 0, "choice must be >= 0");
+}
+
+int64_t sample_keyed(const float* logits, int64_t n, const SamplingParams& p, int64_t position,
+                     std::vector<float>& probs) {
+  if (p.temperature <= 0) return argmax(logits, n);
+  const float t = std::max(p.temperature, 1e-5f);
+  probs.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) probs[i] = logits[i] / t;
+  softmax(probs.data(), n);
+  if ((p.top_k > 0 && p.top_k < n) || p.top_p < 1) {
+    // keep the top_k most likely (ties to the lower id), then the nucleus of those
+    thread_local std::vector<int64_t> order;
+    order.resize(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    const int64_t k = p.top_k > 0 ? std::min<int64_t>(p.top_k, n) : n;
+    auto more_likely = [&](int64_t a, int64_t b) { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); };
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), more_likely);
+    int64_t keep = k;
+    if (p.top_p < 1) {
+      double total = 0, cumulative = 0;
+      for (int64_t j = 0; j < k; ++j) total += probs[order[j]];
+      for (keep = 0; keep < k;) {
+        cumulative += probs[order[keep++]];
+        if (cumulative >= p.top_p * total) break;
+      }
+    }
+    for (int64_t j = keep; j < n; ++j) probs[order[j]] = 0.0f;
+  }
+  const uint64_t key = mix(mix(mix(p.seed) ^ static_cast<uint64_t>(position)) ^ static_cast<uint64_t>(p.choice));
+  int64_t best = 0;
+  double best_value = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (probs[i] <= 0) continue;
+    const double e = -std::log1p(-unit(mix(key ^ static_cast<uint64_t>(i))));  // Exponential(1), > 0
+    const double value = probs[i] / e;
+    if (value > best_value) {
+      best_value = value;
+      best = i;
+    }
+  }
+  return best;
+}
+
+}  // namespace dsinfer

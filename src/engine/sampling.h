@@ -1,0 +1,32 @@
+// Per-sequence sampling parameters and the keyed random stream (ENGINE.md): the token a sequence
+// draws at position p depends only on (its logits, its parameters, seed, p, choice), never on
+// what else runs in the engine or on how many draws came before, so a request's sampled text is
+// the same alone, in a batch or under continuous batching.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace dsinfer {
+
+struct SamplingParams {
+  float temperature = 0.0f;  // <= 0: greedy (argmax)
+  float top_p = 1.0f;        // nucleus: the smallest set of tokens whose probability reaches top_p
+  int top_k = 0;             // 0: no limit
+  int max_new_tokens = 200;
+  std::vector<int32_t> stop_ids;  // ends the sequence (finish reason "stop"); not part of the completion
+  uint64_t seed = 965;
+  int choice = 0;  // which of several completions of one request (n > 1) this is
+};
+
+// Checks the parameters (an Error naming the bad one).
+void check_sampling(const SamplingParams& params);
+
+// The token drawn from logits[n] at `position` (the absolute position the token will take):
+// argmax at temperature 0, else softmax(logits / T) cut to top_k and top_p, drawn by the
+// exponential race argmax(p_i / E_i) with E_i ~ Exponential(1) from a counter-based stream keyed
+// by (seed, position, choice, i). `scratch` is reused between calls.
+int64_t sample_keyed(const float* logits, int64_t n, const SamplingParams& params, int64_t position,
+                     std::vector<float>& scratch);
+
+}  // namespace dsinfer
