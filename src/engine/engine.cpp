@@ -136,14 +136,10 @@ void Engine::admit() {
     } else {
       // make room by dropping retained sequences, oldest first, the one to copy from last
       while (!cache_.can_reserve(r.capacity) && !retained_.empty()) {
-        size_t victim = 0;
-        if (reuse == 0) {
-          if (retained_.size() == 1) {
-            reuse = -1;
-            shared = 0;
-          } else {
-            victim = 1;
-          }
+        const size_t victim = (reuse == 0 && retained_.size() > 1) ? 1 : 0;
+        if (static_cast<int>(victim) == reuse) {  // the one to copy from is the last left
+          reuse = -1;
+          shared = 0;
         }
         cache_.release(retained_[victim].seq);
         retained_.erase(retained_.begin() + static_cast<int64_t>(victim));

@@ -67,6 +67,7 @@ class Engine {
   // step() until every request has finished.
   void run_until_idle();
 
+  // Nothing submitted, waiting or running (engine thread only, as step()).
   bool idle() const;
   const EngineStats& stats() const { return stats_; }
   KVCache& cache() { return cache_; }

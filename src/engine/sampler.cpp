@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/sampling.h"
 #include "kernels/ops.h"
 
 namespace dsinfer {
@@ -13,19 +14,9 @@ int64_t Sampler::sample(const float* logits, int64_t n, float temperature) {
   probs_.resize(n);
   for (int64_t i = 0; i < n; ++i) probs_[i] = logits[i] / t;
   softmax(probs_.data(), n);
-  // probs / E with E ~ Exponential(1): the largest ratio wins with probability probs[i]
+  // one draw of the generator per token, in order (its stream, not a keyed one)
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
-  int64_t best = 0;
-  double best_value = -1;
-  for (int64_t i = 0; i < n; ++i) {
-    const double e = -std::log1p(-uniform(rng_));  // Exponential(1), never 0 for u in [0, 1)
-    const double value = probs_[i] / e;
-    if (value > best_value) {
-      best_value = value;
-      best = i;
-    }
-  }
-  return best;
+  return exponential_race(probs_.data(), n, [&](int64_t) { return uniform(rng_); });
 }
 
 }  // namespace dsinfer

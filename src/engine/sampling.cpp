@@ -57,18 +57,8 @@ int64_t sample_keyed(const float* logits, int64_t n, const SamplingParams& p, in
     for (int64_t j = keep; j < n; ++j) probs[order[j]] = 0.0f;
   }
   const uint64_t key = mix(mix(mix(p.seed) ^ static_cast<uint64_t>(position)) ^ static_cast<uint64_t>(p.choice));
-  int64_t best = 0;
-  double best_value = -1;
-  for (int64_t i = 0; i < n; ++i) {
-    if (probs[i] <= 0) continue;
-    const double e = -std::log1p(-unit(mix(key ^ static_cast<uint64_t>(i))));  // Exponential(1), > 0
-    const double value = probs[i] / e;
-    if (value > best_value) {
-      best_value = value;
-      best = i;
-    }
-  }
-  return best;
+  // tokens cut by top_k / top_p have probability 0: a kept token's positive ratio always wins
+  return exponential_race(probs.data(), n, [&](int64_t i) { return unit(mix(key ^ static_cast<uint64_t>(i))); });
 }
 
 }  // namespace dsinfer

@@ -4,6 +4,7 @@
 // the same alone, in a batch or under continuous batching.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -28,5 +29,23 @@ void check_sampling(const SamplingParams& params);
 // by (seed, position, choice, i). `scratch` is reused between calls.
 int64_t sample_keyed(const float* logits, int64_t n, const SamplingParams& params, int64_t position,
                      std::vector<float>& scratch);
+
+// The exponential race over probs[n]: argmax(probs[i] / E_i), E_i = -log(1 - uniform(i)) ~
+// Exponential(1), which draws i with probability probs[i]; uniform(i) in [0, 1) is called for
+// every i in order (a stream-based caller keeps its stream's consumption).
+template <class Uniform>
+int64_t exponential_race(const float* probs, int64_t n, Uniform&& uniform) {
+  int64_t best = 0;
+  double best_value = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const double e = -std::log1p(-uniform(i));  // never 0 for u in [0, 1) but u = 0 itself
+    const double value = probs[i] / e;
+    if (value > best_value) {
+      best_value = value;
+      best = i;
+    }
+  }
+  return best;
+}
 
 }  // namespace dsinfer

@@ -308,12 +308,9 @@ struct Gemm {
             for (int64_t p = 0; p < panels; ++p) {
               // the next column panel of this row panel, spread over the first token tile
               if (j == 0) prefetch_panel<kind>(w, rc + p * kR, kb + kKC, rc + chunk_rows, K_vec);
-              for (int l = 0; l < kW; ++l) {
-                float* c = cbuf + ((p * nt + j) * kW + l) * kR * kNT;
-                // the next phase's sums into L1 meanwhile (they live in L2 between panels)
-                for (int64_t b = 0; b < kR * kNT; b += 16) __builtin_prefetch(c + kR * kNT + b, 1, 3);
-                micro_vectors(nv, wbuf + p * kR * kKC + l, xp + l * kNT, kc / kW, c);
-              }
+              for (int l = 0; l < kW; ++l)
+                micro_vectors(nv, wbuf + p * kR * kKC + l, xp + l * kNT, kc / kW,
+                              cbuf + ((p * nt + j) * kW + l) * kR * kNT);
             }
           }
         }

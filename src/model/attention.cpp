@@ -65,10 +65,9 @@ void attention_probabilities(const float* q_cat, int64_t q_stride, int64_t rows,
 
 // Decode: per query, q_abs = W_k^T q_nope for each head, scores over the cache, the attended
 // latent; then W_v of every query's latent at once, straight from the checkpoint's wkv_b rows
-// where they can be viewed in place. The cache is read once per thread and query for all of the
-// thread's heads (the scores as a product with the heads as tokens, the attended latents keys
-// outer, heads inner): at long contexts the cache is far larger than L2, and a walk per head
-// would read it 128 times. q [n, H, qk_dim] -> attn [n, H, v_dim].
+// where they can be viewed in place. The thread's heads share each pass over the cache: the
+// scores as one product with the heads as tokens, the attended entries as one combine_rows with
+// the heads as its sets (the same kernels, hence the same bits, as the prefill path). q [n, H, qk_dim] -> attn [n, H, v_dim].
 void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* q, SeqId seq,
                       int64_t seqlen, int64_t start_pos, KVCache& cache, float softmax_scale, float* attn) {
   const ModelConfig& c = ctx.config;
