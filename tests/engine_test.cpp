@@ -249,12 +249,14 @@ TEST(Engine, AFullCacheMakesRequestsWaitAndATooLargeOneFailsClearly) {
   }
   // a request that cannot fit even in an empty cache ends with an error naming the budget
   Transformer& m = *loaded().model;
-  KVCache cache(m.config(), 32);  // 60 positions needed
+  KVCache cache(m.config(), 64);  // 80 positions needed
   Engine engine(m, cache);
   std::string error;
   RequestEvents events;
   events.on_finish = [&](FinishReason r, const std::string& e) { error = std::string(finish_reason_name(r)) + ": " + e; };
-  engine.submit(prompts[0], p, std::move(events));
+  SamplingParams longer = p;
+  longer.max_new_tokens = 30;
+  engine.submit(prompts[0], longer, std::move(events));
   engine.run_until_idle();
   EXPECT_NE(error.find("error: "), std::string::npos) << error;
   EXPECT_NE(error.find("--kv-cache-tokens"), std::string::npos) << error;
@@ -315,6 +317,40 @@ TEST(Engine, PrefixReuseSkipsTheSharedPromptAndChangesNoToken) {
   engine.run_until_idle();
   EXPECT_EQ(engine.stats().reused_tokens, 70);
   EXPECT_EQ(got, second_fresh);
+}
+
+// A chat's next turn needs more room than the last turn reserved: the retained sequence is grown
+// (its blocks copied) and taken over, not copied into a second sequence.
+TEST(Engine, ALongerNextTurnGrowsTheRetainedSequence) {
+  Transformer& m = *loaded().model;
+  const int vocab = loaded().config.vocab_size;
+  SamplingParams p;
+  p.max_new_tokens = 2;
+  const Tokens first = random_tokens(60, vocab, 50);  // 62 positions: one block of 64
+  KVCache cache(m.config(), 256);
+  Engine engine(m, cache);
+  Tokens answer;
+  RequestEvents e1;
+  e1.on_token = [&](int32_t t) { answer.push_back(t); };
+  engine.submit(first, p, std::move(e1));
+  engine.run_until_idle();
+  ASSERT_EQ(answer.size(), 2u);
+  Tokens second = first;
+  second.push_back(answer[0]);  // the cache holds the prompt and the first answer token
+  for (int32_t t : random_tokens(40, vocab, 51)) second.push_back(t);  // 101 + 2: two blocks
+  const Tokens fresh = run_engine({second}, p, {0})[0];
+  Tokens got;
+  RequestEvents e2;
+  e2.on_token = [&](int32_t t) { got.push_back(t); };
+  const int64_t reused_before = engine.stats().reused_tokens;
+  engine.submit(second, p, std::move(e2));
+  engine.run_until_idle();
+  EXPECT_EQ(engine.stats().reused_tokens - reused_before, 61);
+  EXPECT_EQ(cache.n_sequences(), 1) << "taken over, not forked";
+  EXPECT_EQ(got, fresh);
+  // and a budget with no room to grow falls back to a fresh sequence, still the same tokens
+  KVCache small(m.config(), 64);
+  EXPECT_FALSE(small.grow(small.create(10), 65));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "test_support.h"
 
@@ -31,6 +32,20 @@ TEST_P(GoldenGenerate, BatchStdoutMatchesReference) {
   EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
 }
 
+// Continuous batching (two prompts running at a time, the next joining as one finishes, prompts
+// prefilled in chunks of at most 5 tokens beside the running decodes) prints the lockstep batch's
+// transcript byte for byte: batch invariance.
+TEST_P(GoldenGenerate, ContinuousBatchingPrintsTheLockstepTranscript) {
+  const std::string golden = data_path("golden/" + GetParam());
+  const json chat = json::parse(test::read_file(golden + "/chat-mp1-fp32.json"));
+  const std::string ckpt = test::convert_golden(GetParam(), 1, /*with_tokenizer=*/true);
+  auto r = test::run_dsinfer("generate --ckpt-path " + ckpt + " --input-file " + golden + "/prompts.txt" +
+                             " --max-new-tokens " + std::to_string(chat["max_new_tokens"].get<int>()) +
+                             " --temperature 0 --max-running 2 --step-tokens 5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, chat["batch"]["stdout"].get<std::string>());
+}
+
 TEST_P(GoldenGenerate, InteractiveTurnsMatchReference) {
   const std::string golden = data_path("golden/" + GetParam());
   const json chat = json::parse(test::read_file(golden + "/chat-mp1-fp32.json"));
@@ -52,6 +67,13 @@ TEST_P(GoldenGenerate, InteractiveTurnsMatchReference) {
                              input);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, expected);
+  // the turns after the first reuse the conversation's cache positions (the same text as above
+  // proves that reusing them changes nothing)
+  const std::regex reused(R"(\((\d+) reused from the previous turn\))");
+  int turns_reusing = 0;
+  for (auto it = std::sregex_iterator(r.err.begin(), r.err.end(), reused); it != std::sregex_iterator(); ++it)
+    turns_reusing += std::stoi((*it)[1]) > 0;
+  EXPECT_GT(turns_reusing, 0) << r.err;
 }
 
 TEST_P(GoldenGenerate, EndOfInputEndsInteractiveCleanly) {

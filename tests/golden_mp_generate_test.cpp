@@ -37,6 +37,20 @@ TEST_P(GoldenMpBatch, StdoutMatchesReferenceAtTwoRanks) {
   EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
 }
 
+// Rank 0 schedules continuous batching (joins, leaves, chunked prefill) and broadcasts each step;
+// both ranks print the lockstep transcript (rank 0 alone prints).
+TEST_P(GoldenMpBatch, ContinuousBatchingAtTwoRanksPrintsTheLockstepTranscript) {
+  const auto& [model, backend] = GetParam();
+  if (std::string why = test::backend_unavailable(backend); !why.empty()) GTEST_SKIP() << why;
+  const std::string golden = data_path("golden/" + model);
+  const json chat = json::parse(test::read_file(golden + "/chat-mp2-fp32.json"));
+  const std::string ckpt = test::convert_golden(model, 2, /*with_tokenizer=*/true);
+  auto r = test::run_ranks(backend, 2, "generate --ckpt-path " + ckpt + " --input-file " + golden + "/prompts.txt --max-new-tokens " +
+                          std::to_string(chat["max_new_tokens"].get<int>()) + " --temperature 0 --max-running 2 --step-tokens 4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, chat["batch"]["stdout"].get<std::string>());
+}
+
 INSTANTIATE_TEST_SUITE_P(Chat, GoldenMpBatch,
                          ::testing::Combine(::testing::Values("tiny-v3-chat", "tiny-v3-story"),
                                             ::testing::Values("mpi", "gloo")),

@@ -40,7 +40,42 @@ struct BenchOptions {
   uint64_t seed = 1;
   bool as_json = false;
   std::string golden;  // a golden model dir: compare exact and fast mode with the demo's bf16 run
+  std::vector<int> serving = {1, 4, 8};  // concurrencies of the serving-shaped runs; {0}: none
+  int serving_requests = 0;              // 0: twice the concurrency
+  ServingOptions serving_shape;
 };
+
+double mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0 : sum / static_cast<double>(v.size());
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+json serving_json(const ServingResult& r) {
+  return {{"concurrency", r.options.concurrency},
+          {"requests", r.options.requests},
+          {"prompt_len", r.options.prompt_len},
+          {"max_new_tokens", r.options.max_new_tokens},
+          {"stagger_steps", r.options.stagger_steps},
+          {"step_tokens", r.options.step_tokens},
+          {"seconds", r.seconds},
+          {"steps", r.steps},
+          {"generated_tokens", r.generated_tokens},
+          {"tokens_per_s", r.tokens_per_s()},
+          {"per_sequence_tokens_per_s", mean(r.tpot_seconds) > 0 ? 1 / mean(r.tpot_seconds) : 0.0},
+          {"ttft_mean_s", mean(r.ttft_seconds)},
+          {"ttft_p90_s", percentile(r.ttft_seconds, 0.9)},
+          {"tpot_mean_s", mean(r.tpot_seconds)},
+          {"tpot_p90_s", percentile(r.tpot_seconds, 0.9)},
+          {"latency_mean_s", mean(r.latency_seconds)},
+          {"max_step_s", r.max_step_seconds}};
+}
 
 // Every rank's values side by side ([world][n]), so rank 0 can report each rank and the sum.
 std::vector<std::vector<double>> gather(Comm& comm, const std::vector<double>& mine) {
@@ -162,6 +197,18 @@ void run_bench(const BenchOptions& o) {
                        {"gbps", gbps},
                        {"parts_rank0", parts_json(r.parts, r.steps)}});
   }
+  json servings = json::array();
+  for (int concurrency : o.serving) {
+    if (concurrency == 0) continue;
+    ServingOptions so = o.serving_shape;
+    so.concurrency = concurrency;
+    so.requests = o.serving_requests > 0 ? o.serving_requests : 2 * concurrency;
+    so.seed = o.seed + 3;
+    log_info("bench: serving ", so.requests, " requests at concurrency ", concurrency, " (prompts of ", so.prompt_len,
+             ", ", so.max_new_tokens, " new tokens, one arriving every ", so.stagger_steps, " steps, step budget ",
+             so.step_tokens, " tokens)");
+    servings.push_back(serving_json(bench_serving(*model, so)));
+  }
   log_info("bench: ceilings again");
   const Ceilings after = measure_ceilings(pool, isa, co, [&] { comm->barrier(); });
   const Ceilings mine{std::max(before.read_gbps, after.read_gbps), std::max(before.fma_gflops, after.fma_gflops),
@@ -217,6 +264,7 @@ void run_bench(const BenchOptions& o) {
                 {"ceilings", ceilings},
                 {"decode", decodes},
                 {"prefill", prefills},
+                {"serving", servings},
                 {"decode_bw_fraction", (*headline_decode)["bw_fraction"]},
                 {"golden", golden},
                 {"prefill_flop_fraction", prefill_fraction}};
@@ -247,6 +295,14 @@ void run_bench(const BenchOptions& o) {
     std::printf("  %4d tokens %6.2f %8.3f %9.2f %7.2f  %.3f\n", p["tokens"].get<int>(), p["tokens_per_s"].get<double>(),
                 p["seconds"].get<double>(), p["flops"].get<double>() / 1e9, p["gflops"].get<double>(),
                 p["flop_fraction"].get<double>());
+  if (!servings.empty()) {
+    std::printf("\nserving    requests  tokens/s  per-seq tok/s  TTFT mean/p90 s  TPOT mean/p90 ms  longest step ms\n");
+    for (const json& v : servings)
+      std::printf("  conc %-3d %7d %9.2f %10.2f %12.3f %6.3f %10.1f %6.1f %12.1f\n", v["concurrency"].get<int>(),
+                  v["requests"].get<int>(), v["tokens_per_s"].get<double>(), v["per_sequence_tokens_per_s"].get<double>(),
+                  v["ttft_mean_s"].get<double>(), v["ttft_p90_s"].get<double>(), 1e3 * v["tpot_mean_s"].get<double>(),
+                  1e3 * v["tpot_p90_s"].get<double>(), 1e3 * v["max_step_s"].get<double>());
+  }
   std::printf("\nwhere the time goes (rank 0, one forward call; attention and mlp include their norms)\n");
   const std::string decode_title = "decode batch " + std::to_string((*headline_decode)["batch"].get<int>());
   print_parts(decode_title.c_str(), (*headline_decode)["parts_rank0"], /*decode=*/true);
@@ -292,6 +348,22 @@ Command register_bench(CLI::App& app) {
                   "shared machine's neighbours only ever slow a run down)")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "seed of the random token ids")->capture_default_str();
+  sub->add_option("--serving", o->serving,
+                  "concurrencies of the serving-shaped runs (staggered arrivals, chunked prefill beside running "
+                  "decodes; 0: none)")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("--serving-requests", o->serving_requests, "requests per serving run (0: twice the concurrency)")
+      ->capture_default_str();
+  sub->add_option("--serving-prompt", o->serving_shape.prompt_len, "prompt tokens per serving request")
+      ->capture_default_str();
+  sub->add_option("--serving-new", o->serving_shape.max_new_tokens, "new tokens per serving request")
+      ->capture_default_str();
+  sub->add_option("--stagger-steps", o->serving_shape.stagger_steps, "engine steps between serving arrivals")
+      ->capture_default_str();
+  sub->add_option("--step-tokens", o->serving_shape.step_tokens,
+                  "token budget of a serving step (decode rows + prefill chunks)")
+      ->capture_default_str();
   sub->add_flag("--json", o->as_json, "print everything as one JSON object (and nothing else on stdout)");
   sub->add_option("--golden", o->golden,
                   "also compare exact and fast mode with the reference demo's own bf16 run on a golden model "

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/chat.h"
+#include "engine/engine.h"
 #include "engine/generate.h"
 #include "line_reader.h"
 #include "model_options.h"
@@ -32,7 +33,16 @@ struct GenerateCliOptions {
   float temperature = 0.2f;
   uint64_t seed = 965;
   std::string system;
+  int max_running = 0;       // batch: 0 = the reference's lockstep
+  int64_t step_tokens = 0;   // batch with --max-running: the step budget
+  int64_t kv_cache_tokens = 0;  // interactive: the cache budget (0: from the model and free memory)
 };
+
+void report(const EngineStats& s, int64_t prompt_tokens) {
+  log_info("[", prompt_tokens, " prompt tokens (", s.reused_tokens, " reused from the previous turn), ",
+           s.generated_tokens, " completion tokens; prefill ", s.prefilled_tokens / std::max(s.prefill_seconds, 1e-9),
+           " tokens/s, decode ", s.generated_tokens / std::max(s.decode_seconds, 1e-9), " tokens/s]");
+}
 
 void report(const GenerateStats& s) {
   log_info("[", s.prompt_tokens, " prompt tokens, ", s.generated_tokens, " completion tokens; prefill ",
@@ -96,8 +106,9 @@ void run_batch(const GenerateCliOptions& o, const ModelConfig& config, const Tok
   log_info(config.summary());  // after make_comm, which quiets ranks other than 0
   const std::vector<std::string> prompts =
       prompt_lines(*from_rank0(*comm, [&]() -> std::optional<std::string> { return read_text(o.input_file); }));
-  check(static_cast<int>(prompts.size()) <= config.max_batch_size, "Number of prompts in ", o.input_file, " (",
-        prompts.size(), ") exceeds maximum batch size (max_batch_size=", config.max_batch_size, ")");
+  check(o.max_running > 0 || static_cast<int>(prompts.size()) <= config.max_batch_size, "Number of prompts in ",
+        o.input_file, " (", prompts.size(), ") exceeds maximum batch size (max_batch_size=", config.max_batch_size,
+        "; --max-running N answers any number of prompts, N at a time)");
   check(!prompts.empty(), o.input_file, " holds no prompts");
   std::vector<std::vector<int32_t>> prompt_ids;
   for (const std::string& p : prompts)
@@ -106,12 +117,13 @@ void run_batch(const GenerateCliOptions& o, const ModelConfig& config, const Tok
   // the config, so that a bad prompt fails on every rank alike (and a rank with another
   // vocabulary is reported as another checkpoint, not as an odd token id on that rank alone).
   const bool alone = comm->world_size() == 1;
-  if (alone) check_prompts(config, prompt_ids);
+  const bool lockstep = o.max_running == 0;
+  if (alone) check_prompts(config, prompt_ids, lockstep);
   auto model = o.model.load_model(config, *comm);
-  if (!alone) check_prompts(config, prompt_ids);
+  if (!alone) check_prompts(config, prompt_ids, lockstep);
   // same seed and (after the all_gather) the same logits on every rank: the samples agree
   Sampler sampler(o.seed);
-  GenerateOptions options{o.max_new_tokens, tokenizer.eos_id(), o.temperature};
+  GenerateOptions options{o.max_new_tokens, tokenizer.eos_id(), o.temperature, o.max_running, o.step_tokens};
   GenerateStats stats;
   const auto completions = generate(*model, prompt_ids, options, sampler, nullptr, &stats);
   report(stats);
@@ -129,8 +141,18 @@ void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, con
   log_info(config.summary());  // after make_comm, which quiets ranks other than 0
   const bool root = comm->rank() == 0;
   auto model = o.model.load_model(config, *comm);
-  Sampler sampler(o.seed);
-  GenerateOptions options{o.max_new_tokens, tokenizer.eos_id(), o.temperature};
+  // One engine for the whole chat: each turn's sequence stays in the cache when it ends, and the
+  // next turn's prompt (the re-templated history) reuses the positions it shares with it and
+  // prefills only the rest. Batch invariance makes that the same logits as a fresh prefill.
+  KVCache cache(config, o.kv_cache_tokens > 0 ? o.kv_cache_tokens : default_kv_budget(config));
+  EngineOptions engine_options;
+  engine_options.retained_sequences = 1;
+  Engine engine(*model, cache, engine_options);
+  SamplingParams params;
+  params.temperature = o.temperature;
+  params.max_new_tokens = o.max_new_tokens;
+  if (tokenizer.eos_id() >= 0) params.stop_ids = {tokenizer.eos_id()};
+  params.seed = o.seed;
   std::optional<LineReader> reader;
   if (root) reader.emplace(">>> ");
   json messages = json::array();
@@ -139,31 +161,36 @@ void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, con
     if (*line == "/exit") break;
     if (*line == "/clear") {
       messages.clear();
+      engine.drop_retained();
       continue;
     }
     messages.push_back({{"role", "user"}, {"content", *line}});
     try {
-      const std::vector<int32_t> ids = chat.prompt_ids(with_system(o.system, messages));
+      std::vector<int32_t> ids = chat.prompt_ids(with_system(o.system, messages));
+      const int64_t prompt_tokens = static_cast<int64_t>(ids.size());
       StreamDecoder stream(tokenizer, /*skip_special_tokens=*/true);
-      GenerateStats stats;
-      const auto completion_ids = generate(
-          *model, {ids}, options, sampler,
-          [&](int, int32_t token) {
-            const std::string piece = stream.push(token);
-            if (!root) return;
-            std::fwrite(piece.data(), 1, piece.size(), stdout);
-            std::fflush(stdout);
-          },
-          &stats);
+      std::vector<int32_t> completion_ids;
+      RequestEvents events;
+      events.on_token = [&](int32_t token) {
+        completion_ids.push_back(token);
+        const std::string piece = stream.push(token);
+        if (!root) return;
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+      };
+      const EngineStats before = engine.stats();
+      std::vector<Engine::Pending> turn;
+      turn.push_back({std::move(ids), params, std::move(events)});
+      engine.run_all(std::move(turn));
       const std::string rest = stream.finish();
       if (root) {
         std::fwrite(rest.data(), 1, rest.size(), stdout);
         std::fputs("\n", stdout);
         std::fflush(stdout);
       }
-      report(stats);
+      report(engine.stats() - before, prompt_tokens);
       // the history holds the decoded text, re-templated next turn (as the reference does)
-      messages.push_back({{"role", "assistant"}, {"content", tokenizer.decode(completion_ids[0], true)}});
+      messages.push_back({{"role", "assistant"}, {"content", tokenizer.decode(completion_ids, true)}});
     } catch (const CommError&) {
       throw;  // the ranks no longer agree: end the session
     } catch (const Error& e) {
@@ -177,6 +204,8 @@ void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, con
 void run_generate(const GenerateCliOptions& o) {
   check(!o.input_file.empty() || o.interactive, "Either input-file or interactive mode must be specified");
   check(o.max_new_tokens >= 0, "--max-new-tokens must be >= 0");
+  check(o.max_running >= 0 && o.step_tokens >= 0 && o.kv_cache_tokens >= 0,
+        "--max-running, --step-tokens and --kv-cache-tokens must be >= 0");
   const ModelConfig config = o.model.load_config();
   const Tokenizer tokenizer = Tokenizer::load(o.model.ckpt_path);
   const ChatFormatter chat(tokenizer);
@@ -198,6 +227,13 @@ Command register_generate(CLI::App& app) {
   sub->add_option("--temperature", o->temperature, "sampling temperature (0: greedy)")->capture_default_str();
   sub->add_option("--seed", o->seed, "sampling seed")->capture_default_str();
   sub->add_option("--system", o->system, "a system message put before the conversation");
+  sub->add_option("--max-running", o->max_running,
+                  "batch: continuous batching, at most N prompts running at once (any number in the file; the "
+                  "same completions); default: the reference's lockstep batch of at most max_batch_size");
+  sub->add_option("--step-tokens", o->step_tokens,
+                  "batch with --max-running: most tokens per forward step (decode rows + prefill chunks; 0: 256)");
+  sub->add_option("--kv-cache-tokens", o->kv_cache_tokens,
+                  "interactive: KV cache budget in positions (0: half the free memory, at least max_seq_len)");
   return {sub, [o] { run_generate(*o); }};
 }
 

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/engine.h"
 
 namespace dsinfer {
 
@@ -31,6 +32,13 @@ std::vector<int32_t> random_tokens(std::mt19937_64& rng, int vocab, int64_t n) {
 }
 }  // namespace
 
+namespace {
+// A cache that holds `count` sequences of `positions` each (whole blocks).
+KVCache cache_for(const ModelConfig& c, int64_t count, int64_t positions) {
+  return KVCache(c, count * ((positions + kKVBlock - 1) / kKVBlock * kKVBlock));
+}
+}  // namespace
+
 DecodeResult bench_decode(Transformer& model, int batch, int prompt_len, int warmup, int steps, uint64_t seed) {
   const ModelConfig& c = model.config();
   check(batch >= 1 && prompt_len >= 1 && warmup >= 0 && steps >= 1, "bench: decode needs batch, prompt ",
@@ -38,25 +46,36 @@ DecodeResult bench_decode(Transformer& model, int batch, int prompt_len, int war
   check(prompt_len + warmup + steps <= c.max_seq_len, "bench: decode positions (", prompt_len + warmup + steps,
         ") exceed max_seq_len (", c.max_seq_len, ")");
   std::mt19937_64 rng(seed);
-  KVCache cache(c, batch, prompt_len + warmup + steps);
-  std::vector<float> logits(static_cast<size_t>(batch) * c.vocab_size);
-  const std::vector<int32_t> prompt = random_tokens(rng, c.vocab_size, static_cast<int64_t>(batch) * prompt_len);
-  model.forward(prompt.data(), batch, prompt_len, 0, cache, logits.data());
-  int pos = prompt_len;
-  for (int s = 0; s < warmup; ++s, ++pos)
-    model.forward(random_tokens(rng, c.vocab_size, batch).data(), batch, 1, pos, cache, logits.data());
-  // the ids of the timed steps are drawn up front: no allocation inside the timed loop
-  const std::vector<int32_t> ids = random_tokens(rng, c.vocab_size, static_cast<int64_t>(steps) * batch);
+  // the engine's lockstep policy: one step prefills every prompt, then each step decodes every row
+  KVCache cache = cache_for(c, batch, prompt_len + warmup + steps);
   DecodeResult r;
   r.batch = batch;
-  r.steps = steps;
-  const double t0 = now_seconds();
-  for (int s = 0; s < steps; ++s, ++pos) {
-    model.forward(ids.data() + static_cast<int64_t>(s) * batch, batch, 1, pos, cache, logits.data());
+  int step_index = 0;
+  EngineOptions options;
+  options.step_tokens = static_cast<int64_t>(batch) * prompt_len;
+  options.max_running = batch;
+  options.retained_sequences = 0;
+  options.on_step = [&](const StepReport& s) {
+    if (step_index++ < 1 + warmup) return;  // the prefill and the warm-up steps
+    check(s.decode_rows == batch && s.prefill_tokens == 0, "bench: a decode step held ", s.decode_rows, " rows");
+    ++r.steps;
+    r.seconds += s.seconds;
     r.weight_bytes += model.stats().weight_bytes;
     r.parts.add(model.stats());
+  };
+  Engine engine(model, cache, options);
+  // sampled at temperature 1 (each row its own stream): the rows keep routing like real text
+  // does instead of a random model's greedy loop repeating one token
+  std::vector<Engine::Pending> requests;
+  for (int b = 0; b < batch; ++b) {
+    SamplingParams params;
+    params.temperature = 1.0f;
+    params.seed = seed + static_cast<uint64_t>(b);
+    params.max_new_tokens = 1 + warmup + steps;
+    requests.push_back({random_tokens(rng, c.vocab_size, prompt_len), params, {}});
   }
-  r.seconds = now_seconds() - t0;
+  engine.run_all(std::move(requests));
+  check(r.steps == steps, "bench: ", r.steps, " timed decode steps ran, not ", steps);
   return r;
 }
 
@@ -65,18 +84,94 @@ PrefillResult bench_prefill(Transformer& model, int tokens, uint64_t seed) {
   check(tokens >= 1 && tokens <= c.max_seq_len, "bench: prefill length ", tokens, " is outside [1, max_seq_len=",
         c.max_seq_len, "]");
   std::mt19937_64 rng(seed);
-  KVCache cache(c, 1, tokens);
-  std::vector<float> logits(c.vocab_size);
-  const std::vector<int32_t> ids = random_tokens(rng, c.vocab_size, tokens);
+  KVCache cache = cache_for(c, 1, tokens + 1);
   PrefillResult r;
   r.tokens = tokens;
-  const double t0 = now_seconds();
-  model.forward(ids.data(), 1, tokens, 0, cache, logits.data());
-  r.seconds = now_seconds() - t0;
-  r.macs = model.stats().macs;
-  r.weight_bytes = model.stats().weight_bytes;
-  r.parts.add(model.stats());
+  EngineOptions options;
+  options.step_tokens = tokens;  // the whole prompt in one step
+  options.retained_sequences = 0;
+  options.on_step = [&](const StepReport& s) {
+    if (s.prefill_tokens == 0) return;
+    r.seconds += s.seconds;
+    r.macs += model.stats().macs;
+    r.weight_bytes += model.stats().weight_bytes;
+    r.parts.add(model.stats());
+  };
+  Engine engine(model, cache, options);
+  SamplingParams params;
+  params.max_new_tokens = 1;
+  std::vector<Engine::Pending> requests;
+  requests.push_back({random_tokens(rng, c.vocab_size, tokens), params, {}});
+  engine.run_all(std::move(requests));
   return r;
+}
+
+ServingResult bench_serving(Transformer& model, const ServingOptions& o) {
+  const ModelConfig& c = model.config();
+  check(o.concurrency >= 1 && o.requests >= 1 && o.prompt_len >= 1 && o.max_new_tokens >= 1 && o.stagger_steps >= 0,
+        "bench: serving needs concurrency, requests, prompt length and new tokens >= 1");
+  check(o.prompt_len + o.max_new_tokens <= c.max_seq_len, "bench: serving prompt plus new tokens (",
+        o.prompt_len + o.max_new_tokens, ") exceed max_seq_len (", c.max_seq_len, ")");
+  std::mt19937_64 rng(o.seed);
+  KVCache cache = cache_for(c, o.concurrency, o.prompt_len + o.max_new_tokens);
+  EngineOptions options;
+  options.step_tokens = o.step_tokens;
+  options.max_running = o.concurrency;
+  options.retained_sequences = 0;
+  ServingResult result;
+  result.options = o;
+  options.on_step = [&](const StepReport& s) {
+    ++result.steps;
+    result.forward_seconds += s.seconds;
+    result.max_step_seconds = std::max(result.max_step_seconds, s.seconds);
+  };
+  Engine engine(model, cache, options);
+  if (!engine.leader()) {  // rank 0 decides when requests arrive; the others take its steps
+    engine.follow();
+    return result;
+  }
+  struct Timing {
+    double submitted = 0, first = 0, last = 0;
+    int tokens = 0;
+  };
+  std::vector<Timing> timing(static_cast<size_t>(o.requests));
+  int next = 0, in_flight = 0, steps_since_arrival = o.stagger_steps;
+  const double t0 = now_seconds();
+  for (;;) {
+    // staggered arrivals: a new request every stagger_steps steps while fewer than
+    // `concurrency` are in flight (a closed loop of clients with think time 0)
+    if (next < o.requests && in_flight < o.concurrency && steps_since_arrival >= o.stagger_steps) {
+      SamplingParams params;
+      params.temperature = 1.0f;
+      params.seed = o.seed + static_cast<uint64_t>(next);
+      params.max_new_tokens = o.max_new_tokens;
+      Timing& t = timing[static_cast<size_t>(next)];
+      RequestEvents events;
+      events.on_token = [&t](int32_t) {
+        t.last = now_seconds();
+        if (t.tokens++ == 0) t.first = t.last;
+      };
+      events.on_finish = [&in_flight](FinishReason, const std::string&) { --in_flight; };
+      t.submitted = now_seconds();
+      engine.submit(random_tokens(rng, c.vocab_size, o.prompt_len), params, std::move(events));
+      ++next;
+      ++in_flight;
+      steps_since_arrival = 0;
+      continue;  // another may arrive at once when stagger_steps is 0
+    }
+    const bool stepped = engine.step();
+    ++steps_since_arrival;
+    if (!stepped && next == o.requests) break;
+  }
+  engine.pause();
+  result.seconds = now_seconds() - t0;
+  for (const Timing& t : timing) {
+    result.generated_tokens += t.tokens;
+    result.ttft_seconds.push_back(t.first - t.submitted);
+    if (t.tokens > 1) result.tpot_seconds.push_back((t.last - t.first) / (t.tokens - 1));
+    result.latency_seconds.push_back(t.last - t.submitted);
+  }
+  return result;
 }
 
 }  // namespace dsinfer

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "bench/ceilings.h"
 #include "kernels/linear.h"
@@ -32,8 +33,9 @@ struct DecodeResult {
   double bytes_per_token() const { return bytes_per_step() / batch; }
 };
 
-// A prompt of `prompt_len` random tokens per row (one forward call), `warmup` untimed decode
-// steps, then `steps` timed decode steps of one random token per row each.
+// On the engine (lockstep): a prompt of `prompt_len` random tokens per row (one step), `warmup`
+// untimed decode steps, then `steps` timed decode steps of one token per row each (sampled at
+// temperature 1, every row its own stream). Seconds count the forward calls only.
 DecodeResult bench_decode(Transformer& model, int batch, int prompt_len, int warmup, int steps,
                           uint64_t seed);
 
@@ -46,8 +48,37 @@ struct PrefillResult {
   double tokens_per_s() const { return tokens / seconds; }
 };
 
-// One forward call of `tokens` random tokens from position 0 at batch 1 (logits of the last
+// One engine step of `tokens` random tokens from position 0 at batch 1 (logits of the last
 // position only, as the reference computes them).
 PrefillResult bench_prefill(Transformer& model, int tokens, uint64_t seed);
+
+// A serving-shaped run on the engine: `requests` requests of `prompt_len` random tokens and
+// `max_new_tokens` sampled ones (temperature 1), arriving one every `stagger_steps` engine steps
+// while fewer than `concurrency` are in flight (clients that send the next request as soon as one
+// ends), prefilled in chunks within the step budget `step_tokens` beside the running decodes.
+struct ServingOptions {
+  int concurrency = 4;
+  int requests = 8;
+  int prompt_len = 64;
+  int max_new_tokens = 16;
+  int stagger_steps = 2;
+  int64_t step_tokens = 256;
+  uint64_t seed = 1;
+};
+
+struct ServingResult {
+  ServingOptions options;
+  double seconds = 0;          // wall time of the whole run (rank 0)
+  double forward_seconds = 0;  // of which in forward steps
+  double max_step_seconds = 0; // the longest step: what a running stream waits at worst
+  int64_t steps = 0;
+  int64_t generated_tokens = 0;
+  // per request (rank 0): time to first token, mean time per output token after it, end to end
+  std::vector<double> ttft_seconds, tpot_seconds, latency_seconds;
+  double tokens_per_s() const { return static_cast<double>(generated_tokens) / seconds; }
+};
+
+// Every rank calls it; rank 0 decides the arrivals and reports, the others follow its steps.
+ServingResult bench_serving(Transformer& model, const ServingOptions& options);
 
 }  // namespace dsinfer

@@ -30,12 +30,17 @@ struct Engine::Request {
 };
 
 Engine::Engine(Transformer& model, KVCache& cache, EngineOptions options)
-    : model_(model), cache_(cache), options_(options) {
+    : model_(model), cache_(cache), options_(std::move(options)) {
   check(options_.step_tokens >= 1, "engine: step_tokens must be >= 1");
   check(options_.max_running >= 1, "engine: max_running must be >= 1");
+  Comm& ranks = options_.ranks ? *options_.ranks : model_.comm();
+  if (ranks.world_size() > 1) {
+    ranks_ = &ranks;
+    rank_ = ranks.rank();
+  }
 }
 
-RequestId Engine::submit(std::vector<int32_t> prompt, const SamplingParams& params, RequestEvents events) {
+void Engine::check_request(const std::vector<int32_t>& prompt, const SamplingParams& params) const {
   const ModelConfig& c = model_.config();
   check(!prompt.empty(), "the prompt is empty");
   check(static_cast<int64_t>(prompt.size()) <= c.max_seq_len, "Prompt length (", prompt.size(),
@@ -43,13 +48,15 @@ RequestId Engine::submit(std::vector<int32_t> prompt, const SamplingParams& para
   for (int32_t t : prompt)
     check(t >= 0 && t < c.vocab_size, "the prompt holds token id ", t, " outside the vocabulary [0, ", c.vocab_size, ")");
   check_sampling(params);
+}
+
+RequestId Engine::submit(std::vector<int32_t> prompt, const SamplingParams& params, RequestEvents events) {
+  check(leader(), "engine: rank ", rank_, " follows rank 0 and takes no submissions");
+  check_request(prompt, params);
   auto r = std::make_unique<Request>();
   r->prompt = std::move(prompt);
   r->params = params;
   r->events = std::move(events);
-  // a sequence may grow to its prompt plus max_new_tokens, within max_seq_len; the last token
-  // generated is never fed back, so it needs no position
-  r->capacity = std::min<int64_t>(c.max_seq_len, static_cast<int64_t>(r->prompt.size()) + params.max_new_tokens);
   std::lock_guard<std::mutex> lock(mutex_);
   r->id = next_id_++;
   const RequestId id = r->id;
@@ -62,16 +69,105 @@ void Engine::cancel(RequestId id) {
   cancelled_.push_back(id);
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  if (!ranks_ || !leader() || !followers_inside_) return;
+  // unwinding on rank 0 (a front end's error between steps): release the followers
+  try {
+    StepOrders abort;
+    abort.kind = StepOrders::Kind::kAbort;
+    abort.reason = "rank 0 stopped in the middle of a run (its own error says why)";
+    send(abort);
+  } catch (const Error&) {
+    // the ranks have lost each other already; their collectives fail on their own
+  }
+}
 
 bool Engine::idle() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return submitted_.empty() && waiting_.empty() && running_.empty();
 }
 
+void Engine::send(const StepOrders& orders) {
+  std::string bytes = encode_orders(orders);
+  ranks_->broadcast(bytes, 0);
+  followers_inside_ = orders.kind == StepOrders::Kind::kStep;
+}
+
 void Engine::run_until_idle() {
   while (step()) {
   }
+  pause();
+}
+
+void Engine::pause() {
+  check(leader(), "engine: pause() is rank 0's");
+  if (!ranks_) return;
+  StepOrders orders;
+  orders.kind = StepOrders::Kind::kPause;
+  send(orders);
+}
+
+void Engine::stop() {
+  check(leader(), "engine: stop() is rank 0's");
+  if (!ranks_) return;
+  StepOrders orders;
+  orders.kind = StepOrders::Kind::kStop;
+  send(orders);
+}
+
+bool Engine::follow() {
+  check(!leader(), "engine: follow() is for ranks other than 0");
+  for (;;) {
+    std::string bytes;
+    ranks_->broadcast(bytes, 0);
+    const StepOrders orders = decode_orders(bytes);
+    switch (orders.kind) {
+      case StepOrders::Kind::kPause: return true;
+      case StepOrders::Kind::kStop: return false;
+      case StepOrders::Kind::kAbort: fail("rank 0 failed: ", orders.reason);
+      case StepOrders::Kind::kStep:
+        apply_orders(orders);
+        run_step();
+        break;
+    }
+  }
+}
+
+void Engine::run_all(std::vector<Pending> requests) {
+  // every rank checks the same list, so a bad request fails everywhere before anyone waits
+  for (const Pending& p : requests) check_request(p.prompt, p.params);
+  // a request that ends in error (it can never fit the cache) is this call's Error, on every rank
+  std::string first_error;
+  for (Pending& p : requests) {
+    p.events.on_finish = [&first_error, then = std::move(p.events.on_finish)](FinishReason reason, const std::string& e) {
+      if (reason == FinishReason::kError && first_error.empty()) first_error = e;
+      if (then) then(reason, e);
+    };
+  }
+  run_all_events(requests);
+  check(first_error.empty(), first_error);
+}
+
+void Engine::run_all_events(std::vector<Pending>& requests) {
+  if (leader()) {
+    for (Pending& p : requests) submit(std::move(p.prompt), p.params, std::move(p.events));
+    run_until_idle();
+    return;
+  }
+  // rank 0 numbers them from the same next id
+  const RequestId first = next_id_;
+  auto saved = std::move(options_.follower_events);
+  options_.follower_events = [&](RequestId id) {
+    const RequestId i = id - first;
+    return i >= 0 && i < static_cast<RequestId>(requests.size()) ? requests[i].events : RequestEvents{};
+  };
+  try {
+    follow();
+  } catch (...) {
+    options_.follower_events = std::move(saved);
+    throw;
+  }
+  options_.follower_events = std::move(saved);
 }
 
 void Engine::drop_retained() {
@@ -79,16 +175,40 @@ void Engine::drop_retained() {
   retained_.clear();
 }
 
-void Engine::take_submissions() {
+void Engine::take_leader_orders() {
   std::vector<RequestId> cancelled;
+  StepOrders orders;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     while (!submitted_.empty()) {
+      Request& r = *submitted_.front();
+      if (ranks_) orders.submissions.push_back({r.id, r.prompt, r.params});
       waiting_.push_back(std::move(submitted_.front()));
       submitted_.pop_front();
     }
     cancelled.swap(cancelled_);
   }
+  if (ranks_) {
+    orders.cancels = cancelled;
+    send(orders);
+  }
+  apply_cancels(cancelled);
+}
+
+void Engine::apply_orders(const StepOrders& orders) {
+  for (const Submission& s : orders.submissions) {
+    auto r = std::make_unique<Request>();
+    r->id = s.id;
+    r->prompt = s.prompt;
+    r->params = s.params;
+    if (options_.follower_events) r->events = options_.follower_events(s.id);
+    next_id_ = s.id + 1;
+    waiting_.push_back(std::move(r));
+  }
+  apply_cancels(orders.cancels);
+}
+
+void Engine::apply_cancels(const std::vector<RequestId>& cancelled) {
   for (RequestId id : cancelled) {
     for (auto& r : waiting_)
       if (r->id == id && !r->done) finish(*r, FinishReason::kCancelled);
@@ -120,7 +240,11 @@ void Engine::admit() {
   // first come, first served: a request that does not fit waits, and so do the ones behind it
   while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_running) {
     Request& r = *waiting_.front();
-    if (r.capacity <= static_cast<int64_t>(r.prompt.size())) {
+    // a sequence may grow to its prompt plus max_new_tokens, within max_seq_len; the last token
+    // generated is never fed back, so it needs no position
+    const int64_t prompt_len = static_cast<int64_t>(r.prompt.size());
+    r.capacity = std::min<int64_t>(model_.config().max_seq_len, prompt_len + r.params.max_new_tokens);
+    if (r.capacity <= prompt_len && !r.params.prompt_logits) {
       // no room for a token: max_new_tokens 0, or the prompt already fills max_seq_len
       finish(r, FinishReason::kLength);
       waiting_.pop_front();
@@ -128,8 +252,9 @@ void Engine::admit() {
     }
     int64_t shared = 0;
     int reuse = best_retained(r.prompt, shared);
-    if (reuse >= 0 && cache_.capacity(retained_[reuse].seq) >= r.capacity) {
-      // take the retained sequence over: its first `shared` positions are this prompt's
+    if (reuse >= 0 && cache_.grow(retained_[reuse].seq, r.capacity)) {
+      // take the retained sequence over (grown if it must be: a longer next turn of a chat): its
+      // first `shared` positions are this prompt's
       r.seq = retained_[reuse].seq;
       cache_.truncate(r.seq, shared);
       retained_.erase(retained_.begin() + reuse);
@@ -193,7 +318,12 @@ void Engine::finish(Request& r, FinishReason reason, const std::string& error) {
 }
 
 bool Engine::step() {
-  take_submissions();
+  check(leader(), "engine: step() is rank 0's; rank ", rank_, " follows");
+  take_leader_orders();
+  return run_step();
+}
+
+bool Engine::run_step() {
   admit();
   if (running_.empty()) return false;
   // decode rows first (every sequence past its prompt), then prefill chunks in admission order
@@ -207,30 +337,45 @@ bool Engine::step() {
   int64_t budget = std::max<int64_t>(options_.step_tokens - static_cast<int64_t>(in_step.size()), 0);
   // a step always makes prefill progress when nothing decodes
   if (in_step.empty()) budget = std::max<int64_t>(budget, 1);
-  bool has_prefill = false;
+  const int64_t decode_rows = static_cast<int64_t>(in_step.size());
+  int64_t prefill_tokens = 0;
   for (auto& r : running_) {
     if (!r->prefilling() || budget == 0) continue;
     const int64_t n = std::min<int64_t>(budget, static_cast<int64_t>(r->prompt.size()) - r->cached);
-    step.add(r->seq, r->cached, r->prompt.data() + r->cached, n);
+    step.add(r->seq, r->cached, r->prompt.data() + r->cached, n, /*all_logits=*/r->params.prompt_logits);
     in_step.push_back(r.get());
     budget -= n;
-    stats_.prefilled_tokens += n;
-    has_prefill = true;
+    prefill_tokens += n;
   }
+  stats_.prefilled_tokens += prefill_tokens;
   const double start = now_seconds();
   StepOutput out;
   model_.forward(step, cache_, out);
-  (has_prefill ? stats_.prefill_seconds : stats_.decode_seconds) += now_seconds() - start;
+  StepReport report{decode_rows, prefill_tokens, now_seconds() - start};
+  (prefill_tokens > 0 ? stats_.prefill_seconds : stats_.decode_seconds) += report.seconds;
   ++stats_.steps;
+  if (options_.on_step) options_.on_step(report);
 
   const int64_t vocab = model_.config().vocab_size;
+  int64_t row = 0;  // the first logits row of chunk i
   for (size_t i = 0; i < in_step.size(); ++i) {
     Request& r = *in_step[i];
-    r.cached += step.chunks[i].n_tokens;
-    if (r.prefilling()) continue;  // a prompt chunk that is not the last: its logits are not needed
+    const SeqChunk& chunk = step.chunks[i];
+    const int64_t rows = chunk.all_logits ? chunk.n_tokens : 1;
+    const float* chunk_logits = out.logits.data() + row * vocab;
+    row += rows;
+    r.cached += chunk.n_tokens;
+    if (chunk.all_logits && r.events.on_logits)
+      for (int64_t j = 0; j < rows; ++j) r.events.on_logits(chunk.start_pos + j, chunk_logits + j * vocab);
+    if (r.prefilling()) continue;  // a prompt chunk that is not the last: nothing to sample yet
+    if (static_cast<int64_t>(r.generated.size()) >= r.params.max_new_tokens) {
+      finish(r, FinishReason::kLength);  // max_new_tokens 0: the prompt was only scored
+      continue;
+    }
+    const float* logits = chunk_logits + (rows - 1) * vocab;
     const int64_t position = r.cached;  // where the new token will sit
-    const int32_t token = static_cast<int32_t>(sample_keyed(out.logits.data() + static_cast<int64_t>(i) * vocab, vocab,
-                                                            r.params, position, sample_scratch_));
+    if (!chunk.all_logits && r.events.on_logits) r.events.on_logits(position - 1, logits);
+    const int32_t token = static_cast<int32_t>(sample_keyed(logits, vocab, r.params, position, sample_scratch_));
     const auto& stops = r.params.stop_ids;
     if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
       finish(r, FinishReason::kStop);

@@ -7,9 +7,12 @@
 //
 // Threads: submit() and cancel() may be called from any thread; step() from one thread only
 // (the engine thread). Callbacks run on the engine thread, inside step().
-// Ranks: every rank runs the same engine over the same submissions in the same order (the
-// prompts are broadcast by the front end); every decision depends only on them and on the
-// gathered logits, so the ranks take the same steps without exchanging them.
+// Ranks: rank 0 leads. Before each step it broadcasts what was submitted and cancelled since the
+// last one (engine/step_orders.h); every other rank runs follow(), which applies the same orders
+// and takes the same step. Every decision depends only on those orders and on the gathered
+// logits, so the ranks schedule, sample and finish alike without exchanging anything else.
+// The leader's run_until_idle() (or pause()) lets the followers' follow() return, so a front end
+// that reads input on rank 0 between runs keeps its own broadcasts in step with the engine's.
 #pragma once
 
 #include <cstdint>
@@ -21,12 +24,11 @@
 #include <vector>
 
 #include "engine/sampling.h"
+#include "engine/step_orders.h"
 #include "model/kv_cache.h"
 #include "model/transformer.h"
 
 namespace dsinfer {
-
-using RequestId = int64_t;
 
 enum class FinishReason { kStop, kLength, kCancelled, kError };
 const char* finish_reason_name(FinishReason reason);
@@ -35,6 +37,17 @@ struct RequestEvents {
   std::function<void(int32_t token)> on_token;  // each completion token, in order
   // once, at the end; `error` explains kError (e.g. a prompt longer than the cache can ever hold)
   std::function<void(FinishReason reason, const std::string& error)> on_finish;
+  // Each logits row [vocab] computed for the request, with the input position it was computed at
+  // (the row predicts position + 1): every prompt position when params.prompt_logits, then the
+  // row each token is sampled from (before its on_token). The pointer is valid during the call.
+  std::function<void(int64_t position, const float* logits)> on_logits;
+};
+
+// What one forward step did (EngineOptions::on_step): every rank sees the same steps.
+struct StepReport {
+  int64_t decode_rows = 0;      // sequences that decoded one token
+  int64_t prefill_tokens = 0;   // prompt tokens in prefill chunks
+  double seconds = 0;           // the forward call
 };
 
 struct EngineOptions {
@@ -43,29 +56,65 @@ struct EngineOptions {
   // Finished sequences kept in the cache for prefix reuse (a later prompt that starts with the
   // same tokens prefills only the rest); evicted oldest first when their room is needed.
   int retained_sequences = 4;
+  // The ranks that step together; null: the model's. Rank 0 leads, the others follow().
+  Comm* ranks = nullptr;
+  // On a follower: the events of a request rank 0 submitted (none when unset), so that a front
+  // end that runs on every rank can collect the same completions everywhere.
+  std::function<RequestEvents(RequestId id)> follower_events;
+  // After each forward step, on every rank (benchmarks read the model's stats here).
+  std::function<void(const StepReport&)> on_step;
 };
 
 struct EngineStats {
   int64_t steps = 0, prompt_tokens = 0, prefilled_tokens = 0, reused_tokens = 0, generated_tokens = 0;
   double prefill_seconds = 0;  // steps that held prefill chunks
   double decode_seconds = 0;   // steps of decode rows only
+  // What happened between two readings (e.g. one chat turn).
+  EngineStats operator-(const EngineStats& o) const {
+    return {steps - o.steps, prompt_tokens - o.prompt_tokens, prefilled_tokens - o.prefilled_tokens,
+            reused_tokens - o.reused_tokens, generated_tokens - o.generated_tokens,
+            prefill_seconds - o.prefill_seconds, decode_seconds - o.decode_seconds};
+  }
 };
 
 class Engine {
  public:
   Engine(Transformer& model, KVCache& cache, EngineOptions options = {});
+  // A leader that dies while its followers are inside follow() tells them (they fail with an
+  // Error instead of waiting for a step that never comes).
   ~Engine();
 
+  // Whether this rank schedules (rank 0, or a world of one); the others follow().
+  bool leader() const { return rank_ == 0; }
+
   // Queues a request; an Error for a bad one (empty prompt, token ids outside the vocabulary,
-  // longer than max_seq_len, bad parameters). Thread safe.
+  // longer than max_seq_len, bad parameters), or on a follower. Thread safe.
   RequestId submit(std::vector<int32_t> prompt, const SamplingParams& params, RequestEvents events);
   // Ends a request (finish reason kCancelled) at the next step; unknown or finished ids are ignored.
   void cancel(RequestId id);
-  // Runs one forward step (admitting, prefilling, decoding, finishing); false when there was
-  // nothing to do.
+  // Leader: runs one forward step (admitting, prefilling, decoding, finishing) after sending its
+  // orders to the followers; false when there was nothing to do.
   bool step();
-  // step() until every request has finished.
+  // Leader: step() until every request has finished, then pause().
   void run_until_idle();
+  // Leader: lets the followers' follow() return true (the leader goes back to its input).
+  void pause();
+  // Leader: lets the followers' follow() return false (the session is over).
+  void stop();
+  // Follower: takes the steps rank 0 orders until it pauses (true) or stops (false); an Error
+  // when rank 0 reports a failure, a CommError when the ranks lose each other.
+  bool follow();
+
+  // Leader: submits every request and runs until idle; follower: follows, giving each request
+  // rank 0 submitted the events of the same index. Every rank calls it with the same list (the
+  // lockstep front ends: generate, eval, perplexity, bench); the requests get consecutive ids.
+  // A bad request, or one that ends in error, is an Error on every rank.
+  struct Pending {
+    std::vector<int32_t> prompt;
+    SamplingParams params;
+    RequestEvents events;
+  };
+  void run_all(std::vector<Pending> requests);
 
   // Nothing submitted, waiting or running (engine thread only, as step()).
   bool idle() const;
@@ -80,8 +129,17 @@ class Engine {
     SeqId seq;
     std::vector<int32_t> tokens;  // what its cache positions hold
   };
-  void take_submissions();
+  // What this step starts from: the leader's submissions and cancellations (broadcast to the
+  // followers when there are any), or rank 0's orders on a follower.
+  void take_leader_orders();
+  void apply_orders(const StepOrders& orders);
+  void apply_cancels(const std::vector<RequestId>& cancelled);
+  bool run_step();
+  void send(const StepOrders& orders);
   void admit();
+  void run_all_events(std::vector<Pending>& requests);
+  // The Error submit() gives for a bad request.
+  void check_request(const std::vector<int32_t>& prompt, const SamplingParams& params) const;
   void finish(Request& r, FinishReason reason, const std::string& error = {});
   // The retained sequence sharing the longest prefix with `prompt` (at most prompt.size() - 1
   // tokens, so that a logit row is left to compute), or -1.
@@ -90,6 +148,9 @@ class Engine {
   Transformer& model_;
   KVCache& cache_;
   EngineOptions options_;
+  Comm* ranks_ = nullptr;  // null: a world of one
+  int rank_ = 0;
+  bool followers_inside_ = false;  // the leader sent a step since the last pause or stop
   EngineStats stats_;
   mutable std::mutex mutex_;  // guards submitted_, cancelled_, next_id_
   std::deque<std::unique_ptr<Request>> submitted_;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "engine/engine.h"
 #include "io/json_file.h"
 
 namespace dsinfer {
@@ -66,13 +67,31 @@ std::vector<float> eval_case_logits(Transformer& model, const EvalCase& c, const
   check(prefill_len + steps - 1 <= config.max_seq_len, origin, ": prefill plus decode steps exceed max_seq_len (",
         config.max_seq_len, ")");
   std::vector<float> logits(static_cast<size_t>(steps) * batch * vocab);
-  KVCache cache(config, batch, prefill_len + steps - 1);
-  std::vector<int32_t> tokens;
-  for (const auto& row : c.prefill) tokens.insert(tokens.end(), row.begin(), row.end());
-  model.forward(tokens.data(), batch, prefill_len, 0, cache, logits.data());
-  for (size_t s = 0; s < c.decode.size(); ++s)
-    model.forward(c.decode[s].data(), batch, 1, prefill_len + static_cast<int>(s), cache,
-                  logits.data() + (s + 1) * batch * vocab);
+  // Row b as one sequence (its prefill then its forced decode tokens), scored in one engine step
+  // with every row's logits; batch invariance makes them the bits of the reference's loop of one
+  // prefill call and one call per decode step. Logits of position prefill_len - 1 + s are step s.
+  const int64_t length = prefill_len + steps - 1;
+  KVCache cache(config, batch * ((length + kKVBlock - 1) / kKVBlock * kKVBlock));
+  EngineOptions options;
+  options.step_tokens = batch * length;
+  options.max_running = batch;
+  options.retained_sequences = 0;
+  Engine engine(model, cache, options);
+  SamplingParams params;
+  params.max_new_tokens = 0;
+  params.prompt_logits = true;
+  std::vector<Engine::Pending> requests;
+  for (int b = 0; b < batch; ++b) {
+    std::vector<int32_t> tokens = c.prefill[b];
+    for (const auto& step : c.decode) tokens.push_back(step[b]);
+    RequestEvents events;
+    events.on_logits = [&, b](int64_t position, const float* row) {
+      const int64_t s = position - (prefill_len - 1);
+      if (s >= 0) std::copy(row, row + vocab, logits.data() + (s * batch + b) * vocab);
+    };
+    requests.push_back({std::move(tokens), params, std::move(events)});
+  }
+  engine.run_all(std::move(requests));
   return logits;
 }
 

@@ -16,6 +16,11 @@ struct GenerateOptions {
   int max_new_tokens = 200;
   int eos_id = -1;           // -1: never stops early
   float temperature = 0.2f;  // 0: greedy
+  // 0: the reference's lockstep (every prompt at once, at most max_batch_size of them, prefilled
+  // whole). N > 0: continuous batching, any number of prompts, at most N running at once: the
+  // next prompt joins as soon as one finishes. Batch invariance makes the completions the same.
+  int max_running = 0;
+  int64_t step_tokens = 0;  // with max_running: the step's token budget (chunked prefill); 0: 256
 };
 
 struct GenerateStats {
@@ -29,15 +34,17 @@ struct GenerateStats {
 using TokenCallback = std::function<void(int row, int32_t token)>;
 
 // Returns each row's completion: cut to max_new_tokens and at its first eos. Throws Error when
-// there are more prompts than max_batch_size, a prompt is empty or longer than max_seq_len, or a
-// token id is outside the vocabulary.
+// there are more prompts than max_batch_size (lockstep only), a prompt is empty or longer than
+// max_seq_len, or a token id is outside the vocabulary. Every rank calls it with the same prompts
+// and gets the same completions.
 std::vector<std::vector<int32_t>> generate(Transformer& model,
                                            const std::vector<std::vector<int32_t>>& prompts,
                                            const GenerateOptions& options, Sampler& sampler,
                                            const TokenCallback& on_token = nullptr,
                                            GenerateStats* stats = nullptr);
 
-// Checks the batch limits generate() enforces (shared with other front ends).
-void check_prompts(const ModelConfig& config, const std::vector<std::vector<int32_t>>& prompts);
+// Checks the batch limits generate() enforces (shared with other front ends); max_batch_size only
+// when `lockstep`.
+void check_prompts(const ModelConfig& config, const std::vector<std::vector<int32_t>>& prompts, bool lockstep = true);
 
 }  // namespace dsinfer

@@ -1,5 +1,6 @@
-// Negative log-likelihood of every next token, computed as the reference golden generator did:
-// one token per forward call from position 0, the KV cache carrying the state.
+// Negative log-likelihood of every next token. The reference golden generator fed one token per
+// forward call; here the engine scores the whole sequence in one step with every row's logits,
+// which batch invariance makes the same numbers. Every rank calls it with the same tokens.
 #pragma once
 
 #include <cstdint>

@@ -18,6 +18,9 @@ struct SamplingParams {
   std::vector<int32_t> stop_ids;  // ends the sequence (finish reason "stop"); not part of the completion
   uint64_t seed = 965;
   int choice = 0;  // which of several completions of one request (n > 1) this is
+  // Also compute the logits of every prompt position (RequestEvents::on_logits): scoring
+  // (perplexity, eval) and prompt logprobs. With max_new_tokens 0 nothing is sampled.
+  bool prompt_logits = false;
 };
 
 // Checks the parameters (an Error naming the bad one).

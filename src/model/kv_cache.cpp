@@ -10,8 +10,9 @@
 namespace dsinfer {
 
 KVCache::KVCache(const ModelConfig& c, int64_t budget_positions)
-    : n_layers_(c.n_layers), kv_lora_rank_(c.kv_lora_rank), rope_dim_(c.qk_rope_head_dim), budget_(budget_positions) {
+    : n_layers_(c.n_layers), kv_lora_rank_(c.kv_lora_rank), rope_dim_(c.qk_rope_head_dim) {
   check(budget_positions >= 0, "KV cache budget must be >= 0 positions, got ", budget_positions);
+  budget_ = blocks_of(budget_positions);  // a budget of n positions always holds a sequence of n
 }
 
 KVCache::KVCache(const ModelConfig& c, int batch, int capacity)
@@ -49,6 +50,24 @@ SeqId KVCache::fork(SeqId source, int64_t length, int64_t capacity) {
     std::memcpy(dst.layers[l].get(), src.layers[l].get(), sizeof(float) * length * entry_dim());
   dst.length = length;
   return id;
+}
+
+bool KVCache::grow(SeqId seq, int64_t capacity) {
+  Sequence& s = get(seq);
+  if (capacity <= s.capacity) return true;
+  const int64_t reserve = blocks_of(capacity);
+  if (reserve > s.reserved) {
+    if (reserve - s.reserved > free_positions()) return false;
+    for (auto& layer : s.layers) {
+      std::unique_ptr<float[]> bigger(new float[static_cast<size_t>(reserve * entry_dim())]());
+      std::memcpy(bigger.get(), layer.get(), sizeof(float) * s.length * entry_dim());
+      layer = std::move(bigger);
+    }
+    reserved_ += reserve - s.reserved;
+    s.reserved = reserve;
+  }
+  s.capacity = capacity;
+  return true;
 }
 
 void KVCache::release(SeqId seq) {

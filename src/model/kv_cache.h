@@ -27,7 +27,8 @@ inline constexpr int64_t kKVBlock = 64;  // positions are reserved in blocks of 
 class KVCache {
  public:
   KVCache() = default;
-  // A cache that may hold budget_positions positions over all its sequences.
+  // A cache that may hold budget_positions positions over all its sequences (rounded up to
+  // whole blocks).
   KVCache(const ModelConfig& config, int64_t budget_positions);
   // The reference loop's cache: sequences 0 .. batch-1 of `capacity` positions each, created.
   KVCache(const ModelConfig& config, int batch, int capacity);
@@ -45,6 +46,9 @@ class KVCache {
   // A new sequence holding a copy of the first `length` positions of `source`.
   SeqId fork(SeqId source, int64_t length, int64_t capacity);
   void release(SeqId seq);
+  // Raises a sequence's capacity (copying its entries when its blocks must move); false, and
+  // nothing changed, when the budget has no room for the extra blocks.
+  bool grow(SeqId seq, int64_t capacity);
   bool contains(SeqId seq) const { return seqs_.count(seq) != 0; }
 
   // Positions written so far (the forward step sets it as it writes).

@@ -71,6 +71,7 @@ class Transformer {
 
   const ModelConfig& config() const { return config_; }
   const ShardPlan& plan() const { return plan_; }
+  Comm& comm() const { return comm_; }
   // Bytes of weights one decode step reads (attention, dense, shared, the activated experts'
   // share, head) on this rank; for throughput reports.
   int64_t weight_bytes() const;
