@@ -2,7 +2,7 @@
 // V3 and V2: the exact strings of shared/tokenizers/README.md (rendered there with jinja2 and
 // transformers' settings). R1 (and its distills) and V3.1: expectations written from the
 // templates' own text (and checked against jinja2 3.1.6 when they were written).
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 #include <gtest/gtest.h>
 

@@ -398,5 +398,26 @@ TEST(Config, Summary) {
   EXPECT_CONTAINS(s, "route_scale=2.5");
 }
 
+// Equality and the ranks' agreement compare every ModelArgs field exactly (a double that prints
+// alike in the summary still differs), and say which fields differ.
+TEST(Config, FieldWiseEqualityAndDifferences) {
+  const ModelConfig a = load_config(config_path("config_671B.json"));
+  ModelConfig b = a;
+  EXPECT_TRUE(a == b);
+  b.eos_token_id = 7;  // informational: not a difference
+  EXPECT_TRUE(a == b);
+  b.rope_theta = a.rope_theta * (1 + 1e-12);
+  b.scale_fmt = "ue8m0";
+  EXPECT_FALSE(a == b);
+  ModelConfig theta_only = a;
+  theta_only.rope_theta = b.rope_theta;
+  EXPECT_EQ(a.summary(), theta_only.summary()) << "the summary rounds";
+  EXPECT_FALSE(a == theta_only);
+  const auto diff = config_differences(a.fields(), b.fields());
+  ASSERT_EQ(diff.size(), 2u);
+  EXPECT_CONTAINS(diff[0], "scale_fmt= against scale_fmt=ue8m0");
+  EXPECT_CONTAINS(diff[1], "rope_theta=10000 against rope_theta=10000.00000001");
+}
+
 }  // namespace
 }  // namespace dsinfer

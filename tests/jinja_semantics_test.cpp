@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 namespace dsinfer {
 namespace {

@@ -11,7 +11,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "engine/chat.h"
+#include "chat/chat_formatter.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "line_reader.h"

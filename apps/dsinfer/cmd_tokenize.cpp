@@ -7,7 +7,7 @@
 
 #include "commands.h"
 #include "core/error.h"
-#include "engine/chat.h"
+#include "chat/chat_formatter.h"
 #include "text_lines.h"
 
 namespace dsinfer::cli {

@@ -244,4 +244,53 @@ std::string ModelConfig::summary() const {
              ", mscale=", mscale, ")");
 }
 
+ModelConfig::Fields ModelConfig::fields() const {
+  auto exact = [](double v) {
+    std::ostringstream out;
+    out.precision(17);
+    out << v;
+    return out.str();
+  };
+  auto i = [](int v) { return std::to_string(v); };
+  return {{"max_batch_size", i(max_batch_size)},
+          {"max_seq_len", i(max_seq_len)},
+          {"dtype", dtype == WeightDType::kFP8 ? "fp8" : "bf16"},
+          {"scale_fmt", scale_fmt},
+          {"vocab_size", i(vocab_size)},
+          {"dim", i(dim)},
+          {"inter_dim", i(inter_dim)},
+          {"moe_inter_dim", i(moe_inter_dim)},
+          {"n_layers", i(n_layers)},
+          {"n_dense_layers", i(n_dense_layers)},
+          {"n_heads", i(n_heads)},
+          {"n_routed_experts", i(n_routed_experts)},
+          {"n_shared_experts", i(n_shared_experts)},
+          {"n_activated_experts", i(n_activated_experts)},
+          {"n_expert_groups", i(n_expert_groups)},
+          {"n_limited_groups", i(n_limited_groups)},
+          {"score_func", score_func == ScoreFunc::kSigmoid ? "sigmoid" : "softmax"},
+          {"route_scale", exact(route_scale)},
+          {"q_lora_rank", i(q_lora_rank)},
+          {"kv_lora_rank", i(kv_lora_rank)},
+          {"qk_nope_head_dim", i(qk_nope_head_dim)},
+          {"qk_rope_head_dim", i(qk_rope_head_dim)},
+          {"v_head_dim", i(v_head_dim)},
+          {"original_seq_len", i(original_seq_len)},
+          {"rope_theta", exact(rope_theta)},
+          {"rope_factor", exact(rope_factor)},
+          {"beta_fast", i(beta_fast)},
+          {"beta_slow", i(beta_slow)},
+          {"mscale", exact(mscale)}};
+}
+
+std::vector<std::string> config_differences(const ModelConfig::Fields& a, const ModelConfig::Fields& b) {
+  std::vector<std::string> out;
+  for (size_t k = 0; k < std::max(a.size(), b.size()); ++k) {
+    const std::string x = k < a.size() ? a[k].first + "=" + a[k].second : "(none)";
+    const std::string y = k < b.size() ? b[k].first + "=" + b[k].second : "(none)";
+    if (x != y) out.push_back(x + " against " + y);
+  }
+  return out;
+}
+
 }  // namespace dsinfer

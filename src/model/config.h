@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace dsinfer {
 
@@ -55,7 +57,16 @@ struct ModelConfig {
   void validate() const;
   // The reference prints its ModelArgs at start; this is our equivalent one-liner.
   std::string summary() const;
+  // Every field of ModelArgs as (name, value written exactly: doubles to 17 digits), in
+  // declaration order; what equality and the ranks' agreement compare (not the informational
+  // token ids: an HF config and the reference form of one model are equal).
+  using Fields = std::vector<std::pair<std::string, std::string>>;
+  Fields fields() const;
+  bool operator==(const ModelConfig& other) const { return fields() == other.fields(); }
 };
+
+// "name=a against name=b" for every field where two field lists differ (a's first), in order.
+std::vector<std::string> config_differences(const ModelConfig::Fields& a, const ModelConfig::Fields& b);
 
 // Reads either form; the HF form is recognised by "hidden_size". Unknown keys in the
 // reference form are an error (as ModelArgs(**json) is in Python). Throws Error naming the file.

@@ -1,5 +1,5 @@
 // Internals of the tokenizer (src/tokenizer/tokenizer.h): the BPE model, the merge table, the
-// GPT-2 byte alphabet and UTF-8 helpers. Not part of the public interface.
+// GPT-2 byte alphabet (UTF-8 itself: core/utf8.h). Not part of the public interface.
 #pragma once
 
 #include <cstdint>
@@ -9,15 +9,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/utf8.h"
+
 namespace dsinfer::tokenizer_detail {
-
-// ---- UTF-8 ----
-
-// Length of the well-formed UTF-8 sequence at s[i] (1..4), or 0 when the bytes there do not start
-// one. *maximal receives the length of the maximal ill-formed subpart (>= 1) in that case, or the
-// number of bytes present when the sequence is only truncated by the end of s (then *truncated).
-size_t utf8_sequence(std::string_view s, size_t i, size_t* maximal, bool* truncated);
-void append_utf8(std::string& out, uint32_t cp);
 
 // ---- GPT-2 byte alphabet (bytes_to_unicode) ----
 

@@ -1,4 +1,4 @@
-// The BPE model, its merge table, the GPT-2 byte alphabet and UTF-8 helpers (bpe_internal.h).
+// The BPE model, its merge table and the GPT-2 byte alphabet (bpe_internal.h).
 #include <algorithm>
 #include <cstring>
 
@@ -6,70 +6,6 @@
 #include "tokenizer/bpe_internal.h"
 
 namespace dsinfer::tokenizer_detail {
-
-// ---------------------------------------------------------------------------------------------
-// UTF-8
-
-size_t utf8_sequence(std::string_view s, size_t i, size_t* maximal, bool* truncated) {
-  const auto* p = reinterpret_cast<const uint8_t*>(s.data());
-  const size_t n = s.size();
-  const uint8_t c = p[i];
-  *truncated = false;
-  if (c < 0x80) return 1;
-  // Table 3-7 of the Unicode standard (well-formed UTF-8 byte sequences).
-  size_t need;
-  uint8_t lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) {
-    need = 1;
-  } else if (c == 0xE0) {
-    need = 2, lo = 0xA0;
-  } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
-    need = 2;
-  } else if (c == 0xED) {
-    need = 2, hi = 0x9F;
-  } else if (c == 0xF0) {
-    need = 3, lo = 0x90;
-  } else if (c >= 0xF1 && c <= 0xF3) {
-    need = 3;
-  } else if (c == 0xF4) {
-    need = 3, hi = 0x8F;
-  } else {
-    *maximal = 1;  // 80..C1, F5..FF never start a character
-    return 0;
-  }
-  for (size_t k = 1; k <= need; ++k) {
-    if (i + k >= n) {
-      *maximal = k;
-      *truncated = true;
-      return 0;
-    }
-    const uint8_t b = p[i + k];
-    if (b < lo || b > hi) {
-      *maximal = k;
-      return 0;
-    }
-    lo = 0x80, hi = 0xBF;
-  }
-  return need + 1;
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xF0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // GPT-2 byte alphabet: the printable bytes ! .. ~, ¡ .. ¬ and ® .. ÿ stand for themselves; the

@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/utf8.h"
+
 namespace dsinfer::jinja {
 
 // A runtime error without a position yet; the evaluator adds the template position of the
@@ -153,7 +155,6 @@ std::string to_json(const Value& v, const JsonOptions& options);
 // --- UTF-8 helpers (Python str semantics over UTF-8 bytes) ----------------------------------
 std::vector<char32_t> decode_utf8(std::string_view s);  // invalid bytes decode as U+FFFD
 std::string encode_utf8(const std::vector<char32_t>& cps, size_t begin, size_t end);
-void append_utf8(std::string& out, char32_t cp);
 size_t count_code_points(std::string_view s);
 bool is_py_space(char32_t c);  // Python str.isspace()
 std::string html_escape(std::string_view s);

@@ -1,10 +1,10 @@
-// Evaluator of the Jinja subset (see jinja_eval.h).
-#include "tokenizer/jinja_eval.h"
+// Evaluator of the Jinja subset (see eval.h).
+#include "jinja/eval.h"
 
 #include <unordered_map>
 
 #include "core/error.h"
-#include "tokenizer/jinja_builtins.h"
+#include "jinja/builtins.h"
 
 namespace dsinfer::jinja {
 

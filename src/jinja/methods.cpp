@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tokenizer/jinja_builtins.h"
+#include "jinja/builtins.h"
 
 namespace dsinfer::jinja {
 

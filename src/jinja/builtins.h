@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/jinja_value.h"
+#include "jinja/value.h"
 
 namespace dsinfer::jinja {
 
@@ -16,7 +16,7 @@ struct CallArgs {
   std::vector<std::pair<std::string, Value>> kwargs;
 };
 
-// --- jinja_methods.cpp ---
+// --- methods.cpp ---
 Value binary_op(const std::string& op, const Value& a, const Value& b);  // + - * / // % **
 Value unary_op(bool minus, const Value& v);                             // -v, +v
 Value get_attr(const Value& obj, const std::string& name);              // obj.name
@@ -29,7 +29,7 @@ ValueList py_split(const std::string& s, const Value& sep, int64_t maxsplit, boo
 std::string py_replace(const std::string& s, const std::string& old, const std::string& repl, int64_t count);
 std::vector<std::string> py_splitlines(const std::string& s);
 
-// --- jinja_builtins.cpp ---
+// --- builtins.cpp ---
 Value lookup_global(const std::string& name);  // range, dict, namespace, raise_exception, ...
 Value call_value(const Value& fn, CallArgs& args);
 Value apply_filter(const std::string& name, const Value& value, CallArgs& args);

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dsinfer {

@@ -1,13 +1,13 @@
 // Filters, tests and global functions of the Jinja subset, as jinja2 3.1 defines them, with the
 // two functions transformers adds: tojson (json.dumps, ensure_ascii=False) and raise_exception.
-#include "tokenizer/jinja_builtins.h"
+#include "jinja/builtins.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
-#include "tokenizer/jinja_parser.h"
+#include "jinja/parser.h"
 
 namespace dsinfer::jinja {
 

@@ -1,5 +1,5 @@
-// Recursive-descent parser of the Jinja subset (grammar as jinja2's parser; see jinja_parser.h).
-#include "tokenizer/jinja_parser.h"
+// Recursive-descent parser of the Jinja subset (grammar as jinja2's parser; see parser.h).
+#include "jinja/parser.h"
 
 #include <algorithm>
 

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/jinja_lexer.h"
-#include "tokenizer/jinja_value.h"
+#include "jinja/lexer.h"
+#include "jinja/value.h"
 
 namespace dsinfer::jinja {
 

@@ -1,10 +1,10 @@
 // ChatTemplate: parse once, render many times (see chat_template.h).
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 #include "core/error.h"
-#include "tokenizer/jinja_eval.h"
-#include "tokenizer/jinja_lexer.h"
-#include "tokenizer/jinja_parser.h"
+#include "jinja/eval.h"
+#include "jinja/lexer.h"
+#include "jinja/parser.h"
 
 namespace dsinfer {
 

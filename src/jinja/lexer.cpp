@@ -4,12 +4,12 @@
 // (lstrip_blocks), spaces and tabs between the start of the line and the tag are removed. A "-"
 // before the closing delimiter strips all whitespace after it; otherwise one newline after "%}"
 // or "#}" is removed (trim_blocks); "+" turns either behaviour off.
-#include "tokenizer/jinja_lexer.h"
+#include "jinja/lexer.h"
 
 #include <cstdlib>
 
 #include "core/error.h"
-#include "tokenizer/jinja_value.h"
+#include "jinja/value.h"
 
 namespace dsinfer::jinja {
 

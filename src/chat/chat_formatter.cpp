@@ -1,4 +1,4 @@
-#include "engine/chat.h"
+#include "chat/chat_formatter.h"
 
 #include "core/error.h"
 

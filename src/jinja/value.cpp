@@ -1,6 +1,6 @@
 // Python semantics of the Jinja subset's values: printing (str/repr), equality, ordering,
 // membership, iteration, JSON serialisation as json.dumps, and UTF-8 helpers.
-#include "tokenizer/jinja_value.h"
+#include "jinja/value.h"
 
 #include <algorithm>
 #include <charconv>
@@ -655,57 +655,19 @@ std::vector<char32_t> decode_utf8(std::string_view s) {
   charge(s.size() / 4);
   std::vector<char32_t> out;
   out.reserve(s.size());
-  size_t k = 0;
-  while (k < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[k]);
-    int len = 0;
-    char32_t cp = 0;
-    if (c < 0x80) {
-      cp = c;
-      len = 1;
-    } else if ((c & 0xe0) == 0xc0) {
-      cp = c & 0x1f;
-      len = 2;
-    } else if ((c & 0xf0) == 0xe0) {
-      cp = c & 0x0f;
-      len = 3;
-    } else if ((c & 0xf8) == 0xf0) {
-      cp = c & 0x07;
-      len = 4;
-    }
-    bool ok = len > 0 && k + size_t(len) <= s.size();
-    for (int m = 1; ok && m < len; ++m) {
-      unsigned char cc = static_cast<unsigned char>(s[k + size_t(m)]);
-      if ((cc & 0xc0) != 0x80) ok = false;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    if (!ok) {
+  for (size_t k = 0; k < s.size();) {
+    size_t maximal = 0;
+    bool truncated = false;
+    const size_t len = utf8_sequence(s, k, &maximal, &truncated);
+    if (len == 0) {  // not UTF-8: one U+FFFD per byte
       out.push_back(0xfffd);
       ++k;
       continue;
     }
-    out.push_back(cp);
-    k += size_t(len);
+    out.push_back(utf8_code_point(s, k, len));
+    k += len;
   }
   return out;
-}
-
-void append_utf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xc0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += char(0xe0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3f));
-    out += char(0x80 | (cp & 0x3f));
-  } else {
-    out += char(0xf0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3f));
-    out += char(0x80 | ((cp >> 6) & 0x3f));
-    out += char(0x80 | (cp & 0x3f));
-  }
 }
 
 std::string encode_utf8(const std::vector<char32_t>& cps, size_t begin, size_t end) {

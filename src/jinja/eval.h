@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "tokenizer/jinja_parser.h"
-#include "tokenizer/jinja_value.h"
+#include "jinja/parser.h"
+#include "jinja/value.h"
 
 namespace dsinfer::jinja {
 
