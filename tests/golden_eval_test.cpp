@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "io/safetensors.h"
+#include "model/config.h"
 #include "test_support.h"
 
 namespace dsinfer {
@@ -47,6 +50,40 @@ TEST_P(GoldenEval, LogitsAndGreedyCompletionsMatchReference) {
   const json expected = json::parse(test::read_file(golden + "/" + tag + ".json"));
   const json got = json::parse(test::read_file(out + ".json"));
   EXPECT_EQ(got["completions"], expected["generate"]["completions"]);
+}
+
+// --dump writes the scoring step's named intermediates; its logits rows are the ones eval wrote
+// (row (b, prefill_len - 1 + s) of the step is step s of sequence b), and every layer is there.
+TEST(GoldenEvalDump, IntermediatesHoldEveryLayerAndTheWrittenLogits) {
+  const std::string golden = data_path("golden/tiny-v3");
+  const std::string ckpt = test::convert_golden("tiny-v3", 1);
+  const std::string out = test::scratch_dir("out") + "/eval";
+  auto r = test::run_dsinfer("eval --dump --ckpt-path " + ckpt + " --case " + golden + "/ref-mp1-fp32.json --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json c = json::parse(test::read_file(golden + "/ref-mp1-fp32.json"));
+  const int64_t batch = static_cast<int64_t>(c["prefill_tokens"].size());
+  const int64_t prefill = static_cast<int64_t>(c["prefill_tokens"][0].size());
+  const int64_t steps = 1 + static_cast<int64_t>(c["decode_tokens"].size());
+  const int64_t length = prefill + steps - 1;
+  const SafetensorsFile dump(out + ".intermediates.safetensors");
+  const SafetensorsFile logits(out + ".safetensors");
+  const auto& written = logits.tensors().at("logits");
+  const int64_t vocab = written.shape[2];
+  const ModelConfig config = load_config(ckpt + "/config.json");
+  for (int layer = 0; layer < config.n_layers; ++layer)
+    for (const char* what : {"attn_out", "ffn_out", "out"}) {
+      const std::string name = "layers." + std::to_string(layer) + "." + what;
+      ASSERT_TRUE(dump.tensors().count(name)) << name;
+      EXPECT_EQ(dump.tensors().at(name).shape, (std::vector<int64_t>{batch * length, config.dim})) << name;
+    }
+  const auto& rows = dump.tensors().at("logits");
+  ASSERT_EQ(rows.shape, (std::vector<int64_t>{batch * length, vocab}));
+  const float* all = reinterpret_cast<const float*>(rows.data);
+  const float* got = reinterpret_cast<const float*>(written.data);
+  for (int64_t s = 0; s < steps; ++s)
+    for (int64_t b = 0; b < batch; ++b)
+      EXPECT_EQ(0, std::memcmp(all + (b * length + prefill - 1 + s) * vocab, got + (s * batch + b) * vocab, vocab * 4))
+          << "step " << s << " row " << b;
 }
 
 INSTANTIATE_TEST_SUITE_P(SingleProcess, GoldenEval,

@@ -1,8 +1,11 @@
-// dsinfer eval: the conformance tool. Runs a golden case file through the model exactly as the
-// reference golden generator did: prefill rows from position 0, then each decode row one step at
-// a time (logits of the last position after every step), then greedy generation of the case's
-// prompts. Writes PREFIX.safetensors (tensor "logits" f32 [steps, batch, vocab]) and
-// PREFIX.json ({"completions": [[ids...], ...]}).
+// dsinfer eval: the conformance tool. Gives a golden case file's logits as the reference golden
+// generator computed them (the last position's after the prefill from position 0 and after each
+// decode step; here each row is one sequence scored in one engine step, which batch invariance
+// makes the same numbers), then greedy generation of the case's prompts. Writes PREFIX.safetensors (tensor "logits" f32 [steps, batch, vocab]) and
+// PREFIX.json ({"completions": [[ids...], ...]}). With --dump, also PREFIX.intermediates.safetensors:
+// the named intermediates of the scoring step (embed, layers.L.attn_out / ffn_out / out,
+// final_hidden, logits; f32 [rows, cols], rows sequence by sequence as the case's batch rows,
+// each its prefill then its decode tokens), this rank's view (after each all_reduce).
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -23,7 +26,7 @@ using json = nlohmann::json;
 namespace {
 
 void run_eval(const ModelOptions& model_options, const std::string& case_path, const std::string& out_prefix,
-              uint64_t seed) {
+              uint64_t seed, bool dump) {
   const EvalCase ec = read_eval_case(case_path);
   const ModelConfig config = model_options.load_config();
   // check the case against the config's limits before the (possibly long) load
@@ -37,7 +40,10 @@ void run_eval(const ModelOptions& model_options, const std::string& case_path, c
   const int steps = batch ? 1 + static_cast<int>(ec.decode.size()) : 0;
   const int64_t vocab = config.vocab_size;
   const double t0 = now_seconds();
+  TensorDump intermediates;
+  if (dump) model->add_observer(&intermediates);
   const std::vector<float> logits = eval_case_logits(*model, ec, case_path);  // [steps, batch, vocab]
+  if (dump) model->remove_observer(&intermediates);
   if (batch)
     log_info("eval: prefill ", batch, "x", ec.prefill[0].size(), " and ", ec.decode.size(), " decode steps in ",
              (now_seconds() - t0) * 1e3, " ms");
@@ -65,6 +71,12 @@ void run_eval(const ModelOptions& model_options, const std::string& case_path, c
   std::ofstream json_out(out_prefix + ".json");
   check(json_out.good(), "cannot write ", out_prefix, ".json");
   json_out << out.dump() << "\n";
+  json_out.close();
+  check(json_out.good(), "cannot write ", out_prefix, ".json");
+  if (dump && batch) {
+    intermediates.write(out_prefix + ".intermediates.safetensors");
+    log_info("eval: wrote ", intermediates.size(), " intermediates to ", out_prefix, ".intermediates.safetensors");
+  }
   log_info("eval: wrote ", out_prefix, ".safetensors and ", out_prefix, ".json");
 }
 
@@ -77,12 +89,16 @@ Command register_eval(CLI::App& app) {
   auto case_path = std::make_shared<std::string>();
   auto out_prefix = std::make_shared<std::string>();
   auto seed = std::make_shared<uint64_t>(965);
+  auto dump = std::make_shared<bool>(false);
   model->add_to(sub);
   sub->add_option("--case", *case_path, "case file (golden schema: prefill_tokens, decode_tokens, generate)")
       ->required();
   sub->add_option("--out", *out_prefix, "output prefix: writes PREFIX.safetensors and PREFIX.json")->required();
   sub->add_option("--seed", *seed, "sampling seed (used only when the case asks for temperature > 0)");
-  return {sub, [=] { run_eval(*model, *case_path, *out_prefix, *seed); }};
+  sub->add_flag("--dump", *dump,
+                "also write PREFIX.intermediates.safetensors: the scoring step's named intermediates (embed, "
+                "layers.L.attn_out/ffn_out/out, final_hidden, logits)");
+  return {sub, [=] { run_eval(*model, *case_path, *out_prefix, *seed, *dump); }};
 }
 
 }  // namespace dsinfer::cli

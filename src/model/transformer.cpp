@@ -9,19 +9,28 @@
 
 namespace dsinfer {
 
-const char* forward_part_name(ForwardPart part) {
-  switch (part) {
-    case ForwardPart::kAttention: return "attention";
-    case ForwardPart::kDenseMlp: return "dense mlp";
-    case ForwardPart::kMoe: return "moe";
-    case ForwardPart::kHead: return "head";
-    default: return "other";
-  }
-}
-
 Transformer::Transformer(const ModelConfig& config, ModelWeights weights, const ShardPlan& plan,
                          Comm& comm, ThreadPool& pool)
-    : config_(config), weights_(std::move(weights)), plan_(plan), comm_(comm), pool_(pool), rope_(config) {}
+    : config_(config), weights_(std::move(weights)), plan_(plan), comm_(comm), pool_(pool), rope_(config) {
+  observers_.push_back(&counter_);
+}
+
+void Transformer::add_observer(ForwardObserver* observer) {
+  observers_.push_back(observer);
+  observers_want_tensors_ = observers_want_tensors_ || observer->wants_tensors();
+}
+
+void Transformer::remove_observer(ForwardObserver* observer) {
+  std::erase(observers_, observer);
+  observers_want_tensors_ = false;
+  for (ForwardObserver* o : observers_) observers_want_tensors_ = observers_want_tensors_ || o->wants_tensors();
+}
+
+void Transformer::tensor(const std::string& name, const float* data, int64_t rows, int64_t cols) {
+  if (!observers_want_tensors_) return;
+  for (ForwardObserver* o : observers_)
+    if (o->wants_tensors()) o->tensor(name, data, rows, cols);
+}
 
 std::unique_ptr<Transformer> Transformer::load(const ModelConfig& config, const std::string& ckpt_dir,
                                                Comm& comm, ThreadPool& pool) {
@@ -83,38 +92,43 @@ void Transformer::forward(const Step& step, KVCache& cache, StepOutput& output) 
   float* h = grow(h_, n * dim);  // [n, dim] residual stream
   float* x = grow(x_, n * dim);  // [n, dim] normalised input of a block
   float* y = grow(y_, n * dim);  // [n, dim] output of a block
-  stats_ = {};
+  for (ForwardObserver* o : observers_) o->begin(step);
   // wall time per part (a clock read per part and layer: nothing next to a layer's work)
   double t = now_seconds();
-  auto lap = [&](ForwardPart part) {
+  auto done = [&](ForwardPart part, int layer = -1, const LayerWeights* lw = nullptr, const int* experts = nullptr) {
     const double now = now_seconds();
-    stats_.part(part).seconds += now - t;
+    const ForwardEvent event{part, layer, now - t, &step, lw, experts};
+    for (ForwardObserver* o : observers_) o->part_done(event);
     t = now;
   };
   const int64_t n_logits = step.logit_rows();
-  count_ends(step.tokens.data(), n, n_logits);
   embed(step.tokens.data(), n, h);
   rope_.prepare(positions_);
-  lap(ForwardPart::kOther);
+  tensor("embed", h, n, dim);
+  done(ForwardPart::kOther);
 
   for (int layer = 0; layer < config_.n_layers; ++layer) {
     const LayerWeights& lw = weights_.layers[layer];
+    const std::string prefix = observers_want_tensors_ ? "layers." + std::to_string(layer) + "." : "";
     // h = h + attn(attn_norm(h))
     rms_norm(h, lw.attn_norm.data(), n, dim, 1e-6f, x);
     mla_forward(ctx, lw.attn, layer, x, step, cache, rope_, scratch_, y);
-    lap(ForwardPart::kAttention);
+    done(ForwardPart::kAttention, layer, &lw);
+    tensor(prefix + "attn_out", y, n, dim);
     for (int64_t i = 0; i < n * dim; ++i) h[i] += y[i];
-    lap(ForwardPart::kOther);
+    done(ForwardPart::kOther, layer);
     // h = h + ffn(ffn_norm(h))
     rms_norm(h, lw.ffn_norm.data(), n, dim, 1e-6f, x);
     if (lw.is_moe)
       moe_forward(ctx, lw.moe, x, n, scratch_, y);
     else
       mlp_forward(ctx, lw.mlp, x, n, /*reduce=*/true, scratch_, y);
-    lap(lw.is_moe ? ForwardPart::kMoe : ForwardPart::kDenseMlp);
+    // moe_forward leaves every row's chosen experts in scratch_.experts [n, n_activated]
+    done(lw.is_moe ? ForwardPart::kMoe : ForwardPart::kDenseMlp, layer, &lw, lw.is_moe ? scratch_.experts.data() : nullptr);
+    tensor(prefix + "ffn_out", y, n, dim);
     for (int64_t i = 0; i < n * dim; ++i) h[i] += y[i];
-    count_layer(lw, step);
-    lap(ForwardPart::kOther);
+    tensor(prefix + "out", h, n, dim);
+    done(ForwardPart::kOther, layer);
   }
   for (const SeqChunk& c : step.chunks) cache.set_length(c.seq, c.start_pos + c.n_tokens);
 
@@ -129,6 +143,7 @@ void Transformer::forward(const Step& step, KVCache& cache, StepOutput& output) 
     row += c.n_tokens;
   }
   if (step.want_hidden) output.hidden.assign(last, last + n_logits * dim);
+  tensor("final_hidden", last, n_logits, dim);
   const int64_t v_local = plan_.vocab_local;
   float* local_logits = grow(logits_local_, n_logits * v_local);  // [n_logits, vocab_local]
   linear(last, n_logits, weights_.head, local_logits, pool_);
@@ -144,61 +159,14 @@ void Transformer::forward(const Step& step, KVCache& cache, StepOutput& output) 
         std::copy_n(gathered + (static_cast<int64_t>(r) * n_logits + b) * v_local, v_local,
                     logits + b * config_.vocab_size + r * v_local);
   }
-  lap(ForwardPart::kHead);
+  tensor("logits", logits, n_logits, config_.vocab_size);
+  done(ForwardPart::kHead);
 }
 
 namespace {
-int64_t matrix_macs(const WeightMatrix& m) { return m.empty() ? 0 : m.rows * m.cols; }
 int64_t matrix_bytes(const WeightMatrix& m) { return m.empty() ? 0 : m.bytes(); }
-int64_t mlp_macs(const MlpWeights& m) { return matrix_macs(m.w1) + matrix_macs(m.w2) + matrix_macs(m.w3); }
 int64_t mlp_bytes(const MlpWeights& m) { return matrix_bytes(m.w1) + matrix_bytes(m.w2) + matrix_bytes(m.w3); }
 }  // namespace
-
-void Transformer::count_ends(const int32_t* tokens, int64_t n, int64_t logit_rows) {
-  const WeightMatrix& e = weights_.embed;
-  const int64_t row_bytes = e.cols * static_cast<int64_t>(dtype_size(e.dtype)) +
-                            (e.dtype == DType::kF8E4M3 ? e.scale_cols() * 4 : 0);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t local = static_cast<int64_t>(tokens[i]) - plan_.vocab_begin;
-    if (local >= 0 && local < plan_.vocab_local) stats_.add(ForwardPart::kOther, row_bytes, 0);
-  }
-  // the rows that asked for logits only
-  stats_.add(ForwardPart::kHead, matrix_bytes(weights_.head), logit_rows * matrix_macs(weights_.head));
-}
-
-void Transformer::count_layer(const LayerWeights& lw, const Step& step) {
-  const ModelConfig& c = config_;
-  const int64_t n = static_cast<int64_t>(step.tokens.size());
-  const AttentionWeights& a = lw.attn;
-  for (const WeightMatrix* m : {&a.wq, &a.wq_a, &a.wq_b, &a.wkv_a, &a.wkv_b, &a.wo}) {
-    stats_.add(ForwardPart::kAttention, matrix_bytes(*m), m != &a.wkv_b ? n * matrix_macs(*m) : 0);
-  }
-  // absorbed attention per token and local head (attention.cpp): wkv_b's key half folded into
-  // the query (nope x lora), its value half applied to the attended latent (v x lora), and per
-  // visible cache position a score (lora + rope) and a value accumulation (lora)
-  const int64_t heads = plan_.n_local_heads, lora = c.kv_lora_rank;
-  int64_t keys = 0;
-  for (const SeqChunk& chunk : step.chunks) keys += chunk.n_tokens * chunk.start_pos + chunk.n_tokens * (chunk.n_tokens + 1) / 2;
-  stats_.add(ForwardPart::kAttention, 0,
-             heads * (n * (c.qk_nope_head_dim + c.v_head_dim) * lora + keys * (2 * lora + c.qk_rope_head_dim)));
-  if (!lw.is_moe) {
-    stats_.add(ForwardPart::kDenseMlp, mlp_bytes(lw.mlp), n * mlp_macs(lw.mlp));
-    return;
-  }
-  const MoeWeights& moe = lw.moe;
-  stats_.add(ForwardPart::kMoe, matrix_bytes(moe.gate) + mlp_bytes(moe.shared),
-             n * (matrix_macs(moe.gate) + mlp_macs(moe.shared)));
-  // moe_forward leaves the chosen experts of every token in scratch_.experts [n, k]
-  expert_tokens_.assign(moe.experts.size(), 0);
-  for (int64_t i = 0; i < n * c.n_activated_experts; ++i) {
-    const int64_t local = scratch_.experts[i] - plan_.experts_begin;
-    if (local >= 0 && local < static_cast<int64_t>(moe.experts.size())) ++expert_tokens_[local];
-  }
-  for (size_t e = 0; e < moe.experts.size(); ++e)
-    if (expert_tokens_[e] > 0) {
-      stats_.add(ForwardPart::kMoe, mlp_bytes(moe.experts[e]), expert_tokens_[e] * mlp_macs(moe.experts[e]));
-    }
-}
 
 int64_t Transformer::weight_bytes() const {
   const ModelConfig& c = config_;

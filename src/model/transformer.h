@@ -8,6 +8,7 @@
 
 #include "core/thread_pool.h"
 #include "model/config.h"
+#include "model/forward_observer.h"
 #include "model/kv_cache.h"
 #include "model/layers.h"
 #include "model/rope.h"
@@ -17,37 +18,6 @@
 #include "parallel/comm.h"
 
 namespace dsinfer {
-
-// What one forward call did on this rank, counted as it ran (for `dsinfer bench`): the bytes of
-// weights it read (every matrix it used once per call, as the kernels stream them: attention,
-// dense and shared MLPs, the router, each routed expert that some token of the call chose, the
-// head, and one embedding row per token of this rank's vocabulary block) and the multiply-adds of
-// its matrix products and of attention (scores and values over the cache, absorbed wkv_b); and
-// per part of the model, the same counts with the wall time that part took (where the time goes).
-enum class ForwardPart { kAttention, kDenseMlp, kMoe, kHead, kOther, kCount };
-const char* forward_part_name(ForwardPart part);
-
-struct PartStats {
-  double seconds = 0;
-  int64_t weight_bytes = 0;
-  int64_t macs = 0;
-};
-
-struct ForwardStats {
-  int64_t weight_bytes = 0;  // all parts
-  int64_t macs = 0;
-  // attention (MLA with its norms), dense MLP, MoE (router, shared and routed experts), head (final
-  // norm, head, gather of the vocabulary), other (embedding, residual adds, the rest)
-  PartStats parts[static_cast<int>(ForwardPart::kCount)];
-  PartStats& part(ForwardPart p) { return parts[static_cast<int>(p)]; }
-  const PartStats& part(ForwardPart p) const { return parts[static_cast<int>(p)]; }
-  void add(ForwardPart p, int64_t bytes, int64_t mac_count) {
-    part(p).weight_bytes += bytes;
-    part(p).macs += mac_count;
-    weight_bytes += bytes;
-    macs += mac_count;
-  }
-};
 
 class Transformer {
  public:
@@ -76,13 +46,14 @@ class Transformer {
   // share, head) on this rank; for throughput reports.
   int64_t weight_bytes() const;
   // The counts of the last forward call (reset at its start).
-  const ForwardStats& stats() const { return stats_; }
+  const ForwardStats& stats() const { return counter_.stats(); }
+  // Observers told of every later forward call (not owned; remove before destroying one).
+  void add_observer(ForwardObserver* observer);
+  void remove_observer(ForwardObserver* observer);
 
  private:
   void embed(const int32_t* tokens, int64_t n, float* h);
-  // ForwardStats of the embedding and the head, and of one layer once it has run.
-  void count_ends(const int32_t* tokens, int64_t n, int64_t logit_rows);
-  void count_layer(const LayerWeights& lw, const Step& step);
+  void tensor(const std::string& name, const float* data, int64_t rows, int64_t cols);
 
   ModelConfig config_;
   ModelWeights weights_;
@@ -93,8 +64,9 @@ class Transformer {
   Scratch scratch_;
   std::vector<float> h_, x_, y_, last_, logits_local_, gathered_;
   std::vector<int64_t> positions_;  // each row's absolute position
-  ForwardStats stats_;
-  std::vector<int64_t> expert_tokens_;  // per local expert, tokens routed to it (stats only)
+  ForwardStatsCounter counter_{config_, weights_, plan_};  // always observing (bench reads it)
+  std::vector<ForwardObserver*> observers_;                 // counter_ first
+  bool observers_want_tensors_ = false;
 };
 
 }  // namespace dsinfer
