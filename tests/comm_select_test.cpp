@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "parallel/comm.h"
+#include "comm/backends.h"
 
 namespace dsinfer {
 namespace {

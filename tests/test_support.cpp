@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "engine/eval_case.h"
 #include "io/safetensors.h"
-#include "parallel/comm.h"
+#include "comm/backends.h"
 
 namespace dsinfer::test {
 

@@ -8,7 +8,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "kernels/linear.h"
-#include "parallel/comm.h"
+#include "comm/backends.h"
 
 namespace dsinfer::cli {
 

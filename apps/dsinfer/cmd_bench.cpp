@@ -18,7 +18,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "model_options.h"
-#include "parallel/comm.h"
+#include "comm/backends.h"
 
 namespace dsinfer::cli {
 

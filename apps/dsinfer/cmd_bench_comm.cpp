@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "model/config.h"
-#include "parallel/comm.h"
+#include "comm/backends.h"
 
 namespace dsinfer::cli {
 

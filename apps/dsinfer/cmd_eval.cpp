@@ -17,7 +17,7 @@
 #include "engine/generate.h"
 #include "io/safetensors.h"
 #include "model_options.h"
-#include "parallel/comm.h"
+#include "comm/backends.h"
 
 namespace dsinfer::cli {
 

@@ -16,7 +16,7 @@
 #include "engine/generate.h"
 #include "line_reader.h"
 #include "model_options.h"
-#include "parallel/comm.h"
+#include "comm/backends.h"
 #include "text_lines.h"
 
 namespace dsinfer::cli {

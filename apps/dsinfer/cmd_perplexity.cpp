@@ -15,7 +15,7 @@
 #include "engine/perplexity.h"
 #include "io/json_file.h"
 #include "model_options.h"
-#include "parallel/comm.h"
+#include "comm/backends.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dsinfer::cli {

@@ -1,8 +1,7 @@
 // The collectives the tensor-parallel forward pass needs (REFERENCE.md section 4), plus a byte
 // broadcast for rank 0's input (prompts, commands) and a byte all-gather for the ranks' check that
-// they loaded the same model. Backends: local (world of one), mpi (started by mpirun) and gloo
-// (torchrun-style environment); make_comm() picks one from the flag, DSINFER_COMM or the
-// launcher's environment.
+// they loaded the same model. Here: the interface and the world of one; the real backends (mpi,
+// gloo) and the choice between them are comm/backends.h, linked only by what launches ranks.
 #pragma once
 
 #include <cstdint>
@@ -43,26 +42,8 @@ class Comm {
 // World of one: every collective is the identity.
 std::unique_ptr<Comm> make_local_comm();
 
-// Open MPI world (MPI_COMM_WORLD); initializes MPI on first use and finalizes it when the last
-// MpiComm goes away normally. Throws Error when dsinfer was built without MPI.
-std::unique_ptr<Comm> make_mpi_comm();
-
-// Open MPI world (see above); gloo: WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT, rank 0 serving the
-// rendezvous store; DSINFER_COMM_TIMEOUT (seconds, default 600) bounds the rendezvous and every
-// collective except broadcast. Throws Error when dsinfer was built without gloo.
-std::unique_ptr<Comm> make_gloo_comm();
-
 // This machine's name (for messages that say which rank ran where); "?" when unknown.
 std::string host_name();
 
-// Whether this binary has the backend ("local" always; "mpi", "gloo" when built with them).
-bool comm_backend_built(const std::string& name);
-
-// Forces a backend ("local", "mpi", "gloo"; empty: choose automatically). Set by --comm.
-void set_comm_backend(const std::string& name);
-
-// The backend for this process: --comm, else DSINFER_COMM, else OMPI_COMM_WORLD_SIZE set -> mpi,
-// WORLD_SIZE > 1 -> gloo, else local. Ranks other than 0 log only errors unless --debug.
-std::unique_ptr<Comm> make_comm();
 
 }  // namespace dsinfer

@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "parallel/comm.h"
@@ -30,5 +32,10 @@ std::vector<std::string> Comm::all_gather_bytes(const std::string& mine) {
 }
 
 std::unique_ptr<Comm> make_local_comm() { return std::make_unique<LocalComm>(); }
+
+std::string host_name() {
+  char buf[256] = {};
+  return gethostname(buf, sizeof buf - 1) == 0 ? buf : "?";
+}
 
 }  // namespace dsinfer

@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "parallel/comm.h"
+#include "comm/backends.h"
 
 namespace dsinfer {
 
@@ -39,11 +39,6 @@ std::string choose_backend() {
 }  // namespace
 
 void set_comm_backend(const std::string& name) { g_forced = name; }
-
-std::string host_name() {
-  char buf[256] = {};
-  return gethostname(buf, sizeof buf - 1) == 0 ? buf : "?";
-}
 
 bool comm_backend_built(const std::string& name) {
   return name == "local" || (name == "mpi" && mpi_built()) || (name == "gloo" && gloo_built());

@@ -35,7 +35,7 @@
 #endif
 
 #include "core/error.h"
-#include "parallel/comm.h"
+#include "comm/backends.h"
 
 namespace dsinfer {
 

@@ -2,7 +2,7 @@
 // (OMPI_COMM_WORLD_* in the environment). Errors come back as codes (MPI_ERRORS_RETURN) and
 // become dsinfer::Error. A rank that fails leaves without MPI_Finalize, so mpirun tears the
 // whole job down instead of the others waiting in a collective forever.
-#include "parallel/comm.h"
+#include "comm/backends.h"
 
 #include "core/error.h"
 
