@@ -161,6 +161,39 @@ TEST(CanonicalOrder, ARowDoesNotDependOnItsBatchMates) {
   }
 }
 
+// The opt-out (set_batch_invariant(false), --batch-variant): the GEMM sums in k order instead, so
+// it no longer matches the canonical order (that is the point: the flag does switch it) but
+// stays within rounding of it; the GEMV (decode) is the same either way; the default comes back.
+TEST(CanonicalOrder, TheBatchVariantOptOutLeavesTheOrderButNotTheValues) {
+  std::mt19937 rng(6);
+  ThreadPool pool(2);
+  for (Isa isa : supported_isas()) {
+    if (isa == Isa::kScalar) continue;
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+      const Matrix m(dtype, 131, 520, rng);
+      for (int64_t n : {int64_t{3}, int64_t{40}}) {
+        SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " tokens " << n);
+        const std::vector<float> x = random_x(rng, n * 520);
+        std::vector<float> canonical(static_cast<size_t>(n * 131)), variant(canonical.size());
+        linear(x.data(), n, m.w, canonical.data(), pool, isa);
+        set_batch_invariant(false);
+        linear(x.data(), n, m.w, variant.data(), pool, isa);
+        set_batch_invariant(true);
+        int64_t differ = 0;
+        for (size_t i = 0; i < canonical.size(); ++i) {
+          differ += !same_bits(canonical[i], variant[i]);
+          ASSERT_NEAR(variant[i], canonical[i], 1e-4f * (1 + std::fabs(canonical[i]))) << i;
+        }
+        if (n < 8)
+          EXPECT_EQ(differ, 0) << "the GEMV has one order";
+        else
+          EXPECT_GT(differ, 0) << "the opt-out should change the GEMM's order";
+      }
+    }
+  }
+  EXPECT_TRUE(batch_invariant());
+}
+
 // combine_rows: each output is one fma chain from 0 over the rows, in increasing order, of the
 // weight (fp8: value / 256) times the coefficient (fp8: times the block scale * 256), whatever
 // the number of sets, on every vector variant.

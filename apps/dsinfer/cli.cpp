@@ -32,6 +32,11 @@ int run_cli(int argc, char** argv) {
                  "rounded to bf16, weights exact, fp32 accumulation; AMX tiles where the CPU has them)")
       ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_flag("--fast", fast, "fast mode: the same as --act-dtype bf16");
+  bool batch_variant = false;
+  app.add_flag("--batch-variant", batch_variant,
+               "opt out of batch invariance: matrix products of 8 or more tokens (prefill) sum in a faster "
+               "order, so a sequence's logits then depend (within rounding) on its batch mates and on how "
+               "its prompt was chunked; by default they never do");
   app.add_option("--comm", comm_backend,
                  "communication backend: local, mpi or gloo (default: DSINFER_COMM, else from the "
                  "launcher's environment: mpirun -> mpi, WORLD_SIZE > 1 -> gloo, else local)")
@@ -53,6 +58,8 @@ int run_cli(int argc, char** argv) {
     if (fast) act = "bf16";
     set_act_dtype(parse_act_dtype(act));
     if (act != "f32") global_args.insert(global_args.end(), {"--act-dtype", act});
+    set_batch_invariant(!batch_variant);
+    if (batch_variant) global_args.push_back("--batch-variant");
     if (threads > 0) global_args.insert(global_args.end(), {"--threads", std::to_string(threads)});
     if (quiet) global_args.push_back("--quiet");
     if (debug) global_args.push_back("--debug");

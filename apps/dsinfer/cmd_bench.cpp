@@ -259,6 +259,7 @@ void run_bench(const BenchOptions& o) {
                 {"threads", pool.size()},
                 {"world_size", world},
                 {"act_dtype", act_dtype_name(act)},
+                {"batch_invariant", batch_invariant()},
                 {"prefill_ceiling", act == ActDType::kF32 ? "fma_f32_gflops"
                                     : fast_mode_uses_amx() ? "amx_bf16_gflops" : "bf16_dot_gflops"},
                 {"ceilings", ceilings},
@@ -272,8 +273,8 @@ void run_bench(const BenchOptions& o) {
     return;
   }
   std::printf("dsinfer bench: %s\n", o.model.ckpt_path.c_str());
-  std::printf("isa %s, %d threads x %d rank(s), activations %s\n", isa_name(isa), pool.size(), world,
-              act_dtype_name(act));
+  std::printf("isa %s, %d threads x %d rank(s), activations %s, %s\n", isa_name(isa), pool.size(), world,
+              act_dtype_name(act), batch_invariant() ? "batch invariant" : "batch variant (--batch-variant)");
   std::printf("\nceilings (all ranks at once, summed)      total    per rank\n");
   auto ceiling_row = [&](const char* name, double value, int index, const char* unit) {
     std::printf("  %-34s %9.1f", name, value);

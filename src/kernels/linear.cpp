@@ -94,6 +94,7 @@ const MatmulKernels& active_kernels() {
 }
 
 ActDType g_act_dtype = ActDType::kF32;
+bool g_batch_invariant = true;
 
 // Fast mode's products go to the AMX tiles from kAmxMinTokens tokens on, when the kernels in use
 // are the AVX-512 ones (not a variant forced for a test) and the CPU lets us use the tiles.
@@ -128,7 +129,7 @@ void linear_with(const MatmulKernels& kernels, const float* x, int64_t n_tokens,
     if (use_amx(kernels, n_tokens) && w.dtype != DType::kF32) return amx_linear(x, n_tokens, w, y, pool);
     x = rounded_to_bf16(x, n_tokens, w.cols, pool);
   }
-  MatmulTask task{x, n_tokens, w.cols, &w, y, w.rows, nullptr};
+  MatmulTask task{x, n_tokens, w.cols, &w, y, w.rows, nullptr, !g_batch_invariant};
   // Packed once here and shared by every thread (the activations are small next to the weights).
   thread_local std::vector<float> packed;
   if (n_tokens >= kernels.gemm_min_tokens) {
@@ -185,6 +186,8 @@ ActDType parse_act_dtype(const std::string& name) {
 }
 
 void set_act_dtype(ActDType act) { g_act_dtype = act; }
+void set_batch_invariant(bool on) { g_batch_invariant = on; }
+bool batch_invariant() { return g_batch_invariant; }
 ActDType act_dtype() { return g_act_dtype; }
 bool fast_mode_uses_amx() { return active_kernels().isa == Isa::kAvx512 && amx_usable(); }
 
@@ -192,7 +195,7 @@ void matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const Wei
                    int64_t y_stride) {
   const MatmulKernels& kernels = active_kernels();
   if (use_amx(kernels, n_tokens)) return amx_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
-  MatmulTask task{x, n_tokens, x_stride, &w, y, y_stride, nullptr};
+  MatmulTask task{x, n_tokens, x_stride, &w, y, y_stride, nullptr, !g_batch_invariant};
   thread_local std::vector<float> packed, scratch;
   if (n_tokens >= kernels.gemm_min_tokens) {
     float* out = at_least(packed, kernels.packed_x_size(n_tokens, w.cols));

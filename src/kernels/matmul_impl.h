@@ -509,9 +509,18 @@ void combine_rows_impl(const WeightMatrix& w, int64_t first, int64_t n_rows, con
   }
 }
 
+#include "kernels/matmul_gemm_variant.h"
+
 template <class S>
 void matmul_rows_impl(const MatmulTask& task, int64_t r0, int64_t r1, float* scratch) {
   const bool gemm = task.x_packed != nullptr;
+  if (gemm && task.batch_variant) {
+    switch (task.w->dtype) {
+      case DType::kF32: return GemmBatchVariant<S>::template rows<WKind::kF32>(task, r0, r1, scratch);
+      case DType::kBF16: return GemmBatchVariant<S>::template rows<WKind::kBF16>(task, r0, r1, scratch);
+      default: return GemmBatchVariant<S>::template rows<WKind::kFp8>(task, r0, r1, scratch);
+    }
+  }
   switch (task.w->dtype) {
     case DType::kF32:
       return gemm ? Gemm<S>::template rows<WKind::kF32>(task, r0, r1, scratch) : gemv_rows<S, WKind::kF32>(task, r0, r1, scratch);
@@ -524,6 +533,7 @@ void matmul_rows_impl(const MatmulTask& task, int64_t r0, int64_t r1, float* scr
 
 template <class S>
 int64_t scratch_size_impl(const MatmulTask& task) {
+  if (task.x_packed && task.batch_variant) return GemmBatchVariant<S>::scratch_size(task.n_tokens);
   if (task.x_packed) return Gemm<S>::scratch_size(task.n_tokens);
   return 4 * task.w->cols;  // scaled activations of up to 4 tokens (fp8 GEMV)
 }

@@ -21,6 +21,8 @@ struct MatmulTask {
   int64_t y_stride = 0;
   // x transposed into tiles by pack_x (only when n_tokens >= gemm_min_tokens).
   const float* x_packed = nullptr;
+  // The GEMM in the faster batch-variant order (set_batch_invariant(false)) instead of the canonical one.
+  bool batch_variant = false;
 };
 
 struct MatmulKernels {
