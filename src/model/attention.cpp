@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/mat_view.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
 #include "model/layers.h"
@@ -51,15 +52,16 @@ WeightMatrix value_rows(const WeightMatrix& wkv_b, int64_t h, int64_t nope, int6
 // the cache entries [keys, lora + rope] (the latent and rope key side by side, KVCache), through
 // the GEMM kernels with the rows as tokens. Query rows are q_stride apart.
 template <class Visible>
-void attention_probabilities(const float* q_cat, int64_t q_stride, int64_t rows, const float* entries, int64_t keys,
-                             int64_t entry_dim, float scale, const Visible& visible, float* probs, int64_t stride) {
-  matmul_serial(q_cat, rows, q_stride, f32_matrix(entries, keys, entry_dim), probs, stride);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = probs + r * stride;
+void attention_probabilities(ConstMatView q_cat, ConstMatView entries, float scale, const Visible& visible, MatView probs) {
+  // q_cat [rows, lora + rope], entries [keys, lora + rope] -> probs [rows, keys]
+  matmul_serial(q_cat.data, q_cat.rows, q_cat.stride, f32_matrix(entries.data, entries.rows, entries.cols), probs.data,
+                probs.stride);
+  for (int64_t r = 0; r < q_cat.rows; ++r) {
+    float* row = probs.row(r);
     const int64_t n_keys = visible(r);
     for (int64_t t = 0; t < n_keys; ++t) row[t] *= scale;
     softmax(row, n_keys);
-    std::fill(row + n_keys, row + keys, 0.0f);
+    std::fill(row + n_keys, row + entries.rows, 0.0f);
   }
 }
 
@@ -93,8 +95,9 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
     for (int64_t i = 0; i < seqlen; ++i) {
       const int64_t n_keys = start_pos + i + 1;
       // probabilities [heads, keys]: the thread's heads are the rows
-      attention_probabilities(q_cat.data() + i * entry_dim, n * entry_dim, heads, cache.entry(layer, seq, 0), n_keys,
-                              entry_dim, softmax_scale, [&](int64_t) { return n_keys; }, scores.data(), max_keys);
+      attention_probabilities(ConstMatView(q_cat.data() + i * entry_dim, heads, entry_dim, n * entry_dim),
+                              ConstMatView(cache.entry(layer, seq, 0), n_keys, entry_dim), softmax_scale,
+                              [&](int64_t) { return n_keys; }, MatView(scores.data(), heads, n_keys, max_keys));
       // the attended entries of every head: the cache rows combined with the probabilities
       // (the latent part is what W_v reads; the rope part is computed and ignored)
       combine_rows(f32_matrix(cache.entry(layer, seq, 0), n_keys, entry_dim), 0, n_keys, scores.data(), max_keys, heads,
@@ -142,9 +145,9 @@ void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, in
       for (int64_t qb = 0; qb < n_blocks; ++qb) {
         const int64_t s0 = qb * kQueryBlock, n_q = std::min<int64_t>(kQueryBlock, seqlen - s0);
         const int64_t keys = block_keys(qb);
-        attention_probabilities(q_cat.data() + s0 * entry_dim, entry_dim, n_q, cache.entry(layer, seq, 0), keys,
-                                entry_dim, softmax_scale, [&](int64_t s) { return start_pos + s0 + s + 1; },
-                                scores.data(), keys);
+        attention_probabilities(ConstMatView(q_cat.data() + s0 * entry_dim, n_q, entry_dim),
+                                ConstMatView(cache.entry(layer, seq, 0), keys, entry_dim), softmax_scale,
+                                [&](int64_t s) { return start_pos + s0 + s + 1; }, MatView(scores.data(), n_q, keys));
         // past each query's own keys the probabilities are 0: the chain over them adds exact zeros
         combine_rows(entries, 0, keys, scores.data(), keys, n_q, o_lat.data() + s0 * entry_dim, entry_dim);
       }
