@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "core/utf8.h"
+
 namespace dsinfer::cli {
 
 std::vector<std::string> split_lines(std::string_view text) {
@@ -27,15 +29,10 @@ bool is_python_space(uint32_t cp) {
 
 // Decodes the code point starting at `i` (returns its length; 0 for an invalid sequence).
 size_t decode_at(std::string_view s, size_t i, uint32_t& cp) {
-  const auto b = static_cast<unsigned char>(s[i]);
-  size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-  if (len == 0 || i + len > s.size()) return 0;
-  cp = len == 1 ? b : b & (0x7f >> len);
-  for (size_t k = 1; k < len; ++k) {
-    const auto c = static_cast<unsigned char>(s[i + k]);
-    if ((c & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (c & 0x3f);
-  }
+  size_t maximal = 0;
+  bool truncated = false;
+  const size_t len = utf8_sequence(s, i, &maximal, &truncated);
+  if (len > 0) cp = utf8_code_point(s, i, len);
   return len;
 }
 

@@ -99,19 +99,15 @@ void Engine::run_until_idle() {
   pause();
 }
 
-void Engine::pause() {
-  check(leader(), "engine: pause() is rank 0's");
-  if (!ranks_) return;
-  StepOrders orders;
-  orders.kind = StepOrders::Kind::kPause;
-  send(orders);
-}
+void Engine::pause() { send_kind(StepOrders::Kind::kPause); }
 
-void Engine::stop() {
-  check(leader(), "engine: stop() is rank 0's");
+void Engine::stop() { send_kind(StepOrders::Kind::kStop); }
+
+void Engine::send_kind(StepOrders::Kind kind) {
+  check(leader(), "engine: pause() and stop() are rank 0's");
   if (!ranks_) return;
   StepOrders orders;
-  orders.kind = StepOrders::Kind::kStop;
+  orders.kind = kind;
   send(orders);
 }
 

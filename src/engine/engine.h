@@ -136,6 +136,7 @@ class Engine {
   void apply_cancels(const std::vector<RequestId>& cancelled);
   bool run_step();
   void send(const StepOrders& orders);
+  void send_kind(StepOrders::Kind kind);
   void admit();
   void run_all_events(std::vector<Pending>& requests);
   // The Error submit() gives for a bad request.

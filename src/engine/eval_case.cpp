@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "engine/engine.h"
+#include "engine/scoring.h"
 #include "io/json_file.h"
 
 namespace dsinfer {
@@ -70,28 +70,15 @@ std::vector<float> eval_case_logits(Transformer& model, const EvalCase& c, const
   // Row b as one sequence (its prefill then its forced decode tokens), scored in one engine step
   // with every row's logits; batch invariance makes them the bits of the reference's loop of one
   // prefill call and one call per decode step. Logits of position prefill_len - 1 + s are step s.
-  const int64_t length = prefill_len + steps - 1;
-  KVCache cache(config, batch * ((length + kKVBlock - 1) / kKVBlock * kKVBlock));
-  EngineOptions options;
-  options.step_tokens = batch * length;
-  options.max_running = batch;
-  options.retained_sequences = 0;
-  Engine engine(model, cache, options);
-  SamplingParams params;
-  params.max_new_tokens = 0;
-  params.prompt_logits = true;
-  std::vector<Engine::Pending> requests;
+  std::vector<std::vector<int32_t>> rows;
   for (int b = 0; b < batch; ++b) {
-    std::vector<int32_t> tokens = c.prefill[b];
-    for (const auto& step : c.decode) tokens.push_back(step[b]);
-    RequestEvents events;
-    events.on_logits = [&, b](int64_t position, const float* row) {
-      const int64_t s = position - (prefill_len - 1);
-      if (s >= 0) std::copy(row, row + vocab, logits.data() + (s * batch + b) * vocab);
-    };
-    requests.push_back({std::move(tokens), params, std::move(events)});
+    rows.push_back(c.prefill[b]);
+    for (const auto& step : c.decode) rows.back().push_back(step[b]);
   }
-  engine.run_all(std::move(requests));
+  score_sequences(model, rows, [&](int b, int64_t position, const float* row) {
+    const int64_t s = position - (prefill_len - 1);
+    if (s >= 0) std::copy(row, row + vocab, logits.data() + (s * batch + b) * vocab);
+  });
   return logits;
 }
 

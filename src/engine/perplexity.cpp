@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "engine/engine.h"
+#include "engine/scoring.h"
 
 namespace dsinfer {
 
@@ -23,23 +23,10 @@ std::vector<double> sequence_nll(Transformer& model, const std::vector<int32_t>&
   for (int32_t t : tokens)
     check(t >= 0 && t < c.vocab_size, "token id ", t, " is outside the vocabulary [0, ", c.vocab_size, ")");
   const int64_t n = static_cast<int64_t>(tokens.size());
-  // one request that scores its whole prompt in one step: every position's logits
-  KVCache cache(c, n);
-  EngineOptions options;
-  options.step_tokens = n;
-  options.retained_sequences = 0;
-  Engine engine(model, cache, options);
-  SamplingParams params;
-  params.max_new_tokens = 0;
-  params.prompt_logits = true;
   std::vector<double> nll(static_cast<size_t>(n - 1));
-  RequestEvents events;
-  events.on_logits = [&](int64_t position, const float* logits) {
+  score_sequences(model, {tokens}, [&](int, int64_t position, const float* logits) {
     if (position + 1 < n) nll[position] = token_nll(logits, c.vocab_size, tokens[position + 1]);
-  };
-  std::vector<Engine::Pending> requests;
-  requests.push_back({tokens, params, std::move(events)});
-  engine.run_all(std::move(requests));
+  });
   return nll;
 }
 

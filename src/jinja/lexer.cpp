@@ -57,11 +57,14 @@ char32_t code_point_before(const std::string& s, size_t end, size_t& start) {
 }
 
 char32_t code_point_at(const std::string& s, size_t pos, size_t& len) {
-  unsigned char c = static_cast<unsigned char>(s[pos]);
-  len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 1;
-  if (pos + len > s.size()) len = 1;
-  std::vector<char32_t> cps = decode_utf8(std::string_view(s).substr(pos, len));
-  return cps.empty() ? 0xfffd : cps[0];
+  size_t maximal = 0;
+  bool truncated = false;
+  len = utf8_sequence(s, pos, &maximal, &truncated);
+  if (len == 0) {  // not UTF-8: one U+FFFD for the byte
+    len = 1;
+    return 0xfffd;
+  }
+  return utf8_code_point(s, pos, len);
 }
 
 // Python's str.rstrip(): drops trailing (Unicode) whitespace.

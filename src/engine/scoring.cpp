@@ -1,0 +1,35 @@
+#include "engine/scoring.h"
+
+#include <algorithm>
+
+#include "engine/engine.h"
+
+namespace dsinfer {
+
+void score_sequences(Transformer& model, const std::vector<std::vector<int32_t>>& sequences,
+                     const std::function<void(int sequence, int64_t position, const float* logits)>& on_logits) {
+  int64_t positions = 0, tokens = 0;
+  for (const auto& s : sequences) {
+    positions += (static_cast<int64_t>(s.size()) + kKVBlock - 1) / kKVBlock * kKVBlock;
+    tokens += static_cast<int64_t>(s.size());
+  }
+  KVCache cache(model.config(), positions);
+  EngineOptions options;
+  options.step_tokens = std::max<int64_t>(tokens, 1);  // every sequence whole, in one step
+  options.max_running = std::max<int>(static_cast<int>(sequences.size()), 1);
+  options.retained_sequences = 0;
+  Engine engine(model, cache, options);
+  SamplingParams params;
+  params.max_new_tokens = 0;
+  params.prompt_logits = true;
+  std::vector<Engine::Pending> requests;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    RequestEvents events;
+    const int index = static_cast<int>(i);
+    events.on_logits = [&on_logits, index](int64_t position, const float* row) { on_logits(index, position, row); };
+    requests.push_back({sequences[i], params, std::move(events)});
+  }
+  engine.run_all(std::move(requests));
+}
+
+}  // namespace dsinfer
