@@ -47,6 +47,7 @@ int run_cli(int argc, char** argv) {
   commands.push_back(register_bench(app));
   commands.push_back(register_bench_comm(app));
   commands.push_back(register_make_random(app));
+  commands.push_back(register_serve(app));
   std::vector<std::string> global_args;  // what `run` passes on to its ranks
   commands.push_back(register_run(app, global_args));
   try {

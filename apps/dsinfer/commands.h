@@ -25,6 +25,7 @@ Command register_tokenize(CLI::App& app);
 Command register_bench(CLI::App& app);  // cmd_bench.cpp: decode/prefill against the ceilings
 Command register_bench_comm(CLI::App& app);  // cmd_bench_comm.cpp: collective latencies
 Command register_make_random(CLI::App& app);  // cmd_make_random.cpp: random HF checkpoints
+Command register_serve(CLI::App& app);  // cmd_serve.cpp: the OpenAI-compatible server
 // `run -n N SUBCOMMAND...`: the ranks get `global_args` (the top-level --threads, -q, --debug as
 // parsed, filled in before the command runs) in front of the subcommand.
 Command register_run(CLI::App& app, const std::vector<std::string>& global_args);

@@ -19,6 +19,19 @@ std::string ChatFormatter::render(const nlohmann::json& messages, bool add_gener
                              add_generation_prompt);
 }
 
+std::string ChatFormatter::render(const nlohmann::json& messages, const nlohmann::json& tools,
+                                  const nlohmann::json& kwargs) const {
+  check(messages.is_array(), "messages must be an array");
+  nlohmann::json context = kwargs.is_object() ? kwargs : nlohmann::json::object();
+  context["messages"] = messages;
+  context["bos_token"] = tokenizer_.bos_token();
+  context["eos_token"] = tokenizer_.eos_token();
+  context["add_generation_prompt"] = true;
+  context["tools"] = tools.is_array() && !tools.empty() ? tools : nlohmann::json(nullptr);
+  context["documents"] = nullptr;
+  return template_.render(context);
+}
+
 std::vector<int32_t> ChatFormatter::prompt_ids(const nlohmann::json& messages) const {
   return tokenizer_.encode(render(messages), /*add_special_tokens=*/false);
 }

@@ -284,6 +284,7 @@ void Engine::admit() {
     }
     r.cached = shared;
     stats_.reused_tokens += shared;
+    if (r.events.on_start) r.events.on_start(shared);
     stats_.prompt_tokens += static_cast<int64_t>(r.prompt.size());
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();

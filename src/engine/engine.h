@@ -41,6 +41,9 @@ struct RequestEvents {
   // (the row predicts position + 1): every prompt position when params.prompt_logits, then the
   // row each token is sampled from (before its on_token). The pointer is valid during the call.
   std::function<void(int64_t position, const float* logits)> on_logits;
+  // Once, when the request is admitted: how many prompt positions it took from the cache
+  // (prefix reuse) instead of prefilling them.
+  std::function<void(int64_t reused_tokens)> on_start;
 };
 
 // What one forward step did (EngineOptions::on_step): every rank sees the same steps.

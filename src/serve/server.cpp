@@ -1,0 +1,623 @@
+#include "serve/server.h"
+
+#include <httplib.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <ctime>
+#include <deque>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "chat/deepseek_output.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "serve/stop_matcher.h"
+
+namespace dsinfer {
+
+namespace {
+
+using json = nlohmann::json;
+
+// An error the client caused or must see: its HTTP status and OpenAI error type.
+struct ApiError {
+  int status;
+  std::string type, message, param, code;
+};
+
+[[noreturn]] void reject(const std::string& message, const std::string& param = "", int status = 400,
+                         const std::string& type = "invalid_request_error", const std::string& code = "") {
+  throw ApiError{status, type, message, param, code};
+}
+
+std::string error_body(const ApiError& e) {
+  return json{{"error",
+               {{"message", e.message},
+                {"type", e.type},
+                {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+                {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}}
+      .dump();
+}
+
+// What the engine thread tells one request's HTTP thread.
+struct Channel {
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::deque<int32_t> tokens;
+  bool finished = false;
+  FinishReason reason = FinishReason::kStop;
+  std::string error;
+  int64_t reused = 0;
+};
+
+// One parsed request.
+struct Job {
+  bool chat = true;
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+  std::vector<std::string> stop;
+  bool stream = false, include_usage = false;
+  OutputParserOptions parse;
+};
+
+template <class T>
+T field(const json& body, const char* name, T fallback, const char* what) {
+  if (!body.contains(name) || body[name].is_null()) return fallback;
+  try {
+    return body[name].get<T>();
+  } catch (const json::exception&) {
+    reject(std::string(name) + " must be " + what, name);
+  }
+}
+
+double number(const json& body, const char* name, double fallback, double lo, double hi) {
+  if (!body.contains(name) || body[name].is_null()) return fallback;
+  const json& v = body[name];
+  if (!v.is_number()) reject(std::string(name) + " must be a number", name);
+  const double d = v.get<double>();
+  if (!(d >= lo && d <= hi))
+    reject(cat(name, " must be between ", lo, " and ", hi, ", got ", v.dump()), name);
+  return d;
+}
+
+int64_t integer(const json& body, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
+  if (!body.contains(name) || body[name].is_null()) return fallback;
+  const json& v = body[name];
+  if (!v.is_number_integer()) reject(std::string(name) + " must be an integer", name);
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
+    reject(cat(name, " must be at most ", hi), name);
+  const int64_t i = v.get<int64_t>();
+  if (i < lo || i > hi) reject(cat(name, " must be between ", lo, " and ", hi, ", got ", i), name);
+  return i;
+}
+
+// "content" as a string or a list of text parts.
+std::string content_text(const json& content, size_t index) {
+  if (content.is_null()) return "";
+  if (content.is_string()) return content.get<std::string>();
+  const std::string where = "messages[" + std::to_string(index) + "].content";
+  if (!content.is_array()) reject(where + " must be a string or a list of text parts", where);
+  std::string text;
+  for (const json& part : content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+      reject(where + " supports only text parts ({\"type\": \"text\", \"text\": ...})", where);
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+json template_messages(const json& messages) {
+  if (!messages.is_array() || messages.empty()) reject("messages must be a non-empty list", "messages");
+  json out = json::array();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) reject(where + " needs a role", where);
+    const std::string role = m["role"];
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
+      reject(where + ".role must be system, user, assistant or tool, got \"" + role + "\"", where + ".role");
+    json t = {{"role", role == "developer" ? "system" : role}, {"content", content_text(m.value("content", json()), i)}};
+    for (const char* key : {"tool_calls", "tool_call_id", "name"})
+      if (m.contains(key) && !m[key].is_null()) t[key] = m[key];
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::vector<std::string> stop_strings(const json& body) {
+  if (!body.contains("stop") || body["stop"].is_null()) return {};
+  const json& s = body["stop"];
+  if (s.is_string()) return {s.get<std::string>()};
+  if (!s.is_array() || s.size() > 16) reject("stop must be a string or a list of at most 16 strings", "stop");
+  std::vector<std::string> out;
+  for (const json& x : s) {
+    if (!x.is_string()) reject("stop must be a string or a list of at most 16 strings", "stop");
+    out.push_back(x.get<std::string>());
+  }
+  return out;
+}
+
+class Server {
+ public:
+  Server(Transformer& model, const ChatFormatter& chat, const ServeOptions& o, KVCache& cache)
+      : model_(model), chat_(chat), tokenizer_(chat.tokenizer()), o_(o), engine_(model, cache, engine_options(o)) {}
+
+  void run();
+
+ private:
+  static EngineOptions engine_options(const ServeOptions& o) {
+    EngineOptions e;
+    e.step_tokens = o.step_tokens;
+    e.max_running = o.max_running;
+    e.retained_sequences = o.retained_sequences;
+    return e;
+  }
+  Job parse(const json& body, bool chat) const;
+  void handle(const httplib::Request& req, httplib::Response& res, bool chat);
+  void engine_loop();
+  RequestId submit(const Job& job, const std::shared_ptr<Channel>& ch);
+
+  Transformer& model_;
+  const ChatFormatter& chat_;
+  const Tokenizer& tokenizer_;
+  ServeOptions o_;
+  Engine engine_;
+  std::mutex work_mutex_;
+  std::condition_variable work_;
+  bool pending_work_ = false, stopping_ = false;
+  std::atomic<int> in_flight_{0};
+  std::atomic<int64_t> next_response_{0};
+};
+
+Job Server::parse(const json& body, bool chat) const {
+  if (!body.is_object()) reject("the request body must be a JSON object");
+  if (body.contains("model") && !body["model"].is_null()) {
+    if (!body["model"].is_string()) reject("model must be a string", "model");
+    if (body["model"].get<std::string>() != o_.served_model_name)
+      reject("The model `" + body["model"].get<std::string>() + "` does not exist (this server serves `" +
+                 o_.served_model_name + "`)",
+             "model", 404, "invalid_request_error", "model_not_found");
+  }
+  if (integer(body, "n", 1, 1, 128) != 1) reject("n > 1 is not supported yet", "n");
+  if (field<bool>(body, "logprobs", false, "a boolean")) reject("logprobs is not supported yet", "logprobs");
+  if (!chat && field<bool>(body, "echo", false, "a boolean")) reject("echo is not supported yet", "echo");
+  Job job;
+  job.chat = chat;
+  const ModelConfig& c = model_.config();
+  if (chat) {
+    const json messages = template_messages(body.value("messages", json()));
+    json tools = body.value("tools", json());
+    if (!tools.is_null() && !tools.is_array()) reject("tools must be a list", "tools");
+    const json choice = body.value("tool_choice", json());
+    const bool tools_off = choice.is_string() && choice.get<std::string>() == "none";
+    json kwargs = body.value("chat_template_kwargs", json::object());
+    if (!kwargs.is_object()) reject("chat_template_kwargs must be an object", "chat_template_kwargs");
+    std::string text;
+    try {
+      text = chat_.render(messages, tools_off ? json() : tools, kwargs);
+    } catch (const Error& e) {
+      reject(std::string("the chat template failed on these messages: ") + e.what(), "messages");
+    }
+    job.prompt = tokenizer_.encode(text, /*add_special_tokens=*/false);
+    const size_t end = text.find_last_not_of(" \t\r\n");
+    job.parse.starts_in_reasoning = end != std::string::npos && end >= 6 && text.compare(end - 6, 7, "<think>") == 0;
+    job.parse.parse_tool_calls = tools.is_array() && !tools.empty() && !tools_off;
+  } else {
+    json prompt = body.value("prompt", json());
+    if (prompt.is_array() && prompt.size() == 1) prompt = prompt[0];
+    if (!prompt.is_string()) reject("prompt must be a string", "prompt");
+    job.prompt = tokenizer_.encode(prompt.get<std::string>(), /*add_special_tokens=*/true);
+    job.parse.parse_reasoning = false;
+    job.parse.parse_tool_calls = false;
+  }
+  const int64_t prompt_len = static_cast<int64_t>(job.prompt.size());
+  if (prompt_len == 0) reject("the prompt is empty", chat ? "messages" : "prompt");
+  if (prompt_len >= c.max_seq_len)
+    reject(cat("This model's maximum context length is ", c.max_seq_len, " tokens; the prompt has ", prompt_len,
+               " tokens (and needs room for at least one more)"),
+           chat ? "messages" : "prompt", 400, "invalid_request_error", "context_length_exceeded");
+  const int64_t room = c.max_seq_len - prompt_len;
+  int64_t max_tokens = integer(body, "max_tokens", room, 0, 1 << 30);
+  max_tokens = integer(body, "max_completion_tokens", max_tokens, 0, 1 << 30);
+  if (max_tokens > room)
+    reject(cat("max_tokens (", max_tokens, ") plus the prompt (", prompt_len, " tokens) exceed the context of ",
+               c.max_seq_len, " tokens"),
+           "max_tokens", 400, "invalid_request_error", "context_length_exceeded");
+  SamplingParams& p = job.params;
+  p.max_new_tokens = static_cast<int>(max_tokens);
+  p.temperature = static_cast<float>(number(body, "temperature", 1.0, 0, 2));
+  p.top_p = static_cast<float>(number(body, "top_p", 1.0, 1e-9, 1));
+  p.top_k = static_cast<int>(integer(body, "top_k", 0, 0, 1 << 30));
+  p.seed = static_cast<uint64_t>(integer(body, "seed", static_cast<int64_t>(p.seed), INT64_MIN, INT64_MAX));
+  if (tokenizer_.eos_id() >= 0) p.stop_ids = {tokenizer_.eos_id()};
+  job.stop = stop_strings(body);
+  job.stream = field<bool>(body, "stream", false, "a boolean");
+  const json so = body.value("stream_options", json());
+  if (so.is_object()) job.include_usage = field<bool>(so, "include_usage", false, "a boolean");
+  return job;
+}
+
+RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
+  RequestEvents events;
+  events.on_token = [ch](int32_t t) {
+    std::lock_guard<std::mutex> lock(ch->mutex);
+    ch->tokens.push_back(t);
+    ch->ready.notify_all();
+  };
+  events.on_start = [ch](int64_t reused) {
+    std::lock_guard<std::mutex> lock(ch->mutex);
+    ch->reused = reused;
+  };
+  events.on_finish = [ch](FinishReason r, const std::string& e) {
+    std::lock_guard<std::mutex> lock(ch->mutex);
+    ch->finished = true;
+    ch->reason = r;
+    ch->error = e;
+    ch->ready.notify_all();
+  };
+  const RequestId id = engine_.submit(job.prompt, job.params, std::move(events));
+  {
+    std::lock_guard<std::mutex> lock(work_mutex_);
+    pending_work_ = true;
+  }
+  work_.notify_one();
+  return id;
+}
+
+void Server::engine_loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(work_mutex_);
+      work_.wait(lock, [&] { return pending_work_ || stopping_; });
+      if (stopping_) return;
+      pending_work_ = false;
+    }
+    while (engine_.step()) {
+    }
+    engine_.pause();  // the other ranks wait for the next orders (none at world size 1)
+  }
+}
+
+// Turns a request's tokens into OpenAI deltas: detokenize, hold back stop strings, split
+// reasoning and tool calls. Runs on the request's HTTP thread.
+class Output {
+ public:
+  Output(const Tokenizer& tokenizer, const Job& job)
+      : decoder_(tokenizer, /*skip_special_tokens=*/true), stop_(job.stop), parser_(job.parse), chat_(job.chat) {}
+  // The deltas of the next tokens, and whether the stop strings ended the text.
+  OutputDelta push(int32_t token) { return route(stop_.push(decoder_.push(token))); }
+  OutputDelta finish() {
+    OutputDelta d = route(stop_.push(decoder_.finish()));
+    append(d, route(stop_.finish()));
+    if (chat_) append(d, parser_.finish());
+    return d;
+  }
+  bool stopped() const { return stop_.matched(); }
+  bool made_tool_calls() const { return parser_.made_tool_calls(); }
+
+  static void append(OutputDelta& a, const OutputDelta& b) {
+    a.reasoning += b.reasoning;
+    a.content += b.content;
+    for (const ToolCall& c : b.tool_calls) a.tool_calls.push_back(c);
+  }
+
+ private:
+  OutputDelta route(const std::string& text) {
+    if (chat_) return parser_.push(text);
+    OutputDelta d;
+    d.content = text;
+    return d;
+  }
+  StreamDecoder decoder_;
+  StopMatcher stop_;
+  DeepSeekOutputParser parser_;
+  bool chat_;
+};
+
+json usage_json(const Job& job, const Channel& ch, int64_t completion) {
+  const int64_t prompt = static_cast<int64_t>(job.prompt.size());
+  return json{{"prompt_tokens", prompt},
+              {"completion_tokens", completion},
+              {"total_tokens", prompt + completion},
+              {"prompt_tokens_details", {{"cached_tokens", ch.reused}}},
+              {"prompt_cache_hit_tokens", ch.reused},
+              {"prompt_cache_miss_tokens", prompt - ch.reused}};
+}
+
+const char* finish_name(FinishReason r, bool stopped, bool tool_calls) {
+  if (tool_calls) return "tool_calls";
+  if (stopped) return "stop";
+  return r == FinishReason::kLength ? "length" : "stop";
+}
+
+json tool_calls_json(const std::vector<ToolCall>& calls, int64_t first_index, const std::string& id_prefix,
+                     bool with_index) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json c = {{"id", id_prefix + std::to_string(first_index + static_cast<int64_t>(i))},
+              {"type", "function"},
+              {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (with_index) c["index"] = first_index + static_cast<int64_t>(i);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void Server::handle(const httplib::Request& req, httplib::Response& res, bool chat) {
+  if (in_flight_.fetch_add(1) >= o_.max_running + o_.max_queued) {
+    in_flight_.fetch_sub(1);
+    res.set_header("Retry-After", "1");
+    throw ApiError{429, "rate_limit_error", "the server is at its limit of running and queued requests; retry later",
+                   "", ""};
+  }
+  struct Release {
+    std::atomic<int>& n;
+    bool armed = true;
+    ~Release() {
+      if (armed) n.fetch_sub(1);
+    }
+  } release{in_flight_};
+  json body;
+  try {
+    body = json::parse(req.body);
+  } catch (const json::exception& e) {
+    reject(std::string("the body is not valid JSON: ") + e.what());
+  }
+  const Job job = parse(body, chat);
+  const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_response_++);
+  const int64_t created = static_cast<int64_t>(std::time(nullptr));
+  auto ch = std::make_shared<Channel>();
+  const RequestId rid = submit(job, ch);
+  // Waits for the next tokens (or the end); false once finished and drained.
+  auto next = [ch](std::vector<int32_t>& got, bool& finished) {
+    std::unique_lock<std::mutex> lock(ch->mutex);
+    ch->ready.wait(lock, [&] { return !ch->tokens.empty() || ch->finished; });
+    got.assign(ch->tokens.begin(), ch->tokens.end());
+    ch->tokens.clear();
+    finished = ch->finished && got.empty();
+  };
+  const std::string object = chat ? "chat.completion" : "text_completion";
+  const std::string fingerprint = "dsinfer";
+  if (!job.stream) {
+    Output output(tokenizer_, job);
+    OutputDelta all;
+    int64_t completion = 0;
+    bool cancelled = false;
+    for (;;) {
+      std::vector<int32_t> got;
+      bool finished = false;
+      next(got, finished);
+      if (finished) break;
+      for (int32_t t : got) {
+        ++completion;
+        Output::append(all, output.push(t));
+        if (output.stopped() && !cancelled) {
+          engine_.cancel(rid);
+          cancelled = true;
+        }
+      }
+    }
+    if (ch->reason == FinishReason::kError) throw ApiError{500, "server_error", ch->error, "", ""};
+    Output::append(all, output.finish());
+    const char* reason = finish_name(ch->reason, output.stopped(), output.made_tool_calls());
+    json choice = {{"index", 0}, {"finish_reason", reason}, {"logprobs", nullptr}};
+    if (chat) {
+      json message = {{"role", "assistant"}, {"content", all.content}};
+      if (!all.reasoning.empty() || job.parse.starts_in_reasoning) message["reasoning_content"] = all.reasoning;
+      if (!all.tool_calls.empty()) message["tool_calls"] = tool_calls_json(all.tool_calls, 0, "call_" + id + "_", false);
+      choice["message"] = message;
+    } else {
+      choice["text"] = all.content;
+    }
+    res.set_content(json{{"id", id},
+                         {"object", object},
+                         {"created", created},
+                         {"model", o_.served_model_name},
+                         {"system_fingerprint", fingerprint},
+                         {"choices", json::array({choice})},
+                         {"usage", usage_json(job, *ch, completion)}}
+                        .dump(),
+                    "application/json");
+    return;
+  }
+  // streaming: the provider runs on this request's thread until the end
+  release.armed = false;
+  auto self = this;
+  auto job_ptr = std::make_shared<const Job>(job);
+  res.set_chunked_content_provider("text/event-stream", [=](size_t, httplib::DataSink& sink) {
+    const Job* job = job_ptr.get();
+    Release done{self->in_flight_};
+    const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
+    auto send = [&](const json& j) {
+      const std::string s = "data: " + j.dump() + "\n\n";
+      return sink.write(s.data(), s.size());
+    };
+    auto chunk = [&](const json& delta_or_text, const json& finish) {
+      json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}};
+      if (chat) choice["delta"] = delta_or_text;
+      else choice["text"] = delta_or_text;
+      return json{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", self->o_.served_model_name},
+                  {"system_fingerprint", fingerprint}, {"choices", json::array({choice})}};
+    };
+    Output output(self->tokenizer_, *job);
+    int64_t completion = 0, tool_index = 0;
+    bool cancelled = false, alive = true;
+    auto emit = [&](const OutputDelta& d) {
+      if (!alive || d.empty()) return;
+      if (!chat) {
+        alive = send(chunk(d.content, nullptr));
+        return;
+      }
+      json delta = json::object();
+      if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+      if (!d.content.empty()) delta["content"] = d.content;
+      if (!d.tool_calls.empty()) {
+        delta["tool_calls"] = tool_calls_json(d.tool_calls, tool_index, "call_" + id + "_", true);
+        tool_index += static_cast<int64_t>(d.tool_calls.size());
+      }
+      alive = send(chunk(delta, nullptr));
+    };
+    if (chat) alive = send(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr));
+    for (;;) {
+      std::vector<int32_t> got;
+      bool finished = false;
+      next(got, finished);
+      if (finished) break;
+      for (int32_t t : got) {
+        ++completion;
+        emit(output.push(t));
+        if ((output.stopped() || !alive) && !cancelled) {
+          self->engine_.cancel(rid);  // a stop string, or the client went away
+          cancelled = true;
+        }
+      }
+    }
+    if (!alive) return false;
+    if (ch->reason == FinishReason::kError) {
+      send(json{{"error", {{"message", ch->error}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}});
+    } else {
+      emit(output.finish());
+      send(chunk(chat ? json::object() : json(""), finish_name(ch->reason, output.stopped(), output.made_tool_calls())));
+      if (job->include_usage) {
+        json u = chunk(json::object(), nullptr);
+        u["choices"] = json::array();
+        u["usage"] = usage_json(*job, *ch, completion);
+        send(u);
+      }
+    }
+    const std::string end = "data: [DONE]\n\n";
+    sink.write(end.data(), end.size());
+    sink.done();
+    return true;
+  });
+}
+
+void Server::run() {
+  httplib::Server http;
+  const int threads = o_.max_running + o_.max_queued + 4;
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http.set_tcp_nodelay(true);
+  http.set_payload_max_length(static_cast<size_t>(o_.max_body));
+  http.set_read_timeout(30, 0);
+  http.set_write_timeout(30, 0);
+  http.set_keep_alive_max_count(100);
+  auto authorized = [&](const httplib::Request& req) {
+    if (o_.api_key.empty()) return true;
+    const std::string want = "Bearer " + o_.api_key, got = req.get_header_value("Authorization");
+    unsigned diff = static_cast<unsigned>(want.size() ^ got.size());
+    for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(want[i]) ^ (i < got.size() ? static_cast<unsigned char>(got[i]) : 0u);
+    return diff == 0;  // constant time in the key's length
+  };
+  auto api = [&](bool chat) {
+    return [&, chat](const httplib::Request& req, httplib::Response& res) {
+      try {
+        if (!authorized(req)) throw ApiError{401, "invalid_request_error", "Incorrect API key provided", "", "invalid_api_key"};
+        handle(req, res, chat);
+      } catch (const ApiError& e) {
+        res.status = e.status;
+        res.set_content(error_body(e), "application/json");
+      } catch (const Error& e) {
+        res.status = 500;
+        res.set_content(error_body({500, "server_error", e.what(), "", ""}), "application/json");
+      }
+    };
+  };
+  http.Post("/v1/chat/completions", api(true));
+  http.Post("/v1/completions", api(false));
+  http.Get("/v1/models", [&](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req)) {
+      res.status = 401;
+      res.set_content(error_body({401, "invalid_request_error", "Incorrect API key provided", "", "invalid_api_key"}),
+                      "application/json");
+      return;
+    }
+    res.set_content(json{{"object", "list"},
+                         {"data", json::array({{{"id", o_.served_model_name},
+                                                {"object", "model"},
+                                                {"created", 0},
+                                                {"owned_by", "dsinfer"},
+                                                {"max_model_len", model_.config().max_seq_len}}})}}
+                        .dump(),
+                    "application/json");
+  });
+  http.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("{\"status\":\"ok\"}", "application/json"); });
+  http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const int s = res.status;
+    const std::string message = s == 404 ? "no such endpoint" : s == 413 ? "the request body exceeds --max-body" : "error";
+    res.set_content(error_body({s, "invalid_request_error", message, "", ""}), "application/json");
+  });
+
+  // SIGINT / SIGTERM: a watcher thread stops the listener (blocked in every other thread, see
+  // block_shutdown_signals)
+  const sigset_t signals = block_shutdown_signals();
+  std::thread engine_thread([&] { engine_loop(); });
+  std::thread watcher([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    log_info("serve: signal ", sig, ", shutting down");
+    http.stop();
+  });
+  const int port = o_.port == 0 ? http.bind_to_any_port(o_.host) : (http.bind_to_port(o_.host, o_.port) ? o_.port : -1);
+  if (port < 0) {
+    pthread_kill(watcher.native_handle(), SIGTERM);
+    watcher.join();
+    {
+      std::lock_guard<std::mutex> lock(work_mutex_);
+      stopping_ = true;
+    }
+    work_.notify_one();
+    engine_thread.join();
+    engine_.stop();
+    fail("serve: cannot listen on ", o_.host, ":", o_.port, " (in use, or not an address of this machine)");
+  }
+  if (o_.api_key.empty() && o_.host != "127.0.0.1" && o_.host != "localhost" && o_.host != "::1")
+    log_info("warning: serve: listening on ", o_.host, " without an API key (--api-key): anyone who can reach it can use it");
+  log_info("serve: ", o_.served_model_name, " on http://", o_.host, ":", port, " (", o_.max_running, " running, ",
+           o_.max_queued, " queued at most)");
+  http.listen_after_bind();
+  watcher.join();
+  {
+    std::lock_guard<std::mutex> lock(work_mutex_);
+    stopping_ = true;
+  }
+  work_.notify_one();
+  engine_thread.join();
+  engine_.stop();
+}
+
+}  // namespace
+
+sigset_t block_shutdown_signals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
+void serve(Transformer& model, const ChatFormatter& chat, const ServeOptions& options) {
+  check(options.max_running >= 1 && options.max_queued >= 0 && options.max_body >= 1 && options.step_tokens >= 1,
+        "serve: --max-running, --max-body and --step-tokens must be >= 1, --max-queued >= 0");
+  KVCache cache(model.config(), options.kv_cache_tokens > 0 ? options.kv_cache_tokens : default_kv_budget(model.config()));
+  if (model.comm().rank() != 0) {
+    EngineOptions e;
+    e.step_tokens = options.step_tokens;
+    e.max_running = options.max_running;
+    e.retained_sequences = options.retained_sequences;
+    Engine engine(model, cache, e);
+    while (engine.follow()) {
+    }
+    return;
+  }
+  Server server(model, chat, options, cache);
+  server.run();
+}
+
+}  // namespace dsinfer

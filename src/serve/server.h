@@ -1,0 +1,40 @@
+// `dsinfer serve`: an OpenAI-compatible HTTP server over the engine (SERVING.md). Rank 0 serves
+// HTTP and schedules; HTTP threads only parse requests, render prompts and write responses,
+// while one engine thread steps (and, at world size > 1, broadcasts each step to the other
+// ranks, which follow). Endpoints: POST /v1/chat/completions, POST /v1/completions,
+// GET /v1/models, GET /health. Output is split into content, reasoning_content and tool_calls
+// by chat/deepseek_output.h, per request; stop strings are held back until decided.
+#pragma once
+
+#include <signal.h>
+
+#include <cstdint>
+#include <string>
+
+#include "chat/chat_formatter.h"
+#include "engine/engine.h"
+
+namespace dsinfer {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string api_key;             // empty: no key
+  std::string served_model_name;   // default: the checkpoint directory's name
+  int max_running = 16;
+  int max_queued = 64;
+  int64_t max_body = 1 << 20;
+  int64_t step_tokens = 256;
+  int64_t kv_cache_tokens = 0;     // 0: from the model and free memory
+  int retained_sequences = 8;      // finished conversations kept for prefix reuse
+};
+
+// Blocks SIGINT and SIGTERM in the calling thread and every thread it starts later (the model's
+// workers included): call it first, so that only serve()'s watcher takes them.
+sigset_t block_shutdown_signals();
+
+// Runs until SIGINT or SIGTERM (rank 0), then tells the other ranks to stop. Every rank calls
+// it; only rank 0 listens. Throws Error when the port cannot be bound.
+void serve(Transformer& model, const ChatFormatter& chat, const ServeOptions& options);
+
+}  // namespace dsinfer

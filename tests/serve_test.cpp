@@ -1,0 +1,242 @@
+// dsinfer serve end to end: the binary started on a free port with the story model, spoken to
+// over HTTP (cpp-httplib's client). Greedy chat content equals the reference's generate.py
+// transcript for the same message, byte for byte; a stream's deltas add up to the same text;
+// concurrent clients get their solo answers (batch invariance); stop strings are never emitted;
+// bad requests get OpenAI-shaped errors with their status and the server keeps serving; SIGTERM
+// ends it with status 0.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <spawn.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "parallel/free_port.h"
+#include "test_support.h"
+
+extern char** environ;
+
+namespace dsinfer {
+namespace {
+
+using json = nlohmann::json;
+
+class Served {
+ public:
+  explicit Served(std::vector<std::string> extra = {}) : port_(pick_free_port()) {
+    const std::string ckpt = test::convert_golden("tiny-v3-story", 1, /*with_tokenizer=*/true);
+    std::vector<std::string> args = {DSINFER_BIN, "--threads", "2", "serve", "--ckpt-path", ckpt,
+                                     "--served-model-name", "story", "--port", std::to_string(port_)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const std::string log = test::scratch_dir("serve") + "/stderr";
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    posix_spawn_file_actions_addopen(&files, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    EXPECT_EQ(posix_spawn(&pid_, DSINFER_BIN, &files, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&files);
+    for (int i = 0; i < 200; ++i) {  // up to 20 s for the load
+      if (auto r = client().Get("/health"); r && r->status == 200) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << "the server did not come up";
+  }
+  ~Served() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+  httplib::Result post(const std::string& path, const std::string& body, const httplib::Headers& h = {}) const {
+    return client().Post(path.c_str(), h, body, "application/json");
+  }
+  // SIGTERM; the exit status.
+  int terminate() {
+    const pid_t pid = pid_;
+    pid_ = -1;
+    kill(pid, SIGTERM);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  int port_;
+  pid_t pid_ = -1;
+};
+
+json chat_body(const std::string& user, int max_tokens, bool stream = false) {
+  return {{"model", "story"},
+          {"messages", json::array({{{"role", "user"}, {"content", user}}})},
+          {"max_tokens", max_tokens},
+          {"temperature", 0},
+          {"stream", stream}};
+}
+
+// The content deltas of an SSE body, and whether it ended with [DONE].
+std::string stream_content(const std::string& body, bool* done, std::string* finish = nullptr) {
+  std::string text;
+  *done = false;
+  size_t at = 0;
+  while ((at = body.find("data: ", at)) != std::string::npos) {
+    const size_t end = body.find("\n\n", at);
+    const std::string data = body.substr(at + 6, end - at - 6);
+    at = end;
+    if (data == "[DONE]") {
+      *done = true;
+      break;
+    }
+    const json j = json::parse(data);
+    for (const json& c : j["choices"]) {
+      if (c["delta"].contains("content")) text += c["delta"]["content"].get<std::string>();
+      if (finish && !c["finish_reason"].is_null()) *finish = c["finish_reason"];
+    }
+  }
+  return text;
+}
+
+// "Prompt: P\nCompletion: C\n\n" pairs of the reference transcript.
+std::vector<std::pair<std::string, std::string>> transcript(const std::string& stdout_text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  size_t at = 0;
+  while ((at = stdout_text.find("Prompt: ", at)) != std::string::npos) {
+    const size_t nl = stdout_text.find("\nCompletion: ", at);
+    const size_t end = stdout_text.find("\n\n", nl);
+    out.emplace_back(stdout_text.substr(at + 8, nl - at - 8), stdout_text.substr(nl + 13, end - nl - 13));
+    at = end;
+  }
+  return out;
+}
+
+TEST(Serve, GreedyChatIsTheReferenceTranscriptStreamedOrNot) {
+  Served server;
+  const json golden = json::parse(test::read_file(test::data_path("golden/tiny-v3-story/chat-mp1-fp32.json")));
+  const int max_new = golden["max_new_tokens"];
+  const auto pairs = transcript(golden["batch"]["stdout"]);
+  ASSERT_GE(pairs.size(), 3u);
+  for (const auto& [prompt, completion] : pairs) {
+    auto r = server.post("/v1/chat/completions", chat_body(prompt, max_new).dump());
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json j = json::parse(r->body);
+    EXPECT_EQ(j["object"], "chat.completion");
+    EXPECT_EQ(j["choices"][0]["message"]["content"], completion) << prompt;
+    EXPECT_GT(j["usage"]["prompt_tokens"].get<int>(), 0);
+    auto s = server.post("/v1/chat/completions", chat_body(prompt, max_new, true).dump());
+    ASSERT_TRUE(s);
+    bool done = false;
+    EXPECT_EQ(stream_content(s->body, &done), completion) << prompt;
+    EXPECT_TRUE(done);
+  }
+}
+
+TEST(Serve, ConcurrentClientsGetTheirSoloAnswers) {
+  Served server;
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 8; ++i) prompts.push_back("Story number " + std::to_string(i) + " begins here.");
+  std::vector<std::string> solo;
+  json sampled_body;
+  for (const std::string& p : prompts) {
+    json b = chat_body(p, 12);
+    b["temperature"] = 0.8;
+    b["seed"] = 7;
+    solo.push_back(json::parse(server.post("/v1/chat/completions", b.dump())->body)["choices"][0]["message"]["content"]);
+  }
+  std::vector<std::future<std::string>> got;
+  for (int round = 0; round < 2; ++round)
+    for (const std::string& p : prompts)
+      got.push_back(std::async(std::launch::async, [&, p] {
+        json b = chat_body(p, 12, /*stream=*/true);
+        b["temperature"] = 0.8;
+        b["seed"] = 7;
+        auto r = server.post("/v1/chat/completions", b.dump());
+        bool done = false;
+        return r ? stream_content(r->body, &done) : std::string("(no response)");
+      }));
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].get(), solo[i % prompts.size()]) << i;
+}
+
+TEST(Serve, StopStringsEndTheTextAndAreNeverSent) {
+  Served server;
+  json b = chat_body("He looked at the letter for a long time before he said anything.", 40);
+  const std::string full = json::parse(server.post("/v1/chat/completions", b.dump())->body)["choices"][0]["message"]["content"];
+  const size_t cut = full.find(" little");
+  ASSERT_NE(cut, std::string::npos) << full;
+  b["stop"] = json::array({" little", "never appears"});
+  json j = json::parse(server.post("/v1/chat/completions", b.dump())->body);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], full.substr(0, cut));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  b["stream"] = true;
+  bool done = false;
+  std::string finish;
+  EXPECT_EQ(stream_content(server.post("/v1/chat/completions", b.dump())->body, &done, &finish), full.substr(0, cut));
+  EXPECT_EQ(finish, "stop");
+}
+
+TEST(Serve, BadRequestsGetOpenAiErrorsAndTheServerGoesOn) {
+  Served server({"--api-key", "sekrit", "--max-body", "4096"});
+  const httplib::Headers key = {{"Authorization", "Bearer sekrit"}};
+  auto expect_error = [&](const httplib::Result& r, int status, const std::string& needle) {
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, status) << r->body;
+    const json j = json::parse(r->body);
+    ASSERT_TRUE(j.contains("error")) << r->body;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(needle), std::string::npos) << r->body;
+    EXPECT_TRUE(j["error"].contains("type"));
+  };
+  expect_error(server.post("/v1/chat/completions", chat_body("hi", 3).dump()), 401, "API key");
+  expect_error(server.post("/v1/chat/completions", chat_body("hi", 3).dump(), {{"Authorization", "Bearer wrong"}}), 401,
+               "API key");
+  expect_error(server.post("/v1/chat/completions", "{bad", key), 400, "not valid JSON");
+  json b = chat_body("hi", 3);
+  b["model"] = "gpt-4";
+  expect_error(server.post("/v1/chat/completions", b.dump(), key), 404, "does not exist");
+  b = chat_body("hi", 3);
+  b["n"] = 2;
+  expect_error(server.post("/v1/chat/completions", b.dump(), key), 400, "n > 1");
+  b = chat_body("hi", 3);
+  b["temperature"] = "hot";
+  expect_error(server.post("/v1/chat/completions", b.dump(), key), 400, "temperature");
+  b = chat_body("hi", 1 << 20);
+  expect_error(server.post("/v1/chat/completions", b.dump(), key), 400, "context");
+  b = chat_body("hi", 3);
+  b["messages"][0]["role"] = "robot";
+  expect_error(server.post("/v1/chat/completions", b.dump(), key), 400, "role");
+  expect_error(server.post("/v1/chat/completions", chat_body(std::string(5000, 'x'), 3).dump(), key), 413, "max-body");
+  expect_error(server.client().Get("/v1/nothing", key), 404, "no such endpoint");
+  // and it still answers
+  EXPECT_EQ(server.client().Get("/health")->status, 200) << "/health needs no key";
+  auto ok = server.post("/v1/chat/completions", chat_body("hi", 3).dump(), key);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  auto models = server.client().Get("/v1/models", key);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "story");
+}
+
+TEST(Serve, CompletionsAndSigtermEndsWithStatusZero) {
+  Served server;
+  json b = {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}};
+  auto r = server.post("/v1/completions", b.dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json j = json::parse(r->body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_FALSE(j["choices"][0]["text"].get<std::string>().empty());
+  EXPECT_EQ(j["usage"]["completion_tokens"], 8);
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+}  // namespace
+}  // namespace dsinfer
