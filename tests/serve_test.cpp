@@ -238,5 +238,36 @@ TEST(Serve, CompletionsAndSigtermEndsWithStatusZero) {
   EXPECT_EQ(server.terminate(), 0);
 }
 
+// /tokenize gives the prompt the chat request used (its count is usage.prompt_tokens), /detokenize
+// turns ids back into text; /metrics counts tokens, prefix-cache hits and latencies.
+TEST(Serve, TokenizeDetokenizeAndMetrics) {
+  Served server;
+  const json chat = chat_body("Once upon a time", 6);
+  const json answer = json::parse(server.post("/v1/chat/completions", chat.dump())->body);
+  const json again = json::parse(server.post("/v1/chat/completions", chat.dump())->body);
+  EXPECT_EQ(again["choices"][0]["message"]["content"], answer["choices"][0]["message"]["content"]);
+  EXPECT_GT(again["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << "the same prompt again";
+  auto t = server.post("/tokenize", json{{"messages", chat["messages"]}}.dump());
+  ASSERT_TRUE(t);
+  ASSERT_EQ(t->status, 200) << t->body;
+  const json tokens = json::parse(t->body);
+  EXPECT_EQ(tokens["count"], answer["usage"]["prompt_tokens"]);
+  auto d = server.post("/detokenize", json{{"tokens", json::parse(server.post("/tokenize", R"({"prompt": "Hello world", "add_special_tokens": false})")->body)["tokens"]}}.dump());
+  ASSERT_TRUE(d);
+  EXPECT_EQ(json::parse(d->body)["prompt"], "Hello world");
+  EXPECT_EQ(server.post("/detokenize", R"({"tokens": [-1]})")->status, 400);
+  const std::string metrics = server.client().Get("/metrics")->body;
+  auto value = [&](const std::string& name) {
+    const size_t at = metrics.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(metrics.substr(at + name.size() + 2));
+  };
+  EXPECT_EQ(value("dsinfer_generation_tokens_total"), 12) << metrics;
+  EXPECT_EQ(value("dsinfer_requests_finished_total"), 2);
+  EXPECT_EQ(value("dsinfer_requests_running"), 0);
+  EXPECT_GT(value("dsinfer_prefix_cache_hit_tokens_total"), 0);
+  EXPECT_EQ(value("dsinfer_time_to_first_token_seconds_count"), 2);
+  EXPECT_EQ(value("dsinfer_inter_token_latency_seconds_count"), 10);
+}
+
 }  // namespace
 }  // namespace dsinfer

@@ -16,6 +16,7 @@
 #include "chat/deepseek_output.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "serve/metrics.h"
 #include "serve/stop_matcher.h"
 
 namespace dsinfer {
@@ -172,6 +173,7 @@ class Server {
   bool pending_work_ = false, stopping_ = false;
   std::atomic<int> in_flight_{0};
   std::atomic<int64_t> next_response_{0};
+  ServerMetrics metrics_;
 };
 
 Job Server::parse(const json& body, bool chat) const {
@@ -243,17 +245,40 @@ Job Server::parse(const json& body, bool chat) const {
 }
 
 RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
+  // The callbacks run on the engine thread; they also keep the metrics.
+  struct Clock {
+    double arrived = now_seconds(), last = 0;
+    bool started = false, any = false;
+  };
+  auto clock = std::make_shared<Clock>();
+  ServerMetrics* m = &metrics_;
+  const int64_t prompt_tokens = static_cast<int64_t>(job.prompt.size());
+  ++m->requests_waiting;
   RequestEvents events;
-  events.on_token = [ch](int32_t t) {
+  events.on_token = [ch, clock, m](int32_t t) {
+    const double now = now_seconds();
+    (clock->any ? m->inter_token : m->ttft).observe(now - (clock->any ? clock->last : clock->arrived));
+    clock->any = true;
+    clock->last = now;
+    ++m->generation_tokens;
     std::lock_guard<std::mutex> lock(ch->mutex);
     ch->tokens.push_back(t);
     ch->ready.notify_all();
   };
-  events.on_start = [ch](int64_t reused) {
+  events.on_start = [ch, clock, m, prompt_tokens](int64_t reused) {
+    clock->started = true;
+    --m->requests_waiting;
+    ++m->requests_running;
+    m->prompt_tokens += prompt_tokens;
+    m->prefix_cache_hit_tokens += reused;
     std::lock_guard<std::mutex> lock(ch->mutex);
     ch->reused = reused;
   };
-  events.on_finish = [ch](FinishReason r, const std::string& e) {
+  events.on_finish = [ch, clock, m](FinishReason r, const std::string& e) {
+    --(clock->started ? m->requests_running : m->requests_waiting);
+    ++(r == FinishReason::kError ? m->requests_failed : r == FinishReason::kCancelled ? m->requests_cancelled
+                                                                                        : m->requests_finished);
+    if (clock->any) m->e2e.observe(clock->last - clock->arrived);
     std::lock_guard<std::mutex> lock(ch->mutex);
     ch->finished = true;
     ch->reason = r;
@@ -546,6 +571,55 @@ void Server::run() {
                     "application/json");
   });
   http.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("{\"status\":\"ok\"}", "application/json"); });
+  http.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.render(), "text/plain; version=0.0.4");
+  });
+  // POST /tokenize {"prompt": "..."} or {"messages": [...]} (the rendered chat prompt);
+  // POST /detokenize {"tokens": [...]}.
+  auto tool = [&](auto&& body_to_json) {
+    return [&, body_to_json](const httplib::Request& req, httplib::Response& res) {
+      try {
+        if (!authorized(req)) throw ApiError{401, "invalid_request_error", "Incorrect API key provided", "", "invalid_api_key"};
+        json body;
+        try {
+          body = json::parse(req.body);
+        } catch (const json::exception& e) {
+          reject(std::string("the body is not valid JSON: ") + e.what());
+        }
+        if (!body.is_object()) reject("the request body must be a JSON object");
+        res.set_content(body_to_json(body).dump(), "application/json");
+      } catch (const ApiError& e) {
+        res.status = e.status;
+        res.set_content(error_body(e), "application/json");
+      } catch (const Error& e) {
+        res.status = 400;
+        res.set_content(error_body({400, "invalid_request_error", e.what(), "", ""}), "application/json");
+      }
+    };
+  };
+  http.Post("/tokenize", tool([&](const json& body) {
+    std::vector<int32_t> ids;
+    if (body.contains("messages")) {
+      ids = tokenizer_.encode(chat_.render(template_messages(body["messages"]), body.value("tools", json()),
+                                           body.value("chat_template_kwargs", json::object())),
+                              /*add_special_tokens=*/false);
+    } else {
+      if (!body.contains("prompt") || !body["prompt"].is_string()) reject("give prompt (a string) or messages", "prompt");
+      ids = tokenizer_.encode(body["prompt"].get<std::string>(), field<bool>(body, "add_special_tokens", true, "a boolean"));
+    }
+    return json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", model_.config().max_seq_len}};
+  }));
+  http.Post("/detokenize", tool([&](const json& body) {
+    const json& t = body.value("tokens", json());
+    if (!t.is_array()) reject("tokens must be a list of token ids", "tokens");
+    std::vector<int32_t> ids;
+    for (const json& x : t) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= model_.config().vocab_size)
+        reject(cat("tokens must be ids in [0, ", model_.config().vocab_size, ")"), "tokens");
+      ids.push_back(x.get<int32_t>());
+    }
+    return json{{"prompt", tokenizer_.decode(ids, /*skip_special_tokens=*/false)}};
+  }));
   http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return;
     const int s = res.status;

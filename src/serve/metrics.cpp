@@ -1,0 +1,51 @@
+#include "serve/metrics.h"
+
+#include <sstream>
+
+namespace dsinfer {
+
+void Histogram::observe(double value) {
+  size_t i = 0;
+  while (i < bounds_.size() && value > bounds_[i]) ++i;
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++counts_[i];
+  sum_ += value;
+  ++count_;
+}
+
+std::string Histogram::render(const std::string& name, const std::string& help) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::ostringstream out;
+  out << "# HELP " << name << " " << help << "\n# TYPE " << name << " histogram\n";
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    out << name << "_bucket{le=\"" << bounds_[i] << "\"} " << cumulative << "\n";
+  }
+  out << name << "_bucket{le=\"+Inf\"} " << count_ << "\n" << name << "_sum " << sum_ << "\n" << name << "_count "
+      << count_ << "\n";
+  return out.str();
+}
+
+std::string ServerMetrics::render() const {
+  std::ostringstream out;
+  auto metric = [&](const char* name, const char* type, const char* help, int64_t value) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << " " << value << "\n";
+  };
+  metric("dsinfer_requests_running", "gauge", "Requests admitted to the engine and not finished.", requests_running);
+  metric("dsinfer_requests_waiting", "gauge", "Requests queued for admission.", requests_waiting);
+  metric("dsinfer_requests_finished_total", "counter", "Requests that ended normally.", requests_finished);
+  metric("dsinfer_requests_cancelled_total", "counter", "Requests cancelled (client gone, stop string).",
+         requests_cancelled);
+  metric("dsinfer_requests_failed_total", "counter", "Requests that ended in an error.", requests_failed);
+  metric("dsinfer_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", prompt_tokens);
+  metric("dsinfer_generation_tokens_total", "counter", "Generated tokens.", generation_tokens);
+  metric("dsinfer_prefix_cache_hit_tokens_total", "counter", "Prompt tokens taken from the cache instead of prefilled.",
+         prefix_cache_hit_tokens);
+  out << ttft.render("dsinfer_time_to_first_token_seconds", "From the request's arrival to its first token.");
+  out << inter_token.render("dsinfer_inter_token_latency_seconds", "Between consecutive tokens of a request.");
+  out << e2e.render("dsinfer_e2e_request_latency_seconds", "From the request's arrival to its last token.");
+  return out.str();
+}
+
+}  // namespace dsinfer
