@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cmath>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -267,6 +268,48 @@ TEST(Serve, TokenizeDetokenizeAndMetrics) {
   EXPECT_GT(value("dsinfer_prefix_cache_hit_tokens_total"), 0);
   EXPECT_EQ(value("dsinfer_time_to_first_token_seconds_count"), 2);
   EXPECT_EQ(value("dsinfer_inter_token_latency_seconds_count"), 10);
+}
+
+// logprobs / top_logprobs: one entry per completion token; at temperature 0 the chosen token is
+// the most likely one; the alternatives are in order and are probabilities; streaming gives the
+// same entries.
+TEST(Serve, LogprobsOfGreedyTokensAreTheTopAlternatives) {
+  Served server;
+  json b = chat_body("Once upon a time", 8);
+  b["logprobs"] = true;
+  b["top_logprobs"] = 3;
+  const json j = json::parse(server.post("/v1/chat/completions", b.dump())->body);
+  const json& content = j["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), j["usage"]["completion_tokens"].get<size_t>()) << j.dump();
+  std::string text;
+  for (const json& e : content) {
+    ASSERT_EQ(e["top_logprobs"].size(), 3u);
+    EXPECT_EQ(e["top_logprobs"][0]["token"], e["token"]);
+    EXPECT_FLOAT_EQ(e["top_logprobs"][0]["logprob"].get<float>(), e["logprob"].get<float>());
+    EXPECT_LE(e["logprob"].get<double>(), 0.0);
+    double mass = 0;
+    for (size_t k = 0; k < 3; ++k) {
+      mass += std::exp(e["top_logprobs"][k]["logprob"].get<double>());
+      if (k > 0) EXPECT_LE(e["top_logprobs"][k]["logprob"].get<double>(), e["top_logprobs"][k - 1]["logprob"].get<double>());
+    }
+    EXPECT_LE(mass, 1.0 + 1e-6);
+    text += e["token"].get<std::string>();
+  }
+  EXPECT_EQ(text, j["choices"][0]["message"]["content"]);
+  b["stream"] = true;
+  const std::string body = server.post("/v1/chat/completions", b.dump())->body;
+  json streamed = json::array();
+  for (size_t at = 0; (at = body.find("data: {", at)) != std::string::npos;) {
+    const size_t end = body.find("\n\n", at);
+    const json chunk = json::parse(body.substr(at + 6, end - at - 6));
+    at = end;
+    for (const json& c : chunk["choices"])
+      if (!c["logprobs"].is_null())
+        for (const json& e : c["logprobs"]["content"]) streamed.push_back(e);
+  }
+  EXPECT_EQ(streamed, content);
+  b["top_logprobs"] = 21;
+  EXPECT_EQ(server.post("/v1/chat/completions", b.dump())->status, 400);
 }
 
 }  // namespace

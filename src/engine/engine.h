@@ -39,7 +39,8 @@ struct RequestEvents {
   std::function<void(FinishReason reason, const std::string& error)> on_finish;
   // Each logits row [vocab] computed for the request, with the input position it was computed at
   // (the row predicts position + 1): every prompt position when params.prompt_logits, then the
-  // row each token is sampled from (before its on_token). The pointer is valid during the call.
+  // row each token is sampled from (before its on_token). The pointer is valid until the step ends
+  // (so on_token may still read the row it was sampled from).
   std::function<void(int64_t position, const float* logits)> on_logits;
   // Once, when the request is admitted: how many prompt positions it took from the cache
   // (prefix reuse) instead of prefilling them.

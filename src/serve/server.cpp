@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cmath>
 #include <ctime>
 #include <deque>
 #include <mutex>
@@ -46,10 +47,19 @@ std::string error_body(const ApiError& e) {
 }
 
 // What the engine thread tells one request's HTTP thread.
+// The log-probability of a sampled token under the model (before temperature), and the most
+// likely alternatives at its position.
+struct TokenLogprob {
+  int32_t token;
+  float logprob;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
 struct Channel {
   std::mutex mutex;
   std::condition_variable ready;
   std::deque<int32_t> tokens;
+  std::deque<TokenLogprob> logprobs;  // one per token when the request asked for them
   bool finished = false;
   FinishReason reason = FinishReason::kStop;
   std::string error;
@@ -63,8 +73,27 @@ struct Job {
   SamplingParams params;
   std::vector<std::string> stop;
   bool stream = false, include_usage = false;
+  bool logprobs = false;
+  int top_logprobs = 0;
   OutputParserOptions parse;
 };
+
+TokenLogprob token_logprob(const float* row, int64_t vocab, int32_t token, int top) {
+  float max = row[0];
+  for (int64_t i = 1; i < vocab; ++i) max = std::max(max, row[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(row[i]) - max);
+  const double log_z = max + std::log(sum);
+  TokenLogprob out{token, static_cast<float>(row[token] - log_z), {}};
+  if (top > 0) {
+    std::vector<int32_t> ids(static_cast<size_t>(vocab));
+    for (int64_t i = 0; i < vocab; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    std::partial_sort(ids.begin(), ids.begin() + top, ids.end(),
+                      [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+    for (int k = 0; k < top; ++k) out.top.emplace_back(ids[k], static_cast<float>(row[ids[k]] - log_z));
+  }
+  return out;
+}
 
 template <class T>
 T field(const json& body, const char* name, T fallback, const char* what) {
@@ -186,9 +215,15 @@ Job Server::parse(const json& body, bool chat) const {
              "model", 404, "invalid_request_error", "model_not_found");
   }
   if (integer(body, "n", 1, 1, 128) != 1) reject("n > 1 is not supported yet", "n");
-  if (field<bool>(body, "logprobs", false, "a boolean")) reject("logprobs is not supported yet", "logprobs");
-  if (!chat && field<bool>(body, "echo", false, "a boolean")) reject("echo is not supported yet", "echo");
   Job job;
+  if (chat) {
+    job.logprobs = field<bool>(body, "logprobs", false, "a boolean");
+    job.top_logprobs = static_cast<int>(integer(body, "top_logprobs", 0, 0, 20));
+    if (job.top_logprobs > 0 && !job.logprobs) reject("top_logprobs needs logprobs: true", "top_logprobs");
+  } else {
+    if (body.contains("logprobs") && !body["logprobs"].is_null()) reject("logprobs is not supported yet on /v1/completions", "logprobs");
+    if (field<bool>(body, "echo", false, "a boolean")) reject("echo is not supported yet", "echo");
+  }
   job.chat = chat;
   const ModelConfig& c = model_.config();
   if (chat) {
@@ -249,13 +284,20 @@ RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
   struct Clock {
     double arrived = now_seconds(), last = 0;
     bool started = false, any = false;
+    const float* row = nullptr;  // the logits the next token is sampled from (logprobs)
   };
   auto clock = std::make_shared<Clock>();
   ServerMetrics* m = &metrics_;
   const int64_t prompt_tokens = static_cast<int64_t>(job.prompt.size());
   ++m->requests_waiting;
   RequestEvents events;
-  events.on_token = [ch, clock, m](int32_t t) {
+  const bool logprobs = job.logprobs;
+  const int top = job.top_logprobs;
+  const int64_t vocab = model_.config().vocab_size;
+  if (logprobs) events.on_logits = [clock](int64_t, const float* row) { clock->row = row; };
+  events.on_token = [ch, clock, m, logprobs, top, vocab](int32_t t) {
+    TokenLogprob lp{};
+    if (logprobs && clock->row) lp = token_logprob(clock->row, vocab, t, top);
     const double now = now_seconds();
     (clock->any ? m->inter_token : m->ttft).observe(now - (clock->any ? clock->last : clock->arrived));
     clock->any = true;
@@ -263,6 +305,7 @@ RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
     ++m->generation_tokens;
     std::lock_guard<std::mutex> lock(ch->mutex);
     ch->tokens.push_back(t);
+    if (logprobs) ch->logprobs.push_back(std::move(lp));
     ch->ready.notify_all();
   };
   events.on_start = [ch, clock, m, prompt_tokens](int64_t reused) {
@@ -344,6 +387,27 @@ class Output {
   bool chat_;
 };
 
+json logprob_entry(const Tokenizer& tokenizer, int32_t token, float logprob) {
+  const std::optional<std::string_view> raw = tokenizer.token_bytes(token);
+  const std::string bytes = raw ? std::string(*raw) : std::string();
+  json b = json::array();
+  for (unsigned char c : bytes) b.push_back(c);
+  return {{"token", tokenizer.decode({token}, /*skip_special_tokens=*/false)}, {"logprob", logprob}, {"bytes", b}};
+}
+
+// OpenAI's logprobs.content: per token its text, logprob and bytes, with the top alternatives.
+json logprobs_json(const Tokenizer& tokenizer, const std::vector<TokenLogprob>& lps) {
+  json out = json::array();
+  for (const TokenLogprob& lp : lps) {
+    json e = logprob_entry(tokenizer, lp.token, lp.logprob);
+    json top = json::array();
+    for (const auto& [id, value] : lp.top) top.push_back(logprob_entry(tokenizer, id, value));
+    e["top_logprobs"] = top;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 json usage_json(const Job& job, const Channel& ch, int64_t completion) {
   const int64_t prompt = static_cast<int64_t>(job.prompt.size());
   return json{{"prompt_tokens", prompt},
@@ -399,11 +463,13 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
   auto ch = std::make_shared<Channel>();
   const RequestId rid = submit(job, ch);
   // Waits for the next tokens (or the end); false once finished and drained.
-  auto next = [ch](std::vector<int32_t>& got, bool& finished) {
+  auto next = [ch](std::vector<int32_t>& got, bool& finished, std::vector<TokenLogprob>* lps = nullptr) {
     std::unique_lock<std::mutex> lock(ch->mutex);
     ch->ready.wait(lock, [&] { return !ch->tokens.empty() || ch->finished; });
     got.assign(ch->tokens.begin(), ch->tokens.end());
     ch->tokens.clear();
+    if (lps) lps->insert(lps->end(), ch->logprobs.begin(), ch->logprobs.end());
+    ch->logprobs.clear();
     finished = ch->finished && got.empty();
   };
   const std::string object = chat ? "chat.completion" : "text_completion";
@@ -412,25 +478,26 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
     Output output(tokenizer_, job);
     OutputDelta all;
     int64_t completion = 0;
-    bool cancelled = false;
+    std::vector<TokenLogprob> lps, kept;
     for (;;) {
       std::vector<int32_t> got;
       bool finished = false;
-      next(got, finished);
+      lps.clear();
+      next(got, finished, &lps);
       if (finished) break;
-      for (int32_t t : got) {
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (output.stopped()) break;  // what came after a stop string is not part of the answer
         ++completion;
-        Output::append(all, output.push(t));
-        if (output.stopped() && !cancelled) {
-          engine_.cancel(rid);
-          cancelled = true;
-        }
+        if (i < lps.size()) kept.push_back(lps[i]);
+        Output::append(all, output.push(got[i]));
+        if (output.stopped()) engine_.cancel(rid);
       }
     }
     if (ch->reason == FinishReason::kError) throw ApiError{500, "server_error", ch->error, "", ""};
     Output::append(all, output.finish());
     const char* reason = finish_name(ch->reason, output.stopped(), output.made_tool_calls());
-    json choice = {{"index", 0}, {"finish_reason", reason}, {"logprobs", nullptr}};
+    json choice = {{"index", 0}, {"finish_reason", reason},
+                   {"logprobs", job.logprobs ? json{{"content", logprobs_json(tokenizer_, kept)}} : json(nullptr)}};
     if (chat) {
       json message = {{"role", "assistant"}, {"content", all.content}};
       if (!all.reasoning.empty() || job.parse.starts_in_reasoning) message["reasoning_content"] = all.reasoning;
@@ -462,8 +529,13 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
       const std::string s = "data: " + j.dump() + "\n\n";
       return sink.write(s.data(), s.size());
     };
+    std::vector<TokenLogprob> unsent;  // logprobs of tokens whose text has not gone out yet
     auto chunk = [&](const json& delta_or_text, const json& finish) {
       json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}};
+      if (job->logprobs && !unsent.empty()) {
+        choice["logprobs"] = json{{"content", logprobs_json(self->tokenizer_, unsent)}};
+        unsent.clear();
+      }
       if (chat) choice["delta"] = delta_or_text;
       else choice["text"] = delta_or_text;
       return json{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", self->o_.served_model_name},
@@ -488,14 +560,18 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
       alive = send(chunk(delta, nullptr));
     };
     if (chat) alive = send(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr));
+    std::vector<TokenLogprob> lps;
     for (;;) {
       std::vector<int32_t> got;
       bool finished = false;
-      next(got, finished);
+      lps.clear();
+      next(got, finished, &lps);
       if (finished) break;
-      for (int32_t t : got) {
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (output.stopped() || !alive) break;
         ++completion;
-        emit(output.push(t));
+        if (i < lps.size()) unsent.push_back(lps[i]);
+        emit(output.push(got[i]));
         if ((output.stopped() || !alive) && !cancelled) {
           self->engine_.cancel(rid);  // a stop string, or the client went away
           cancelled = true;
