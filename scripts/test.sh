@@ -5,4 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --tests
 scripts/build.sh
+# the official openai npm client, for tests/serve_openai_client_test.cpp (skipped without it)
+if command -v npm >/dev/null; then
+  npm_dir="${BUILD_DIR:-build}/npm"
+  mkdir -p "$npm_dir"
+  cp tests/openai_client/package.json tests/openai_client/check.mjs "$npm_dir/"
+  [ -d "$npm_dir/node_modules/openai" ] || npm install --prefix "$npm_dir" --silent --no-audit --no-fund \
+    || echo "warning: npm install of the openai client failed; its test will be skipped" >&2
+fi
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" "$@"
