@@ -29,10 +29,13 @@ using json = nlohmann::json;
 
 class Served {
  public:
-  explicit Served(std::vector<std::string> extra = {}) : port_(pick_free_port()) {
-    const std::string ckpt = test::convert_golden("tiny-v3-story", 1, /*with_tokenizer=*/true);
-    std::vector<std::string> args = {DSINFER_BIN, "--threads", "2", "serve", "--ckpt-path", ckpt,
-                                     "--served-model-name", "story", "--port", std::to_string(port_)};
+  // backend "": one process; "mpi" or "gloo": two ranks through `dsinfer run -n 2 --comm B`
+  explicit Served(std::vector<std::string> extra = {}, const std::string& backend = "") : port_(pick_free_port()) {
+    const int ranks = backend.empty() ? 1 : 2;
+    const std::string ckpt = test::convert_golden("tiny-v3-story", ranks, /*with_tokenizer=*/true);
+    std::vector<std::string> args = {DSINFER_BIN, "--threads", backend.empty() ? "2" : "1"};
+    if (!backend.empty()) args.insert(args.end(), {"run", "-n", "2", "--comm", backend});
+    args.insert(args.end(), {"serve", "--ckpt-path", ckpt, "--served-model-name", "story", "--port", std::to_string(port_)});
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -50,10 +53,7 @@ class Served {
     ADD_FAILURE() << "the server did not come up";
   }
   ~Served() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
+    if (pid_ > 0) terminate();  // SIGTERM: a launcher passes it on to its ranks
   }
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", port_);
@@ -311,6 +311,32 @@ TEST(Serve, LogprobsOfGreedyTokensAreTheTopAlternatives) {
   b["top_logprobs"] = 21;
   EXPECT_EQ(server.post("/v1/chat/completions", b.dump())->status, 400);
 }
+
+// Two ranks behind one endpoint (rank 0 serves and broadcasts each step; rank 1 follows): the
+// reference's mp2 transcript for greedy chat, concurrent streams equal to their solo answers, and
+// SIGTERM through the launcher ends both ranks.
+class ServeRanks : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ServeRanks, TwoRanksAnswerAsTheReferenceAtWorldSizeTwo) {
+  if (std::string why = test::backend_unavailable(GetParam()); !why.empty()) GTEST_SKIP() << why;
+  Served server({}, GetParam());
+  const json golden = json::parse(test::read_file(test::data_path("golden/tiny-v3-story/chat-mp2-fp32.json")));
+  const auto pairs = transcript(golden["batch"]["stdout"]);
+  ASSERT_GE(pairs.size(), 2u);
+  std::vector<std::future<std::string>> got;
+  for (const auto& [prompt, completion] : pairs)
+    got.push_back(std::async(std::launch::async, [&, p = prompt] {
+      auto r = server.post("/v1/chat/completions", chat_body(p, golden["max_new_tokens"], true).dump());
+      bool done = false;
+      return r ? stream_content(r->body, &done) : std::string("(no response)");
+    }));
+  for (size_t i = 0; i < pairs.size(); ++i) EXPECT_EQ(got[i].get(), pairs[i].second) << pairs[i].first;
+  const int status = server.terminate();
+  if (GetParam() == "gloo") EXPECT_EQ(status, 0);  // (mpirun reports the signal it passed on)
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ServeRanks, ::testing::Values("mpi", "gloo"),
+                         [](const auto& info) { return test::backend_test_name(info.param); });
 
 }  // namespace
 }  // namespace dsinfer
