@@ -312,6 +312,51 @@ TEST(Serve, LogprobsOfGreedyTokensAreTheTopAlternatives) {
   EXPECT_EQ(server.post("/v1/chat/completions", b.dump())->status, 400);
 }
 
+// A stream queued behind a long request gets `: keep-alive` comments; a client that goes away
+// mid-stream has its sequence cancelled (metrics count it) and the others go on.
+TEST(Serve, QueuedStreamsAreKeptAliveAndAVanishedClientIsCancelled) {
+  Served server({"--max-running", "1", "--keep-alive", "0.05"});
+  json long_body = chat_body("Once upon a time", 1500);
+  long_body["ignore_eos"] = true;
+  auto long_one = std::async(std::launch::async, [&] { return server.post("/v1/chat/completions", long_body.dump()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto queued = server.post("/v1/chat/completions", chat_body("He was tired.", 4, true).dump());
+  ASSERT_TRUE(queued);
+  EXPECT_NE(queued->body.find(": keep-alive"), std::string::npos) << queued->body.substr(0, 300);
+  bool done = false;
+  stream_content(queued->body, &done);
+  EXPECT_TRUE(done);
+  ASSERT_TRUE(long_one.get());
+  // a client that reads one chunk and hangs up
+  httplib::Client c = server.client();
+  int chunks = 0;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  json endless = chat_body("Once upon a time", 5000, true);
+  endless["ignore_eos"] = true;
+  req.body = endless.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 2; };
+  httplib::Response res;
+  httplib::Error err;
+  c.send(req, res, err);
+  EXPECT_GE(chunks, 2);
+  double cancelled = 0;
+  for (int i = 0; i < 100 && cancelled < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto m = server.client().Get("/metrics");
+    ASSERT_TRUE(m);
+    const size_t at = m->body.find("\ndsinfer_requests_cancelled_total ");
+    ASSERT_NE(at, std::string::npos) << m->body;
+    cancelled = std::stod(m->body.substr(at + 34));
+  }
+  EXPECT_EQ(cancelled, 1);
+  auto after = server.post("/v1/chat/completions", chat_body("He was tired.", 4).dump());
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 200);
+}
+
 // Two ranks behind one endpoint (rank 0 serves and broadcasts each step; rank 1 follows): the
 // reference's mp2 transcript for greedy chat, concurrent streams equal to their solo answers, and
 // SIGTERM through the launcher ends both ranks.

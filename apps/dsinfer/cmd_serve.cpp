@@ -67,6 +67,10 @@ Command register_serve(CLI::App& app) {
   sub->add_option("--max-running", o->serve.max_running, "most requests decoding at once")->capture_default_str();
   sub->add_option("--max-queued", o->serve.max_queued, "most requests waiting; more get 429")->capture_default_str();
   sub->add_option("--max-body", o->serve.max_body, "largest request body in bytes; more get 413")->capture_default_str();
+  sub->add_option("--keep-alive", o->serve.keep_alive_seconds,
+                  "seconds a stream may stay silent (queued) before it gets a `: keep-alive` comment")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   sub->add_option("--step-tokens", o->serve.step_tokens, "most tokens per engine step (decode rows + prefill chunks)")
       ->capture_default_str();
   sub->add_option("--kv-cache-tokens", o->serve.kv_cache_tokens,

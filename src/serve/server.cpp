@@ -271,7 +271,8 @@ Job Server::parse(const json& body, bool chat) const {
   p.top_p = static_cast<float>(number(body, "top_p", 1.0, 1e-9, 1));
   p.top_k = static_cast<int>(integer(body, "top_k", 0, 0, 1 << 30));
   p.seed = static_cast<uint64_t>(integer(body, "seed", static_cast<int64_t>(p.seed), INT64_MIN, INT64_MAX));
-  if (tokenizer_.eos_id() >= 0) p.stop_ids = {tokenizer_.eos_id()};
+  // ignore_eos (vLLM's extension, for benchmarks): run to max_tokens whatever the model says
+  if (tokenizer_.eos_id() >= 0 && !field<bool>(body, "ignore_eos", false, "a boolean")) p.stop_ids = {tokenizer_.eos_id()};
   job.stop = stop_strings(body);
   job.stream = field<bool>(body, "stream", false, "a boolean");
   const json so = body.value("stream_options", json());
@@ -463,14 +464,24 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
   auto ch = std::make_shared<Channel>();
   const RequestId rid = submit(job, ch);
   // Waits for the next tokens (or the end); false once finished and drained.
-  auto next = [ch](std::vector<int32_t>& got, bool& finished, std::vector<TokenLogprob>* lps = nullptr) {
+  // Waits for the next tokens or the end; with a timeout, false when it passed with neither.
+  auto next = [ch](std::vector<int32_t>& got, bool& finished, std::vector<TokenLogprob>* lps = nullptr,
+                   double timeout_s = -1) {
     std::unique_lock<std::mutex> lock(ch->mutex);
-    ch->ready.wait(lock, [&] { return !ch->tokens.empty() || ch->finished; });
+    auto any = [&] { return !ch->tokens.empty() || ch->finished; };
+    if (timeout_s < 0) {
+      ch->ready.wait(lock, any);
+    } else if (!ch->ready.wait_for(lock, std::chrono::duration<double>(timeout_s), any)) {
+      got.clear();
+      finished = false;
+      return false;
+    }
     got.assign(ch->tokens.begin(), ch->tokens.end());
     ch->tokens.clear();
     if (lps) lps->insert(lps->end(), ch->logprobs.begin(), ch->logprobs.end());
     ch->logprobs.clear();
     finished = ch->finished && got.empty();
+    return true;
   };
   const std::string object = chat ? "chat.completion" : "text_completion";
   const std::string fingerprint = "dsinfer";
@@ -565,7 +576,17 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
       std::vector<int32_t> got;
       bool finished = false;
       lps.clear();
-      next(got, finished, &lps);
+      if (!next(got, finished, &lps, self->o_.keep_alive_seconds)) {
+        // queued, or between slow tokens: an SSE comment keeps proxies from timing out, and a
+        // failed write tells that the client went away
+        static const std::string keep_alive = ": keep-alive\n\n";
+        if (alive && !sink.write(keep_alive.data(), keep_alive.size())) {
+          alive = false;
+          self->engine_.cancel(rid);
+          cancelled = true;
+        }
+        continue;
+      }
       if (finished) break;
       for (size_t i = 0; i < got.size(); ++i) {
         if (output.stopped() || !alive) break;

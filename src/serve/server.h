@@ -27,6 +27,7 @@ struct ServeOptions {
   int64_t step_tokens = 256;
   int64_t kv_cache_tokens = 0;     // 0: from the model and free memory
   int retained_sequences = 8;      // finished conversations kept for prefix reuse
+  double keep_alive_seconds = 5;   // a silent stream (queued, slow) gets an SSE comment this often
 };
 
 // Blocks SIGINT and SIGTERM in the calling thread and every thread it starts later (the model's
