@@ -316,7 +316,7 @@ TEST(Serve, LogprobsOfGreedyTokensAreTheTopAlternatives) {
 // mid-stream has its sequence cancelled (metrics count it) and the others go on.
 TEST(Serve, QueuedStreamsAreKeptAliveAndAVanishedClientIsCancelled) {
   Served server({"--max-running", "1", "--keep-alive", "0.05"});
-  json long_body = chat_body("Once upon a time", 1500);
+  json long_body = chat_body("Once upon a time", 600);
   long_body["ignore_eos"] = true;
   auto long_one = std::async(std::launch::async, [&] { return server.post("/v1/chat/completions", long_body.dump()); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -355,6 +355,28 @@ TEST(Serve, QueuedStreamsAreKeptAliveAndAVanishedClientIsCancelled) {
   auto after = server.post("/v1/chat/completions", chat_body("He was tired.", 4).dump());
   ASSERT_TRUE(after);
   EXPECT_EQ(after->status, 200);
+}
+
+// SIGTERM drains: a running request finishes whole, a new one gets 503 meanwhile, /health says
+// draining, and the exit status is 0.
+TEST(Serve, SigtermDrainsRunningRequestsAndRefusesNewOnes) {
+  Served server;
+  json long_body = chat_body("Once upon a time", 1200);
+  long_body["ignore_eos"] = true;
+  auto running = std::async(std::launch::async, [&] { return server.post("/v1/chat/completions", long_body.dump()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  auto status = std::async(std::launch::async, [&] { return server.terminate(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto refused = server.post("/v1/chat/completions", chat_body("hi", 3).dump());
+  if (refused) {  // (unless the drain was already over)
+    EXPECT_EQ(refused->status, 503) << refused->body;
+    EXPECT_NE(refused->body.find("shutting down"), std::string::npos);
+  }
+  auto r = running.get();
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["usage"]["completion_tokens"], 1200);
+  EXPECT_EQ(status.get(), 0);
 }
 
 // Two ranks behind one endpoint (rank 0 serves and broadcasts each step; rank 1 follows): the

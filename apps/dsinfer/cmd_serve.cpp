@@ -44,8 +44,7 @@ void run_serve(ServeCliOptions o) {
   const ChatFormatter chat(tokenizer);
   auto comm = make_comm();
   log_info(config.summary());
-  auto model = o.model.load_model(config, *comm);
-  serve(*model, chat, o.serve);
+  serve([&] { return o.model.load_model(config, *comm); }, *comm, chat, o.serve);
 }
 
 }  // namespace
@@ -71,6 +70,10 @@ Command register_serve(CLI::App& app) {
                   "seconds a stream may stay silent (queued) before it gets a `: keep-alive` comment")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  sub->add_option("--drain", o->serve.drain_seconds,
+                  "after SIGTERM or SIGINT, seconds running requests may take to finish (new ones get 503)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--step-tokens", o->serve.step_tokens, "most tokens per engine step (decode rows + prefill chunks)")
       ->capture_default_str();
   sub->add_option("--kv-cache-tokens", o->serve.kv_cache_tokens,

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <ctime>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -174,12 +175,12 @@ std::vector<std::string> stop_strings(const json& body) {
 
 class Server {
  public:
-  Server(Transformer& model, const ChatFormatter& chat, const ServeOptions& o, KVCache& cache)
-      : model_(model), chat_(chat), tokenizer_(chat.tokenizer()), o_(o), engine_(model, cache, engine_options(o)) {}
+  Server(const ChatFormatter& chat, const ServeOptions& o) : chat_(chat), tokenizer_(chat.tokenizer()), o_(o) {}
 
-  void run();
+  // Listens at once (503 while loading), loads the model with `load` (collective at world size
+  // > 1), serves until a signal, drains, stops the other ranks.
+  void run(const std::function<std::unique_ptr<Transformer>()>& load);
 
- private:
   static EngineOptions engine_options(const ServeOptions& o) {
     EngineOptions e;
     e.step_tokens = o.step_tokens;
@@ -187,16 +188,23 @@ class Server {
     e.retained_sequences = o.retained_sequences;
     return e;
   }
+
+ private:
+  enum State { kLoading, kReady, kDraining };
+  // 503 unless the model is loaded and the server is not shutting down.
+  void check_ready() const;
   Job parse(const json& body, bool chat) const;
   void handle(const httplib::Request& req, httplib::Response& res, bool chat);
   void engine_loop();
   RequestId submit(const Job& job, const std::shared_ptr<Channel>& ch);
 
-  Transformer& model_;
+  std::unique_ptr<Transformer> model_;
   const ChatFormatter& chat_;
   const Tokenizer& tokenizer_;
   ServeOptions o_;
-  Engine engine_;
+  std::unique_ptr<KVCache> cache_;
+  std::unique_ptr<Engine> engine_;
+  std::atomic<int> state_{kLoading};
   std::mutex work_mutex_;
   std::condition_variable work_;
   bool pending_work_ = false, stopping_ = false;
@@ -204,6 +212,12 @@ class Server {
   std::atomic<int64_t> next_response_{0};
   ServerMetrics metrics_;
 };
+
+void Server::check_ready() const {
+  const int state = state_;
+  if (state == kLoading) reject("the model is still loading; retry shortly", "", 503, "server_error", "loading");
+  if (state == kDraining) reject("the server is shutting down", "", 503, "server_error", "shutting_down");
+}
 
 Job Server::parse(const json& body, bool chat) const {
   if (!body.is_object()) reject("the request body must be a JSON object");
@@ -225,7 +239,7 @@ Job Server::parse(const json& body, bool chat) const {
     if (field<bool>(body, "echo", false, "a boolean")) reject("echo is not supported yet", "echo");
   }
   job.chat = chat;
-  const ModelConfig& c = model_.config();
+  const ModelConfig& c = model_->config();
   if (chat) {
     const json messages = template_messages(body.value("messages", json()));
     json tools = body.value("tools", json());
@@ -294,7 +308,7 @@ RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
   RequestEvents events;
   const bool logprobs = job.logprobs;
   const int top = job.top_logprobs;
-  const int64_t vocab = model_.config().vocab_size;
+  const int64_t vocab = model_->config().vocab_size;
   if (logprobs) events.on_logits = [clock](int64_t, const float* row) { clock->row = row; };
   events.on_token = [ch, clock, m, logprobs, top, vocab](int32_t t) {
     TokenLogprob lp{};
@@ -329,7 +343,7 @@ RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
     ch->error = e;
     ch->ready.notify_all();
   };
-  const RequestId id = engine_.submit(job.prompt, job.params, std::move(events));
+  const RequestId id = engine_->submit(job.prompt, job.params, std::move(events));
   {
     std::lock_guard<std::mutex> lock(work_mutex_);
     pending_work_ = true;
@@ -346,9 +360,9 @@ void Server::engine_loop() {
       if (stopping_) return;
       pending_work_ = false;
     }
-    while (engine_.step()) {
+    while (engine_->step()) {
     }
-    engine_.pause();  // the other ranks wait for the next orders (none at world size 1)
+    engine_->pause();  // the other ranks wait for the next orders (none at world size 1)
   }
 }
 
@@ -439,6 +453,7 @@ json tool_calls_json(const std::vector<ToolCall>& calls, int64_t first_index, co
 }
 
 void Server::handle(const httplib::Request& req, httplib::Response& res, bool chat) {
+  check_ready();
   if (in_flight_.fetch_add(1) >= o_.max_running + o_.max_queued) {
     in_flight_.fetch_sub(1);
     res.set_header("Retry-After", "1");
@@ -463,7 +478,6 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   auto ch = std::make_shared<Channel>();
   const RequestId rid = submit(job, ch);
-  // Waits for the next tokens (or the end); false once finished and drained.
   // Waits for the next tokens or the end; with a timeout, false when it passed with neither.
   auto next = [ch](std::vector<int32_t>& got, bool& finished, std::vector<TokenLogprob>* lps = nullptr,
                    double timeout_s = -1) {
@@ -501,7 +515,7 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
         ++completion;
         if (i < lps.size()) kept.push_back(lps[i]);
         Output::append(all, output.push(got[i]));
-        if (output.stopped()) engine_.cancel(rid);
+        if (output.stopped()) engine_->cancel(rid);
       }
     }
     if (ch->reason == FinishReason::kError) throw ApiError{500, "server_error", ch->error, "", ""};
@@ -528,13 +542,30 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
                     "application/json");
     return;
   }
-  // streaming: the provider runs on this request's thread until the end
+  // streaming: the provider runs on this request's thread until the end. The guard lives as long
+  // as the provider (httplib drops it with the response, called or not): it frees the slot and
+  // cancels a request nobody reads any more.
   release.armed = false;
   auto self = this;
   auto job_ptr = std::make_shared<const Job>(job);
+  struct StreamGuard {
+    Server* server;
+    std::shared_ptr<Channel> ch;
+    RequestId rid;
+    ~StreamGuard() {
+      bool finished;
+      {
+        std::lock_guard<std::mutex> lock(ch->mutex);
+        finished = ch->finished;
+      }
+      if (!finished) server->engine_->cancel(rid);
+      server->in_flight_.fetch_sub(1);
+    }
+  };
+  auto guard = std::make_shared<StreamGuard>(this, ch, rid);
   res.set_chunked_content_provider("text/event-stream", [=](size_t, httplib::DataSink& sink) {
     const Job* job = job_ptr.get();
-    Release done{self->in_flight_};
+    (void)guard;
     const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
     auto send = [&](const json& j) {
       const std::string s = "data: " + j.dump() + "\n\n";
@@ -582,7 +613,7 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
         static const std::string keep_alive = ": keep-alive\n\n";
         if (alive && !sink.write(keep_alive.data(), keep_alive.size())) {
           alive = false;
-          self->engine_.cancel(rid);
+          self->engine_->cancel(rid);
           cancelled = true;
         }
         continue;
@@ -594,7 +625,7 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
         if (i < lps.size()) unsent.push_back(lps[i]);
         emit(output.push(got[i]));
         if ((output.stopped() || !alive) && !cancelled) {
-          self->engine_.cancel(rid);  // a stop string, or the client went away
+          self->engine_->cancel(rid);  // a stop string, or the client went away
           cancelled = true;
         }
       }
@@ -619,7 +650,7 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
   });
 }
 
-void Server::run() {
+void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   httplib::Server http;
   const int threads = o_.max_running + o_.max_queued + 4;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
@@ -658,16 +689,27 @@ void Server::run() {
                       "application/json");
       return;
     }
+    if (state_ != kReady) {
+      res.status = 503;
+      res.set_content(error_body({503, "server_error", "the model is still loading or the server is shutting down", "", ""}),
+                      "application/json");
+      return;
+    }
     res.set_content(json{{"object", "list"},
                          {"data", json::array({{{"id", o_.served_model_name},
                                                 {"object", "model"},
                                                 {"created", 0},
                                                 {"owned_by", "dsinfer"},
-                                                {"max_model_len", model_.config().max_seq_len}}})}}
+                                                {"max_model_len", model_->config().max_seq_len}}})}}
                         .dump(),
                     "application/json");
   });
-  http.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("{\"status\":\"ok\"}", "application/json"); });
+  http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
+    const int state = state_;
+    if (state != kReady) res.status = 503;
+    res.set_content(state == kReady ? R"({"status":"ok"})" : state == kLoading ? R"({"status":"loading"})" : R"({"status":"draining"})",
+                    "application/json");
+  });
   http.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.render(), "text/plain; version=0.0.4");
   });
@@ -684,6 +726,7 @@ void Server::run() {
           reject(std::string("the body is not valid JSON: ") + e.what());
         }
         if (!body.is_object()) reject("the request body must be a JSON object");
+        check_ready();
         res.set_content(body_to_json(body).dump(), "application/json");
       } catch (const ApiError& e) {
         res.status = e.status;
@@ -704,15 +747,15 @@ void Server::run() {
       if (!body.contains("prompt") || !body["prompt"].is_string()) reject("give prompt (a string) or messages", "prompt");
       ids = tokenizer_.encode(body["prompt"].get<std::string>(), field<bool>(body, "add_special_tokens", true, "a boolean"));
     }
-    return json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", model_.config().max_seq_len}};
+    return json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", model_->config().max_seq_len}};
   }));
   http.Post("/detokenize", tool([&](const json& body) {
     const json& t = body.value("tokens", json());
     if (!t.is_array()) reject("tokens must be a list of token ids", "tokens");
     std::vector<int32_t> ids;
     for (const json& x : t) {
-      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= model_.config().vocab_size)
-        reject(cat("tokens must be ids in [0, ", model_.config().vocab_size, ")"), "tokens");
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= model_->config().vocab_size)
+        reject(cat("tokens must be ids in [0, ", model_->config().vocab_size, ")"), "tokens");
       ids.push_back(x.get<int32_t>());
     }
     return json{{"prompt", tokenizer_.decode(ids, /*skip_special_tokens=*/false)}};
@@ -724,42 +767,45 @@ void Server::run() {
     res.set_content(error_body({s, "invalid_request_error", message, "", ""}), "application/json");
   });
 
-  // SIGINT / SIGTERM: a watcher thread stops the listener (blocked in every other thread, see
-  // block_shutdown_signals)
-  const sigset_t signals = block_shutdown_signals();
-  std::thread engine_thread([&] { engine_loop(); });
-  std::thread watcher([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    log_info("serve: signal ", sig, ", shutting down");
-    http.stop();
-  });
+  // Bind before the (possibly long) load: a port in use is an error at once, and clients see 503
+  // "loading" instead of a refused connection.
   const int port = o_.port == 0 ? http.bind_to_any_port(o_.host) : (http.bind_to_port(o_.host, o_.port) ? o_.port : -1);
-  if (port < 0) {
-    pthread_kill(watcher.native_handle(), SIGTERM);
-    watcher.join();
-    {
-      std::lock_guard<std::mutex> lock(work_mutex_);
-      stopping_ = true;
-    }
-    work_.notify_one();
-    engine_thread.join();
-    engine_.stop();
-    fail("serve: cannot listen on ", o_.host, ":", o_.port, " (in use, or not an address of this machine)");
-  }
+  check(port >= 0, "serve: cannot listen on ", o_.host, ":", o_.port, " (in use, or not an address of this machine)");
   if (o_.api_key.empty() && o_.host != "127.0.0.1" && o_.host != "localhost" && o_.host != "::1")
     log_info("warning: serve: listening on ", o_.host, " without an API key (--api-key): anyone who can reach it can use it");
+  std::thread listener([&] { http.listen_after_bind(); });
+  try {
+    model_ = load();
+    cache_ = std::make_unique<KVCache>(model_->config(), o_.kv_cache_tokens > 0 ? o_.kv_cache_tokens
+                                                                                 : default_kv_budget(model_->config()));
+    engine_ = std::make_unique<Engine>(*model_, *cache_, engine_options(o_));
+  } catch (...) {
+    http.stop();
+    listener.join();
+    throw;
+  }
+  std::thread engine_thread([&] { engine_loop(); });
+  state_ = kReady;
   log_info("serve: ", o_.served_model_name, " on http://", o_.host, ":", port, " (", o_.max_running, " running, ",
            o_.max_queued, " queued at most)");
-  http.listen_after_bind();
-  watcher.join();
+  // SIGINT / SIGTERM (blocked in every thread, see block_shutdown_signals): drain, then stop
+  const sigset_t signals = block_shutdown_signals();
+  int sig = 0;
+  sigwait(&signals, &sig);
+  state_ = kDraining;  // new requests get 503; running ones finish
+  log_info("serve: signal ", sig, ", draining ", in_flight_.load(), " request(s)");
+  const double deadline = now_seconds() + o_.drain_seconds;
+  while (in_flight_ > 0 && now_seconds() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (in_flight_ > 0) log_info("serve: ", in_flight_.load(), " request(s) still running after ", o_.drain_seconds, " s: stopping");
+  http.stop();
+  listener.join();
   {
     std::lock_guard<std::mutex> lock(work_mutex_);
     stopping_ = true;
   }
   work_.notify_one();
   engine_thread.join();
-  engine_.stop();
+  engine_->stop();
 }
 
 }  // namespace
@@ -773,22 +819,21 @@ sigset_t block_shutdown_signals() {
   return signals;
 }
 
-void serve(Transformer& model, const ChatFormatter& chat, const ServeOptions& options) {
+void serve(const std::function<std::unique_ptr<Transformer>()>& load, Comm& comm, const ChatFormatter& chat,
+           const ServeOptions& options) {
   check(options.max_running >= 1 && options.max_queued >= 0 && options.max_body >= 1 && options.step_tokens >= 1,
         "serve: --max-running, --max-body and --step-tokens must be >= 1, --max-queued >= 0");
-  KVCache cache(model.config(), options.kv_cache_tokens > 0 ? options.kv_cache_tokens : default_kv_budget(model.config()));
-  if (model.comm().rank() != 0) {
-    EngineOptions e;
-    e.step_tokens = options.step_tokens;
-    e.max_running = options.max_running;
-    e.retained_sequences = options.retained_sequences;
-    Engine engine(model, cache, e);
+  if (comm.rank() != 0) {
+    auto model = load();
+    KVCache cache(model->config(),
+                  options.kv_cache_tokens > 0 ? options.kv_cache_tokens : default_kv_budget(model->config()));
+    Engine engine(*model, cache, Server::engine_options(options));
     while (engine.follow()) {
     }
     return;
   }
-  Server server(model, chat, options, cache);
-  server.run();
+  Server server(chat, options);
+  server.run(load);
 }
 
 }  // namespace dsinfer

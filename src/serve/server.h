@@ -9,6 +9,8 @@
 #include <signal.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "chat/chat_formatter.h"
@@ -28,14 +30,18 @@ struct ServeOptions {
   int64_t kv_cache_tokens = 0;     // 0: from the model and free memory
   int retained_sequences = 8;      // finished conversations kept for prefix reuse
   double keep_alive_seconds = 5;   // a silent stream (queued, slow) gets an SSE comment this often
+  double drain_seconds = 30;       // after SIGTERM, how long running requests may take to finish
 };
 
 // Blocks SIGINT and SIGTERM in the calling thread and every thread it starts later (the model's
 // workers included): call it first, so that only serve()'s watcher takes them.
 sigset_t block_shutdown_signals();
 
-// Runs until SIGINT or SIGTERM (rank 0), then tells the other ranks to stop. Every rank calls
-// it; only rank 0 listens. Throws Error when the port cannot be bound.
-void serve(Transformer& model, const ChatFormatter& chat, const ServeOptions& options);
+// Every rank calls it with the same `load` (which loads this rank's shard, a collective at world
+// size > 1). Rank 0 binds the port first (an Error when it cannot), answers 503 while `load`
+// runs, serves until SIGINT or SIGTERM, then drains (503 to new requests, running ones get up to
+// drain_seconds) and tells the other ranks to stop; they follow rank 0's steps until then.
+void serve(const std::function<std::unique_ptr<Transformer>()>& load, Comm& comm, const ChatFormatter& chat,
+           const ServeOptions& options);
 
 }  // namespace dsinfer
