@@ -379,6 +379,21 @@ TEST(Serve, SigtermDrainsRunningRequestsAndRefusesNewOnes) {
   EXPECT_EQ(status.get(), 0);
 }
 
+// Past --drain, what still runs is cancelled: the server exits 0 without waiting for it.
+TEST(Serve, TheDrainDeadlineCancelsWhatStillRuns) {
+  Served server({"--drain", "0.2"});
+  json endless = chat_body("Once upon a time", 15000);
+  endless["ignore_eos"] = true;
+  auto running = std::async(std::launch::async, [&] { return server.post("/v1/chat/completions", endless.dump()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const double t0 = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  EXPECT_EQ(server.terminate(), 0);
+  const double t1 = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  EXPECT_LT(t1 - t0, 5.0) << "the deadline should bound the shutdown";
+  auto r = running.get();
+  if (r && r->status == 200) EXPECT_LT(json::parse(r->body)["usage"]["completion_tokens"].get<int>(), 15000);
+}
+
 // Two ranks behind one endpoint (rank 0 serves and broadcasts each step; rank 1 follows): the
 // reference's mp2 transcript for greedy chat, concurrent streams equal to their solo answers, and
 // SIGTERM through the launcher ends both ranks.

@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -211,6 +212,8 @@ class Server {
   std::atomic<int> in_flight_{0};
   std::atomic<int64_t> next_response_{0};
   ServerMetrics metrics_;
+  std::mutex active_mutex_;
+  std::set<RequestId> active_;  // submitted and not finished (cancelled at the drain deadline)
 };
 
 void Server::check_ready() const {
@@ -332,7 +335,12 @@ RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
     std::lock_guard<std::mutex> lock(ch->mutex);
     ch->reused = reused;
   };
-  events.on_finish = [ch, clock, m](FinishReason r, const std::string& e) {
+  auto active = std::make_shared<RequestId>(-1);  // the id, known once submit returns
+  events.on_finish = [this, ch, clock, m, active](FinishReason r, const std::string& e) {
+    {
+      std::lock_guard<std::mutex> lock(active_mutex_);
+      active_.erase(*active);
+    }
     --(clock->started ? m->requests_running : m->requests_waiting);
     ++(r == FinishReason::kError ? m->requests_failed : r == FinishReason::kCancelled ? m->requests_cancelled
                                                                                         : m->requests_finished);
@@ -343,7 +351,14 @@ RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
     ch->error = e;
     ch->ready.notify_all();
   };
-  const RequestId id = engine_->submit(job.prompt, job.params, std::move(events));
+  RequestId id;
+  {
+    // under the lock: on_finish (engine thread) erases the id only after it is recorded
+    std::lock_guard<std::mutex> lock(active_mutex_);
+    id = engine_->submit(job.prompt, job.params, std::move(events));
+    *active = id;
+    active_.insert(id);
+  }
   {
     std::lock_guard<std::mutex> lock(work_mutex_);
     pending_work_ = true;
@@ -796,7 +811,16 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   log_info("serve: signal ", sig, ", draining ", in_flight_.load(), " request(s)");
   const double deadline = now_seconds() + o_.drain_seconds;
   while (in_flight_ > 0 && now_seconds() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  if (in_flight_ > 0) log_info("serve: ", in_flight_.load(), " request(s) still running after ", o_.drain_seconds, " s: stopping");
+  if (in_flight_ > 0) {
+    log_info("serve: ", in_flight_.load(), " request(s) still running after ", o_.drain_seconds, " s: cancelling them");
+    std::lock_guard<std::mutex> lock(active_mutex_);
+    for (RequestId id : active_) engine_->cancel(id);
+  }
+  {
+    std::lock_guard<std::mutex> lock(work_mutex_);
+    pending_work_ = true;  // the engine thread takes the cancellations
+  }
+  work_.notify_one();
   http.stop();
   listener.join();
   {
