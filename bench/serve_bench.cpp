@@ -5,7 +5,7 @@
 // SSE content chunks) and throughput. `--shared-prefix N` gives every prompt the same first N
 // words (a system prompt), so a server with prefix reuse prefills only the rest.
 //
-//   build/serve_bench --port 8000 --model story --concurrency 1,4,8,16 --requests 32 \
+//   build/serve_bench --port 8000 --model story --concurrency 1,4,8,16 --requests 32
 //                     --prompt-words 64 --max-tokens 32 [--shared-prefix 48] [--json]
 #include <httplib.h>
 

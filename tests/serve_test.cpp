@@ -290,7 +290,9 @@ TEST(Serve, LogprobsOfGreedyTokensAreTheTopAlternatives) {
     double mass = 0;
     for (size_t k = 0; k < 3; ++k) {
       mass += std::exp(e["top_logprobs"][k]["logprob"].get<double>());
-      if (k > 0) EXPECT_LE(e["top_logprobs"][k]["logprob"].get<double>(), e["top_logprobs"][k - 1]["logprob"].get<double>());
+      if (k > 0) {
+        EXPECT_LE(e["top_logprobs"][k]["logprob"].get<double>(), e["top_logprobs"][k - 1]["logprob"].get<double>());
+      }
     }
     EXPECT_LE(mass, 1.0 + 1e-6);
     text += e["token"].get<std::string>();
@@ -391,7 +393,9 @@ TEST(Serve, TheDrainDeadlineCancelsWhatStillRuns) {
   const double t1 = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   EXPECT_LT(t1 - t0, 5.0) << "the deadline should bound the shutdown";
   auto r = running.get();
-  if (r && r->status == 200) EXPECT_LT(json::parse(r->body)["usage"]["completion_tokens"].get<int>(), 15000);
+  if (r && r->status == 200) {
+    EXPECT_LT(json::parse(r->body)["usage"]["completion_tokens"].get<int>(), 15000);
+  }
 }
 
 // Two ranks behind one endpoint (rank 0 serves and broadcasts each step; rank 1 follows): the

@@ -48,6 +48,22 @@ std::string error_body(const ApiError& e) {
       .dump();
 }
 
+// Runs `work`; an ApiError becomes its OpenAI error response, any other Error one with
+// `error_status` (500 where it can only be ours, 400 where the input caused it).
+template <class Work>
+void answer(httplib::Response& res, int error_status, Work&& work) {
+  try {
+    work();
+  } catch (const ApiError& e) {
+    res.status = e.status;
+    res.set_content(error_body(e), "application/json");
+  } catch (const Error& e) {
+    res.status = error_status;
+    res.set_content(error_body({error_status, error_status == 500 ? "server_error" : "invalid_request_error", e.what(), "", ""}),
+                    "application/json");
+  }
+}
+
 // What the engine thread tells one request's HTTP thread.
 // The log-probability of a sampled token under the model (before temperature), and the most
 // likely alternatives at its position.
@@ -683,16 +699,10 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   };
   auto api = [&](bool chat) {
     return [&, chat](const httplib::Request& req, httplib::Response& res) {
-      try {
+      answer(res, 500, [&] {
         if (!authorized(req)) throw ApiError{401, "invalid_request_error", "Incorrect API key provided", "", "invalid_api_key"};
         handle(req, res, chat);
-      } catch (const ApiError& e) {
-        res.status = e.status;
-        res.set_content(error_body(e), "application/json");
-      } catch (const Error& e) {
-        res.status = 500;
-        res.set_content(error_body({500, "server_error", e.what(), "", ""}), "application/json");
-      }
+      });
     };
   };
   http.Post("/v1/chat/completions", api(true));
@@ -732,7 +742,7 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   // POST /detokenize {"tokens": [...]}.
   auto tool = [&](auto&& body_to_json) {
     return [&, body_to_json](const httplib::Request& req, httplib::Response& res) {
-      try {
+      answer(res, 400, [&] {
         if (!authorized(req)) throw ApiError{401, "invalid_request_error", "Incorrect API key provided", "", "invalid_api_key"};
         json body;
         try {
@@ -743,13 +753,7 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
         if (!body.is_object()) reject("the request body must be a JSON object");
         check_ready();
         res.set_content(body_to_json(body).dump(), "application/json");
-      } catch (const ApiError& e) {
-        res.status = e.status;
-        res.set_content(error_body(e), "application/json");
-      } catch (const Error& e) {
-        res.status = 400;
-        res.set_content(error_body({400, "invalid_request_error", e.what(), "", ""}), "application/json");
-      }
+      });
     };
   };
   http.Post("/tokenize", tool([&](const json& body) {
