@@ -418,7 +418,9 @@ TEST_P(ServeRanks, TwoRanksAnswerAsTheReferenceAtWorldSizeTwo) {
     }));
   for (size_t i = 0; i < pairs.size(); ++i) EXPECT_EQ(got[i].get(), pairs[i].second) << pairs[i].first;
   const int status = server.terminate();
-  if (GetParam() == "gloo") EXPECT_EQ(status, 0);  // (mpirun reports the signal it passed on)
+  if (GetParam() == "gloo") {
+    EXPECT_EQ(status, 0);  // (mpirun reports the signal it passed on)
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ServeRanks, ::testing::Values("mpi", "gloo"),
