@@ -381,6 +381,31 @@ TEST(Serve, SigtermDrainsRunningRequestsAndRefusesNewOnes) {
   EXPECT_EQ(status.get(), 0);
 }
 
+// A conversation with an earlier tool call and its result goes back through the checkpoint's
+// template (V3's renders tool_calls and tool outputs with its markers); /tokenize shows them.
+TEST(Serve, ToolCallsAndResultsInTheHistoryGoThroughTheTemplate) {
+  Served server;
+  const json messages = json::array(
+      {{{"role", "user"}, {"content", "What is the weather in Tokyo?"}},
+       {{"role", "assistant"},
+        {"content", nullptr},
+        {"tool_calls", json::array({{{"id", "call_0"},
+                                     {"type", "function"},
+                                     {"function", {{"name", "get_weather"}, {"arguments", R"({"location": "Tokyo"})"}}}}})}},
+       {{"role", "tool"}, {"tool_call_id", "call_0"}, {"content", "sunny, 21 C"}}});
+  json b = {{"messages", messages}, {"max_tokens", 5}, {"temperature", 0},
+            {"tools", json::array({{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}})}};
+  auto r = server.post("/v1/chat/completions", b.dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_TRUE(json::parse(r->body)["choices"][0]["message"].contains("content"));
+  const json ids = json::parse(server.post("/tokenize", json{{"messages", messages}}.dump())->body)["tokens"];
+  const std::string text = json::parse(server.post("/detokenize", json{{"tokens", ids}}.dump())->body)["prompt"];
+  EXPECT_NE(text.find("get_weather"), std::string::npos) << text;
+  EXPECT_NE(text.find("sunny, 21 C"), std::string::npos) << text;
+  EXPECT_NE(text.find("<｜tool▁calls▁begin｜>"), std::string::npos) << text;
+}
+
 // Past --drain, what still runs is cancelled: the server exits 0 without waiting for it.
 TEST(Serve, TheDrainDeadlineCancelsWhatStillRuns) {
   Served server({"--drain", "0.2"});

@@ -169,7 +169,10 @@ json template_messages(const json& messages) {
     const std::string role = m["role"];
     if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
       reject(where + ".role must be system, user, assistant or tool, got \"" + role + "\"", where + ".role");
-    json t = {{"role", role == "developer" ? "system" : role}, {"content", content_text(m.value("content", json()), i)}};
+    const json content = m.value("content", json());
+    // an assistant turn that only called tools has no content: the templates test `content is none`
+    json t = {{"role", role == "developer" ? "system" : role},
+              {"content", content.is_null() && role == "assistant" ? json(nullptr) : json(content_text(content, i))}};
     for (const char* key : {"tool_calls", "tool_call_id", "name"})
       if (m.contains(key) && !m[key].is_null()) t[key] = m[key];
     out.push_back(std::move(t));
