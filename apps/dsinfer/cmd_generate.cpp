@@ -144,7 +144,7 @@ void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, con
   // One engine for the whole chat: each turn's sequence stays in the cache when it ends, and the
   // next turn's prompt (the re-templated history) reuses the positions it shares with it and
   // prefills only the rest. Batch invariance makes that the same logits as a fresh prefill.
-  KVCache cache(config, o.kv_cache_tokens > 0 ? o.kv_cache_tokens : default_kv_budget(config));
+  KVCache cache(config, kv_budget_or_default(o.kv_cache_tokens, config));
   EngineOptions engine_options;
   engine_options.retained_sequences = 1;
   Engine engine(*model, cache, engine_options);

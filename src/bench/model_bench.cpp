@@ -35,7 +35,7 @@ std::vector<int32_t> random_tokens(std::mt19937_64& rng, int vocab, int64_t n) {
 namespace {
 // A cache that holds `count` sequences of `positions` each (whole blocks).
 KVCache cache_for(const ModelConfig& c, int64_t count, int64_t positions) {
-  return KVCache(c, count * ((positions + kKVBlock - 1) / kKVBlock * kKVBlock));
+  return KVCache(c, count * KVCache::blocks_of(positions));
 }
 }  // namespace
 

@@ -40,7 +40,7 @@ std::vector<std::vector<int32_t>> generate(Transformer& model, const std::vector
   int64_t prompt_tokens = 0;
   for (const auto& p : prompts) {
     const int64_t capacity = std::min<int64_t>(c.max_seq_len, static_cast<int64_t>(p.size()) + options.max_new_tokens);
-    reserved.push_back((capacity + kKVBlock - 1) / kKVBlock * kKVBlock);
+    reserved.push_back(KVCache::blocks_of(capacity));
     prompt_tokens += static_cast<int64_t>(p.size());
   }
   const int running = lockstep ? batch : std::min(options.max_running, batch);

@@ -10,7 +10,7 @@ void score_sequences(Transformer& model, const std::vector<std::vector<int32_t>>
                      const std::function<void(int sequence, int64_t position, const float* logits)>& on_logits) {
   int64_t positions = 0, tokens = 0;
   for (const auto& s : sequences) {
-    positions += (static_cast<int64_t>(s.size()) + kKVBlock - 1) / kKVBlock * kKVBlock;
+    positions += KVCache::blocks_of(static_cast<int64_t>(s.size()));
     tokens += static_cast<int64_t>(s.size());
   }
   KVCache cache(model.config(), positions);

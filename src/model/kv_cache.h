@@ -71,6 +71,8 @@ class KVCache {
   // [qk_rope_head_dim], the second part
   float* rope_key(int layer, SeqId seq, int64_t pos) { return entry(layer, seq, pos) + kv_lora_rank_; }
 
+  // The positions a sequence of `positions` reserves: whole blocks.
+  static int64_t blocks_of(int64_t positions) { return (positions + kKVBlock - 1) / kKVBlock * kKVBlock; }
   int64_t budget_positions() const { return budget_; }
   int64_t reserved_positions() const { return reserved_; }
   int64_t free_positions() const { return budget_ - reserved_; }
@@ -84,7 +86,6 @@ class KVCache {
   };
   Sequence& get(SeqId seq);
   const Sequence& get(SeqId seq) const;
-  static int64_t blocks_of(int64_t positions) { return (positions + kKVBlock - 1) / kKVBlock * kKVBlock; }
 
   int n_layers_ = 0;
   int64_t kv_lora_rank_ = 0, rope_dim_ = 0;
@@ -96,5 +97,9 @@ class KVCache {
 // The default budget: what fits in `fraction` of the memory this machine has available now
 // (MemAvailable), at least one sequence of max_seq_len, at most 2^24 positions.
 int64_t default_kv_budget(const ModelConfig& config, double fraction = 0.5);
+// A --kv-cache-tokens value: itself when > 0, else default_kv_budget.
+inline int64_t kv_budget_or_default(int64_t requested, const ModelConfig& config) {
+  return requested > 0 ? requested : default_kv_budget(config);
+}
 
 }  // namespace dsinfer

@@ -798,8 +798,7 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   std::thread listener([&] { http.listen_after_bind(); });
   try {
     model_ = load();
-    cache_ = std::make_unique<KVCache>(model_->config(), o_.kv_cache_tokens > 0 ? o_.kv_cache_tokens
-                                                                                 : default_kv_budget(model_->config()));
+    cache_ = std::make_unique<KVCache>(model_->config(), kv_budget_or_default(o_.kv_cache_tokens, model_->config()));
     engine_ = std::make_unique<Engine>(*model_, *cache_, engine_options(o_));
   } catch (...) {
     http.stop();
@@ -856,8 +855,7 @@ void serve(const std::function<std::unique_ptr<Transformer>()>& load, Comm& comm
         "serve: --max-running, --max-body and --step-tokens must be >= 1, --max-queued >= 0");
   if (comm.rank() != 0) {
     auto model = load();
-    KVCache cache(model->config(),
-                  options.kv_cache_tokens > 0 ? options.kv_cache_tokens : default_kv_budget(model->config()));
+    KVCache cache(model->config(), kv_budget_or_default(options.kv_cache_tokens, model->config()));
     Engine engine(*model, cache, Server::engine_options(options));
     while (engine.follow()) {
     }
