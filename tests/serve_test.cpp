@@ -315,7 +315,8 @@ TEST(Serve, LogprobsOfGreedyTokensAreTheTopAlternatives) {
 }
 
 // A stream queued behind a long request gets `: keep-alive` comments; a client that goes away
-// mid-stream has its sequence cancelled (metrics count it) and the others go on.
+// mid-stream, or stops waiting for a whole answer, has its sequence cancelled (metrics count it)
+// and the others go on.
 TEST(Serve, QueuedStreamsAreKeptAliveAndAVanishedClientIsCancelled) {
   Served server({"--max-running", "1", "--keep-alive", "0.05"});
   json long_body = chat_body("Once upon a time", 600);
@@ -344,16 +345,28 @@ TEST(Serve, QueuedStreamsAreKeptAliveAndAVanishedClientIsCancelled) {
   httplib::Error err;
   c.send(req, res, err);
   EXPECT_GE(chunks, 2);
-  double cancelled = 0;
-  for (int i = 0; i < 100 && cancelled < 1; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    auto m = server.client().Get("/metrics");
-    ASSERT_TRUE(m);
-    const size_t at = m->body.find("\ndsinfer_requests_cancelled_total ");
-    ASSERT_NE(at, std::string::npos) << m->body;
-    cancelled = std::stod(m->body.substr(at + 34));
-  }
-  EXPECT_EQ(cancelled, 1);
+  auto wait_cancelled = [&](double want) {
+    double cancelled = 0;
+    for (int i = 0; i < 100 && cancelled < want; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      auto m = server.client().Get("/metrics");
+      if (!m) break;
+      const size_t at = m->body.find("\ndsinfer_requests_cancelled_total ");
+      if (at == std::string::npos) break;
+      cancelled = std::stod(m->body.substr(at + 34));
+    }
+    return cancelled;
+  };
+  EXPECT_EQ(wait_cancelled(1), 1);
+  // a client of a non-streamed request that gives up waiting: nothing was written to it, the
+  // server sees the closed socket and cancels
+  httplib::Client impatient = server.client();
+  impatient.set_read_timeout(0, 300 * 1000);
+  json endless_whole = endless;
+  endless_whole["stream"] = false;
+  EXPECT_FALSE(impatient.Post("/v1/chat/completions", endless_whole.dump(), "application/json"));
+  impatient.stop();
+  EXPECT_EQ(wait_cancelled(2), 2);
   auto after = server.post("/v1/chat/completions", chat_body("He was tired.", 4).dump());
   ASSERT_TRUE(after);
   EXPECT_EQ(after->status, 200);

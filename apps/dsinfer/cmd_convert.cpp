@@ -22,6 +22,9 @@ Command register_convert(CLI::App& app) {
   sub->add_option("--model-parallel", options->model_parallel,
                   "number of ranks (processes) the model will run on; must divide --n-experts")
       ->required();
+  sub->add_flag("--keep-mtp", options->keep_mtp,
+                "also write the multi-token-prediction layer to mtp{rank}-mp{N}.safetensors (for --mtp); the "
+                "model shards stay what convert.py writes");
   return {sub, [options] { convert_checkpoint(*options); }};
 }
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -186,6 +187,7 @@ struct Job {
   std::string name;   // converted name
   int rank = -1;      // >= 0: the whole tensor goes to this rank only (a routed expert)
   int dim = -1;       // >= 0: rank i gets slice i of P along this dim; -1: the whole tensor
+  bool mtp = false;   // goes to mtp{rank}-mp{P}.safetensors
 };
 
 std::vector<int64_t> sliced_shape(const TensorView& t, int dim, int parts) {
@@ -204,6 +206,21 @@ std::vector<const TensorView*> in_data_order(const SafetensorsFile& file) {
   return views;
 }
 
+// Whether two tensors hold the same dtype, shape and bytes (the MTP's copies of the embedding
+// and head); read a chunk at a time and released, like the copies.
+bool same_tensor(const TensorView& a, const TensorView& b) {
+  if (a.dtype != b.dtype || a.shape != b.shape || a.n_bytes != b.n_bytes) return false;
+  for (size_t done = 0; done < a.n_bytes;) {
+    const size_t n = std::min(chunk_bytes(), a.n_bytes - done);
+    const bool equal = std::memcmp(a.data + done, b.data + done, n) == 0;
+    convert_detail::release_pages(a.data + done, n);
+    convert_detail::release_pages(b.data + done, n);
+    if (!equal) return false;
+    done += n;
+  }
+  return true;
+}
+
 std::vector<Job> plan(const CheckpointDir& ckpt, const ConvertOptions& options,
                       const LayerFilter& filter, size_t* skipped) {
   const int parts = options.model_parallel;
@@ -214,16 +231,27 @@ std::vector<Job> plan(const CheckpointDir& ckpt, const ConvertOptions& options,
   for (const auto& file : ckpt.files()) {
     for (const TensorView* view : in_data_order(*file)) {
       const std::string& hf_name = view->name;
-      if (filter.skips(layer_of(hf_name))) {
+      const int layer = layer_of(hf_name);
+      const bool mtp = options.keep_mtp && layer >= 0 && layer == filter.first_skipped;
+      if (filter.skips(layer) && !mtp) {
         ++*skipped;
         continue;
       }
-      ConvertedName converted = convert_hf_name(hf_name);
+      ConvertedName converted = mtp ? convert_mtp_name(hf_name, layer) : convert_hf_name(hf_name);
+      if (const std::string main = mtp_copy_of(converted.name); !main.empty()) {
+        const TensorView* original = ckpt.find(main);
+        if (original && same_tensor(*view, *original)) {
+          log_info("convert: ", hf_name, " is bitwise equal to ", main, "; not stored twice");
+          continue;
+        }
+        log_info("convert: ", hf_name, original ? " differs from " : " has no ", main, "; stored as ", converted.name);
+      }
       auto [it, inserted] = origin.emplace(converted.name, hf_name);
       check(inserted, "tensors ", it->second, " and ", hf_name, " both convert to ", converted.name);
       Job job;
       job.src = view;
       job.name = converted.name;
+      job.mtp = mtp;
       if (converted.expert >= 0) {
         check(converted.expert < options.n_experts, "tensor ", hf_name, " (", file->path(),
               ") belongs to routed expert ", converted.expert, ", but --n-experts is ",
@@ -322,38 +350,50 @@ void convert_checkpoint(const ConvertOptions& options) {
   check(!options.save_path.empty(), "--save-path is empty");
 
   const LayerFilter filter = layer_filter(options.hf_ckpt_path, options.n_experts);
+  check(!options.keep_mtp || !filter.only_61, "--keep-mtp: ", options.hf_ckpt_path,
+        " has no config.json with num_hidden_layers, which says which layer is the MTP module");
   CheckpointDir ckpt(options.hf_ckpt_path);
   convert_detail::warn_unindexed(ckpt);
   size_t skipped = 0;
   const std::vector<Job> jobs = plan(ckpt, options, filter, &skipped);
 
   // Every rank's header, from the plan.
-  std::vector<std::vector<SafetensorsWriter::Entry>> entries(parts);
+  // Every rank's headers, from the plan: the shard's, then (--keep-mtp) the MTP file's.
+  std::vector<std::vector<SafetensorsWriter::Entry>> entries(parts), mtp_entries(parts);
   double total_bytes = 0;
+  size_t n_mtp = 0;
   for (const Job& job : jobs) {
+    n_mtp += job.mtp;
     for (int rank = 0; rank < parts; ++rank) {
       if (job.rank >= 0 && job.rank != rank) continue;
       SafetensorsWriter::Entry entry{job.name, job.src->dtype, sliced_shape(*job.src, job.dim, parts)};
       total_bytes += static_cast<double>(job.dim >= 0 ? job.src->n_bytes / parts : job.src->n_bytes);
-      entries[rank].push_back(std::move(entry));
+      (job.mtp ? mtp_entries : entries)[rank].push_back(std::move(entry));
     }
   }
+  check(!options.keep_mtp || n_mtp > 0, "--keep-mtp: ", options.hf_ckpt_path, " has no tensors of layer ",
+        filter.first_skipped, " (num_hidden_layers), so no multi-token-prediction module to keep");
 
   convert_detail::make_output_dir(options.save_path, "--save-path");
   convert_detail::StagedOutputs staged;  // outlives the writers
-  std::vector<std::unique_ptr<SafetensorsWriter>> writers;
+  std::vector<std::unique_ptr<SafetensorsWriter>> writers, mtp_writers;
   for (int rank = 0; rank < parts; ++rank) {
     const std::string path = (fs::path(options.save_path) / cat("model", rank, "-mp", parts, ".safetensors")).string();
     writers.push_back(std::make_unique<SafetensorsWriter>(staged.stage(path), std::move(entries[rank])));
+    if (n_mtp == 0) continue;
+    const std::string mtp_path = (fs::path(options.save_path) / cat("mtp", rank, "-mp", parts, ".safetensors")).string();
+    mtp_writers.push_back(std::make_unique<SafetensorsWriter>(staged.stage(mtp_path), std::move(mtp_entries[rank])));
   }
 
   log_info("convert: ", jobs.size(), " tensors from ", ckpt.files().size(), " files -> ", parts,
            parts == 1 ? " rank in " : " ranks in ", options.save_path, " (", convert_detail::human_bytes(total_bytes), ")");
   Progress progress("convert", total_bytes);
   std::vector<uint8_t> buffer;
-  for (const Job& job : jobs) write_job(job, writers, progress, buffer);
+  for (const Job& job : jobs) write_job(job, job.mtp ? mtp_writers : writers, progress, buffer);
   for (auto& writer : writers) writer->finish();
+  for (auto& writer : mtp_writers) writer->finish();
   writers.clear();
+  mtp_writers.clear();
   staged.commit();
   progress.finish();
 
@@ -366,10 +406,13 @@ void convert_checkpoint(const ConvertOptions& options) {
 
   std::string copied;
   for (const std::string& path : extras) copied += (copied.empty() ? "" : ", ") + fs::path(path).filename().string();
+  const std::string kept = n_mtp == 0 ? std::string()
+                                       : cat("; kept ", n_mtp, " tensors of layer ", filter.first_skipped,
+                                             " (multi-token prediction) in mtp{0..", parts - 1, "}-mp", parts, ".safetensors");
   log_info("convert: wrote ", parts, " file", parts == 1 ? "" : "s", " model{0..", parts - 1, "}-mp", parts,
-           ".safetensors (", jobs.size(), " tensors, ", convert_detail::human_bytes(total_bytes), ") to ",
-           options.save_path, " in ", convert_detail::format_seconds(now_seconds() - start), " s; skipped ",
-           skipped, " tensors of ", filter.describe(), " (multi-token prediction); copied ",
+           ".safetensors (", jobs.size() - n_mtp, " tensors, ", convert_detail::human_bytes(total_bytes), ") to ",
+           options.save_path, " in ", convert_detail::format_seconds(now_seconds() - start), " s", kept,
+           "; skipped ", skipped, " tensors of ", filter.describe(), " (multi-token prediction); copied ",
            copied.empty() ? std::string("no other files") : copied);
 }
 

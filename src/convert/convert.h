@@ -16,6 +16,9 @@ struct ConvertOptions {
   std::string save_path;
   int n_experts = 0;
   int model_parallel = 1;
+  // Also write the multi-token-prediction layer (HF layer num_hidden_layers) of each rank to
+  // mtp{rank}-mp{P}.safetensors beside the shards, which stay what convert.py writes.
+  bool keep_mtp = false;
 };
 
 // Writes save_path/model{i}-mp{P}.safetensors for i < P, tensor for tensor as convert.py does,

@@ -98,7 +98,7 @@ class TableBuilder {
   float head_std() const { return 1.0f / std::sqrt(static_cast<float>(l_.c.dim)); }
 
   void add(std::string name, DType dtype, std::vector<int64_t> shape, RandomInit init, float std) {
-    out_.push_back({std::move(name), dtype, std::move(shape), init, std});
+    out_.push_back({std::move(name), dtype, std::move(shape), init, std, ""});
   }
   void ones(const std::string& name, int64_t n) { add(name, DType::kBF16, {n}, RandomInit::kOnes, 0); }
   void bf16(const std::string& name, std::vector<int64_t> shape, float std) {
@@ -122,13 +122,17 @@ class TableBuilder {
     const ModelConfig& c = l_.c;
     const std::string p = cat("model.layers.", layer);
     const int64_t heads = c.n_heads, dim = c.dim;
-    if (layer >= c.n_layers) {  // multi-token prediction: its own embedding, projection and head
+    if (layer >= c.n_layers) {
+      // multi-token prediction: its projection, and copies of the embedding and the head (the
+      // real checkpoints' copies are bitwise equal to the main tensors)
       bf16(p + ".embed_tokens.weight", {c.vocab_size, dim}, 1.0f);
+      out_.back().stream = "model.embed_tokens.weight";
       ones(p + ".enorm.weight", dim);
       ones(p + ".hnorm.weight", dim);
       bf16(p + ".eh_proj.weight", {dim, 2 * dim}, 1.0f / std::sqrt(2.0f * static_cast<float>(dim)));
       ones(p + ".shared_head.norm.weight", dim);
       bf16(p + ".shared_head.head.weight", {c.vocab_size, dim}, head_std());
+      out_.back().stream = "lm_head.weight";
     }
     ones(p + ".input_layernorm.weight", dim);
     const std::string a = p + ".self_attn";
@@ -274,7 +278,7 @@ std::vector<RandomTensor> random_checkpoint_tensors(const std::string& config_te
 
 void random_tensor_bytes(const RandomTensor& t, uint64_t seed, uint64_t begin, uint64_t n, uint8_t* out) {
   check(begin + n <= t.n_bytes(), "tensor ", t.name, ": bytes ", begin, "+", n, " past its end ", t.n_bytes());
-  const uint64_t key = tensor_key(seed, t.name);
+  const uint64_t key = tensor_key(seed, t.stream.empty() ? t.name : t.stream);
   const size_t es = dtype_size(t.dtype);
   if (t.dtype == DType::kF8E4M3 && t.init == RandomInit::kNormal) {  // the bulk: one byte each
     const uint8_t* codes = tables().fp8.data();

@@ -43,6 +43,7 @@ struct RandomTensor {
   std::vector<int64_t> shape;
   RandomInit init;
   float std;  // kNormal: the std of the values; kBlockScale: the std of the weight it scales
+  std::string stream;  // the name whose random stream it takes when not its own (a bitwise copy)
 
   uint64_t n_bytes() const;
 };

@@ -94,6 +94,11 @@ class TensorDump : public ForwardObserver {
   void tensor(const std::string& name, const float* data, int64_t rows, int64_t cols) override;
   void write(const std::string& path) const;
   size_t size() const { return tensors_.size(); }
+  // The rows of one intermediate, or null when the last call had none of that name.
+  const std::vector<float>* find(const std::string& name) const {
+    auto it = tensors_.find(name);
+    return it == tensors_.end() ? nullptr : &it->second.data;
+  }
 
  private:
   struct Tensor {

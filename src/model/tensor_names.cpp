@@ -88,6 +88,37 @@ ConvertedName convert_hf_name(const std::string& hf_name) {
   return out;
 }
 
+ConvertedName convert_mtp_name(const std::string& hf_name, int mtp_layer) {
+  const std::string prefix = "model.layers." + std::to_string(mtp_layer) + ".";
+  check(hf_name.rfind(prefix, 0) == 0, "tensor ", hf_name, " is not part of the MTP layer ", mtp_layer);
+  const std::string rest = hf_name.substr(prefix.size());
+  static const struct {
+    std::string_view hf, ours;
+    ShardDim shard;
+  } own[] = {
+      {"enorm.weight", "mtp.enorm.weight", ShardDim::kNone},
+      {"hnorm.weight", "mtp.hnorm.weight", ShardDim::kNone},
+      {"eh_proj.weight", "mtp.eh_proj.weight", ShardDim::kNone},
+      {"shared_head.norm.weight", "mtp.head_norm.weight", ShardDim::kNone},
+      {"shared_head.head.weight", "mtp.head.weight", ShardDim::kRows},
+      {"embed_tokens.weight", "mtp.embed.weight", ShardDim::kRows},
+  };
+  for (const auto& o : own)
+    if (rest == o.hf) return ConvertedName{std::string(o.ours), o.shard, -1, mtp_layer};
+  ConvertedName block = convert_hf_name(hf_name);
+  const std::string main_prefix = "layers." + std::to_string(mtp_layer) + ".";
+  check(block.name.rfind(main_prefix, 0) == 0, "tensor ", hf_name, " converts to ", block.name,
+        ", outside the MTP layer");
+  block.name = "mtp." + block.name.substr(main_prefix.size());
+  return block;
+}
+
+std::string mtp_copy_of(const std::string& mtp_name) {
+  if (mtp_name == "mtp.embed.weight") return "model.embed_tokens.weight";
+  if (mtp_name == "mtp.head.weight") return "lm_head.weight";
+  return "";
+}
+
 ShardDim shard_dim_of(const std::string& name) {
   auto parts = split_dots(name);
   if (parts.size() < 2) return ShardDim::kNone;

@@ -43,12 +43,14 @@ std::unique_ptr<Transformer> Transformer::load(const ModelConfig& config, const 
   return std::make_unique<Transformer>(config, std::move(weights), plan, comm, pool);
 }
 
-void Transformer::embed(const int32_t* tokens, int64_t n, float* h) {
+void Transformer::embed(const int32_t* tokens, int64_t n, float* h) { embed_with(weights_.embed, tokens, n, h); }
+
+void Transformer::embed_with(const WeightMatrix& table, const int32_t* tokens, int64_t n, float* h) {
   // vocab-parallel: rows outside this rank's block contribute zeros; the sum restores them
   for (int64_t i = 0; i < n; ++i) {
     const int64_t local = static_cast<int64_t>(tokens[i]) - plan_.vocab_begin;
     if (local >= 0 && local < plan_.vocab_local)
-      dequantize_row(weights_.embed, local, h + i * config_.dim);
+      dequantize_row(table, local, h + i * config_.dim);
     else
       std::fill_n(h + i * config_.dim, config_.dim, 0.0f);
   }
@@ -65,10 +67,9 @@ void Transformer::forward(const int32_t* tokens, int batch, int seqlen, int star
   std::copy(out.logits.begin(), out.logits.end(), logits);
 }
 
-void Transformer::forward(const Step& step, KVCache& cache, StepOutput& output) {
-  const int64_t n = static_cast<int64_t>(step.tokens.size()), dim = config_.dim;
-  check(n >= 1 && !step.chunks.empty(), "forward: empty step");
-  // the step's shape is checked before anything runs: a bad chunk is an Error, not a torn cache
+// The step's shape is checked before anything runs: a bad chunk is an Error, not a torn cache.
+void Transformer::check_step(const Step& step, const KVCache& cache) {
+  const int64_t n = static_cast<int64_t>(step.tokens.size());
   int64_t rows = 0;
   positions_.clear();
   for (size_t i = 0; i < step.chunks.size(); ++i) {
@@ -88,6 +89,12 @@ void Transformer::forward(const Step& step, KVCache& cache, StepOutput& output) 
   for (int64_t i = 0; i < n; ++i)
     check(step.tokens[i] >= 0 && step.tokens[i] < config_.vocab_size, "token id ", step.tokens[i],
           " is outside the vocabulary [0, ", config_.vocab_size, ")");
+}
+
+void Transformer::forward(const Step& step, KVCache& cache, StepOutput& output) {
+  const int64_t n = static_cast<int64_t>(step.tokens.size()), dim = config_.dim;
+  check(n >= 1 && !step.chunks.empty(), "forward: empty step");
+  check_step(step, cache);
   const ForwardContext ctx{config_, plan_, comm_, pool_};
   float* h = grow(h_, n * dim);  // [n, dim] residual stream
   float* x = grow(x_, n * dim);  // [n, dim] normalised input of a block
@@ -135,32 +142,41 @@ void Transformer::forward(const Step& step, KVCache& cache, StepOutput& output) 
   // final norm of the rows asked for (each chunk's last, or all of its rows), vocab-parallel
   // head, gather the vocabulary
   float* last = grow(last_, n_logits * dim);  // [n_logits, dim]
+  norm_logit_rows(step, h, weights_.norm, last);
+  if (step.want_hidden) output.hidden.assign(last, last + n_logits * dim);
+  tensor("final_hidden", last, n_logits, dim);
+  head_logits(last, n_logits, weights_.head, output);
+  tensor("logits", output.logits.data(), n_logits, config_.vocab_size);
+  done(ForwardPart::kHead);
+}
+
+void Transformer::norm_logit_rows(const Step& step, const float* h, const std::vector<float>& norm, float* last) const {
+  const int64_t dim = config_.dim;
   int64_t row = 0, out_row = 0;
   for (const SeqChunk& c : step.chunks) {
     const int64_t first = c.all_logits ? 0 : c.n_tokens - 1;
     for (int64_t s = first; s < c.n_tokens; ++s, ++out_row)
-      rms_norm(h + (row + s) * dim, weights_.norm.data(), 1, dim, 1e-6f, last + out_row * dim);
+      rms_norm(h + (row + s) * dim, norm.data(), 1, dim, 1e-6f, last + out_row * dim);
     row += c.n_tokens;
   }
-  if (step.want_hidden) output.hidden.assign(last, last + n_logits * dim);
-  tensor("final_hidden", last, n_logits, dim);
+}
+
+void Transformer::head_logits(const float* last, int64_t n_logits, const WeightMatrix& head, StepOutput& output) {
   const int64_t v_local = plan_.vocab_local;
   float* local_logits = grow(logits_local_, n_logits * v_local);  // [n_logits, vocab_local]
-  linear(last, n_logits, weights_.head, local_logits, pool_);
+  linear(last, n_logits, head, local_logits, pool_);
   output.logits.resize(static_cast<size_t>(n_logits * config_.vocab_size));
   float* logits = output.logits.data();
   if (plan_.world_size == 1) {
     std::copy_n(local_logits, n_logits * v_local, logits);
-  } else {
-    float* gathered = grow(gathered_, plan_.world_size * n_logits * v_local);  // [world, n_logits, vocab_local]
-    comm_.all_gather(local_logits, n_logits * v_local, gathered);
-    for (int r = 0; r < plan_.world_size; ++r)
-      for (int64_t b = 0; b < n_logits; ++b)
-        std::copy_n(gathered + (static_cast<int64_t>(r) * n_logits + b) * v_local, v_local,
-                    logits + b * config_.vocab_size + r * v_local);
+    return;
   }
-  tensor("logits", logits, n_logits, config_.vocab_size);
-  done(ForwardPart::kHead);
+  float* gathered = grow(gathered_, plan_.world_size * n_logits * v_local);  // [world, n_logits, vocab_local]
+  comm_.all_gather(local_logits, n_logits * v_local, gathered);
+  for (int r = 0; r < plan_.world_size; ++r)
+    for (int64_t b = 0; b < n_logits; ++b)
+      std::copy_n(gathered + (static_cast<int64_t>(r) * n_logits + b) * v_local, v_local,
+                  logits + b * config_.vocab_size + r * v_local);
 }
 
 namespace {

@@ -39,6 +39,19 @@ class Transformer {
   void forward(const int32_t* tokens, int batch, int seqlen, int start_pos, KVCache& cache,
                float* logits);
 
+  // Multi-token prediction (model/mtp.cpp; MTP.md). Maps mtp{rank}-mp{world}.safetensors beside
+  // the shard (convert --keep-mtp); an Error naming the file when it is missing or does not fit.
+  void load_mtp(const std::string& ckpt_dir);
+  bool has_mtp() const { return mtp_ != nullptr; }
+  // The MTP block's own cache: one layer, budget in positions like the main cache's.
+  KVCache make_mtp_cache(int64_t budget_positions) const;
+  // One ragged step of the MTP module. A chunk's rows are positions i of a sequence (continuing
+  // its MTP cache); step.tokens holds t_{i+1} for each row, `hidden` [rows, dim] the main model's
+  // final-norm hidden state at i (StepOutput::hidden of a step that asked for every row). Output
+  // logits as forward's (each chunk's last row, or all): the draft distributions for t_{i+2}.
+  // The embedding of position 0 is zeroed (what the checkpoints were trained with, as vLLM).
+  void forward_mtp(const Step& step, const float* hidden, KVCache& mtp_cache, StepOutput& output);
+
   const ModelConfig& config() const { return config_; }
   const ShardPlan& plan() const { return plan_; }
   Comm& comm() const { return comm_; }
@@ -53,6 +66,12 @@ class Transformer {
 
  private:
   void embed(const int32_t* tokens, int64_t n, float* h);
+  void embed_with(const WeightMatrix& table, const int32_t* tokens, int64_t n, float* h);
+  void check_step(const Step& step, const KVCache& cache);  // fills positions_
+  // RMSNorm of the rows a step wants logits of (each chunk's last, or all) -> last [n_logits, dim].
+  void norm_logit_rows(const Step& step, const float* h, const std::vector<float>& norm, float* last) const;
+  // Vocab-parallel head over last [n_logits, dim], gathered: output.logits [n_logits, vocab].
+  void head_logits(const float* last, int64_t n_logits, const WeightMatrix& head, StepOutput& output);
   void tensor(const std::string& name, const float* data, int64_t rows, int64_t cols);
 
   ModelConfig config_;
@@ -64,6 +83,8 @@ class Transformer {
   Scratch scratch_;
   std::vector<float> h_, x_, y_, last_, logits_local_, gathered_;
   std::vector<int64_t> positions_;  // each row's absolute position
+  std::unique_ptr<MtpWeights> mtp_;
+  std::vector<float> mtp_in_;       // [n, 2 dim] [enorm(e) | hnorm(h)]
   ForwardStatsCounter counter_{config_, weights_, plan_};  // always observing (bench reads it)
   std::vector<ForwardObserver*> observers_;                 // counter_ first
   bool observers_want_tensors_ = false;

@@ -88,51 +88,84 @@ class ShardReader {
 
 }  // namespace
 
+namespace {
+
+// One MLA + MoE (or dense) block whose tensors are named prefix + ".attn_norm.weight" etc.
+LayerWeights read_layer(ShardReader& reader, const ModelConfig& c, const ShardPlan& plan, const std::string& p,
+                        bool is_moe) {
+  const int64_t dim = c.dim;
+  const int64_t H = plan.n_local_heads;
+  LayerWeights layer;
+  layer.attn_norm = reader.vector(p + ".attn_norm.weight", dim);
+  layer.ffn_norm = reader.vector(p + ".ffn_norm.weight", dim);
+  AttentionWeights& a = layer.attn;
+  if (c.q_lora_rank == 0) {
+    a.wq = reader.linear(p + ".attn.wq", H * c.qk_head_dim(), dim);
+  } else {
+    a.wq_a = reader.linear(p + ".attn.wq_a", c.q_lora_rank, dim);
+    a.q_norm = reader.vector(p + ".attn.q_norm.weight", c.q_lora_rank);
+    a.wq_b = reader.linear(p + ".attn.wq_b", H * c.qk_head_dim(), c.q_lora_rank);
+  }
+  a.wkv_a = reader.linear(p + ".attn.wkv_a", c.kv_lora_rank + c.qk_rope_head_dim, dim);
+  a.kv_norm = reader.vector(p + ".attn.kv_norm.weight", c.kv_lora_rank);
+  a.wkv_b = reader.linear(p + ".attn.wkv_b", H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+  a.wo = reader.linear(p + ".attn.wo", dim, H * c.v_head_dim);
+  layer.is_moe = is_moe;
+  if (!layer.is_moe) {
+    layer.mlp = reader.mlp(p + ".ffn", plan.inter_local, dim);
+  } else {
+    MoeWeights& m = layer.moe;
+    m.gate = reader.plain_matrix(p + ".ffn.gate.weight", c.n_routed_experts, dim);
+    // The router's selection bias (V3's e_score_correction_bias) is used when the checkpoint
+    // has it; the reference demo keys it on dim == 7168, which only fits the real V3.
+    if (reader.contains(p + ".ffn.gate.bias")) m.gate_bias = reader.vector(p + ".ffn.gate.bias", c.n_routed_experts);
+    for (int e = 0; e < plan.n_local_experts; ++e)
+      m.experts.push_back(reader.mlp(p + ".ffn.experts." + std::to_string(plan.experts_begin + e), c.moe_inter_dim, dim));
+    if (c.n_shared_experts > 0) m.shared = reader.mlp(p + ".ffn.shared_experts", plan.shared_inter_local, dim);
+  }
+  return layer;
+}
+
+}  // namespace
+
 ModelWeights load_weights(const ModelConfig& c, const ShardPlan& plan, std::shared_ptr<SafetensorsFile> file) {
   ShardReader reader(c, *file);
   ModelWeights w;
   w.file = file;
   const int64_t dim = c.dim;
-  const int64_t H = plan.n_local_heads;
   w.embed = reader.plain_matrix("embed.weight", plan.vocab_local, dim);
-  for (int i = 0; i < c.n_layers; ++i) {
-    const std::string p = "layers." + std::to_string(i);
-    LayerWeights layer;
-    layer.attn_norm = reader.vector(p + ".attn_norm.weight", dim);
-    layer.ffn_norm = reader.vector(p + ".ffn_norm.weight", dim);
-    AttentionWeights& a = layer.attn;
-    if (c.q_lora_rank == 0) {
-      a.wq = reader.linear(p + ".attn.wq", H * c.qk_head_dim(), dim);
-    } else {
-      a.wq_a = reader.linear(p + ".attn.wq_a", c.q_lora_rank, dim);
-      a.q_norm = reader.vector(p + ".attn.q_norm.weight", c.q_lora_rank);
-      a.wq_b = reader.linear(p + ".attn.wq_b", H * c.qk_head_dim(), c.q_lora_rank);
-    }
-    a.wkv_a = reader.linear(p + ".attn.wkv_a", c.kv_lora_rank + c.qk_rope_head_dim, dim);
-    a.kv_norm = reader.vector(p + ".attn.kv_norm.weight", c.kv_lora_rank);
-    a.wkv_b = reader.linear(p + ".attn.wkv_b", H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
-    a.wo = reader.linear(p + ".attn.wo", dim, H * c.v_head_dim);
-    layer.is_moe = c.is_moe_layer(i);
-    if (!layer.is_moe) {
-      layer.mlp = reader.mlp(p + ".ffn", plan.inter_local, dim);
-    } else {
-      MoeWeights& m = layer.moe;
-      m.gate = reader.plain_matrix(p + ".ffn.gate.weight", c.n_routed_experts, dim);
-      // The router's selection bias (V3's e_score_correction_bias) is used when the checkpoint
-      // has it; the reference demo keys it on dim == 7168, which only fits the real V3.
-      if (reader.contains(p + ".ffn.gate.bias"))
-        m.gate_bias = reader.vector(p + ".ffn.gate.bias", c.n_routed_experts);
-      for (int e = 0; e < plan.n_local_experts; ++e)
-        m.experts.push_back(reader.mlp(p + ".ffn.experts." + std::to_string(plan.experts_begin + e),
-                                       c.moe_inter_dim, dim));
-      if (c.n_shared_experts > 0) m.shared = reader.mlp(p + ".ffn.shared_experts", plan.shared_inter_local, dim);
-    }
-    w.layers.push_back(std::move(layer));
-  }
+  for (int i = 0; i < c.n_layers; ++i)
+    w.layers.push_back(read_layer(reader, c, plan, "layers." + std::to_string(i), c.is_moe_layer(i)));
   w.norm = reader.vector("norm.weight", dim);
   w.head = reader.plain_matrix("head.weight", plan.vocab_local, dim);
   reader.check_all_used();
   return w;
+}
+
+MtpWeights load_mtp_weights(const ModelConfig& c, const ShardPlan& plan, std::shared_ptr<SafetensorsFile> file) {
+  ShardReader reader(c, *file);
+  MtpWeights w;
+  w.file = file;
+  const int64_t dim = c.dim;
+  w.enorm = reader.vector("mtp.enorm.weight", dim);
+  w.hnorm = reader.vector("mtp.hnorm.weight", dim);
+  w.eh_proj = reader.plain_matrix("mtp.eh_proj.weight", dim, 2 * dim);
+  // the module sits at layer num_hidden_layers, past first_k_dense_replace: an MoE block in V3
+  w.block = read_layer(reader, c, plan, "mtp", c.is_moe_layer(c.n_layers));
+  w.head_norm = reader.vector("mtp.head_norm.weight", dim);
+  if (reader.contains("mtp.embed.weight")) w.embed = reader.plain_matrix("mtp.embed.weight", plan.vocab_local, dim);
+  if (reader.contains("mtp.head.weight")) w.head = reader.plain_matrix("mtp.head.weight", plan.vocab_local, dim);
+  reader.check_all_used();
+  return w;
+}
+
+std::string mtp_shard_path(const std::string& ckpt_dir, int rank, int world_size) {
+  const std::string path =
+      (std::filesystem::path(ckpt_dir) / ("mtp" + std::to_string(rank) + "-mp" + std::to_string(world_size) + ".safetensors"))
+          .string();
+  check(std::filesystem::exists(path), "missing ", path, ": the multi-token-prediction module is kept only by "
+        "`dsinfer convert --keep-mtp` (V3/R1 checkpoints; V2 and V2-Lite have none)");
+  return path;
 }
 
 std::string shard_path(const std::string& ckpt_dir, int rank, int world_size) {

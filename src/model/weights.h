@@ -55,11 +55,26 @@ struct ModelWeights {
   WeightMatrix head;                      // [vocab_local, dim]
 };
 
+// The multi-token-prediction module (MTP.md section 1) of one rank, from mtp{rank}-mp{P}.safetensors.
+struct MtpWeights {
+  std::shared_ptr<SafetensorsFile> file;
+  std::vector<float> enorm, hnorm;  // [dim] norms of the next token's embedding and of the hidden state
+  WeightMatrix eh_proj;             // [dim, 2 dim], whole on every rank; input [enorm(e) | hnorm(h)]
+  LayerWeights block;               // one MLA + MoE block, split across ranks like a main layer
+  std::vector<float> head_norm;     // [dim] shared_head.norm
+  WeightMatrix embed, head;         // [vocab_local, dim] own copies; empty: the main model's (equal)
+};
+
 // Binds every tensor the config implies to the shard, checking dtype and shape; a missing
 // tensor, a shape that disagrees with the config, or a tensor the config does not explain is
 // an Error naming the tensor and the file.
 ModelWeights load_weights(const ModelConfig& config, const ShardPlan& plan,
                           std::shared_ptr<SafetensorsFile> file);
+
+MtpWeights load_mtp_weights(const ModelConfig& config, const ShardPlan& plan,
+                            std::shared_ptr<SafetensorsFile> file);
+// "<dir>/mtp{rank}-mp{world_size}.safetensors"; an Error saying how to make it when missing.
+std::string mtp_shard_path(const std::string& ckpt_dir, int rank, int world_size);
 
 // "<dir>/model{rank}-mp{world_size}.safetensors"; a missing shard is an Error that lists the
 // shard sets the directory does hold.

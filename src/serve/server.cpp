@@ -1,5 +1,7 @@
 #include "serve/server.h"
 
+#include "serve/connection_probe.h"
+
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
@@ -538,12 +540,21 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
     OutputDelta all;
     int64_t completion = 0;
     std::vector<TokenLogprob> lps, kept;
+    // Nothing is written until the end, so a client that hangs up is only seen by probing its
+    // socket: between tokens, and a few times a second while queued or prefilling.
+    const ConnectionProbe probe(req.remote_addr, req.remote_port, req.local_port);
+    bool hung_up = false;
     for (;;) {
       std::vector<int32_t> got;
       bool finished = false;
       lps.clear();
-      next(got, finished, &lps);
+      const bool woke = next(got, finished, &lps, 0.1);
       if (finished) break;
+      if (!hung_up && !probe.client_connected()) {
+        hung_up = true;
+        engine_->cancel(rid);  // the loop still waits for the end, which frees the slot
+      }
+      if (!woke) continue;
       for (size_t i = 0; i < got.size(); ++i) {
         if (output.stopped()) break;  // what came after a stop string is not part of the answer
         ++completion;
