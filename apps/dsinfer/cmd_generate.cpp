@@ -38,16 +38,25 @@ struct GenerateCliOptions {
   int64_t kv_cache_tokens = 0;  // interactive: the cache budget (0: from the model and free memory)
 };
 
+// ", MTP drafts accepted 41/60 (0.68)" when speculation ran.
+std::string mtp_summary(int64_t drafted, int64_t accepted) {
+  if (drafted == 0) return "";
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%.2f", static_cast<double>(accepted) / static_cast<double>(drafted));
+  return ", MTP drafts accepted " + std::to_string(accepted) + "/" + std::to_string(drafted) + " (" + ratio + ")";
+}
+
 void report(const EngineStats& s, int64_t prompt_tokens) {
   log_info("[", prompt_tokens, " prompt tokens (", s.reused_tokens, " reused from the previous turn), ",
            s.generated_tokens, " completion tokens; prefill ", s.prefilled_tokens / std::max(s.prefill_seconds, 1e-9),
-           " tokens/s, decode ", s.generated_tokens / std::max(s.decode_seconds, 1e-9), " tokens/s]");
+           " tokens/s, decode ", s.generated_tokens / std::max(s.decode_seconds, 1e-9), " tokens/s",
+           mtp_summary(s.drafted, s.accepted), "]");
 }
 
 void report(const GenerateStats& s) {
   log_info("[", s.prompt_tokens, " prompt tokens, ", s.generated_tokens, " completion tokens; prefill ",
            s.prompt_tokens / std::max(s.prefill_seconds, 1e-9), " tokens/s, decode ",
-           s.generated_tokens / std::max(s.decode_seconds, 1e-9), " tokens/s]");
+           s.generated_tokens / std::max(s.decode_seconds, 1e-9), " tokens/s", mtp_summary(s.drafted, s.accepted), "]");
 }
 
 json with_system(const std::string& system, const json& messages) {
@@ -123,7 +132,8 @@ void run_batch(const GenerateCliOptions& o, const ModelConfig& config, const Tok
   if (!alone) check_prompts(config, prompt_ids, lockstep);
   // same seed and (after the all_gather) the same logits on every rank: the samples agree
   Sampler sampler(o.seed);
-  GenerateOptions options{o.max_new_tokens, tokenizer.eos_id(), o.temperature, o.max_running, o.step_tokens};
+  GenerateOptions options{o.max_new_tokens, tokenizer.eos_id(), o.temperature, o.max_running, o.step_tokens,
+                          o.model.mtp_on()};
   GenerateStats stats;
   const auto completions = generate(*model, prompt_ids, options, sampler, nullptr, &stats);
   report(stats);
@@ -147,6 +157,7 @@ void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, con
   KVCache cache(config, kv_budget_or_default(o.kv_cache_tokens, config));
   EngineOptions engine_options;
   engine_options.retained_sequences = 1;
+  engine_options.mtp = o.model.mtp_on();
   Engine engine(*model, cache, engine_options);
   SamplingParams params;
   params.temperature = o.temperature;
@@ -221,6 +232,7 @@ Command register_generate(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("generate", "chat interactively or answer a file of prompts (generate.py)");
   auto o = std::make_shared<GenerateCliOptions>();
   o->model.add_to(sub);
+  o->model.add_mtp_to(sub);
   sub->add_option("--input-file", o->input_file, "file of prompts, one per line, answered as one batch");
   sub->add_flag("--interactive", o->interactive, "chat: >>> prompt, /clear empties the history, /exit ends");
   sub->add_option("--max-new-tokens", o->max_new_tokens, "most tokens per completion")->capture_default_str();

@@ -8,7 +8,15 @@
 namespace dsinfer::cli {
 
 std::unique_ptr<Transformer> ModelOptions::load_model(const ModelConfig& config, Comm& comm) const {
-  return load_model_on_ranks(config, ckpt_path, resolved_config_path(), comm);
+  return load_model_on_ranks(config, ckpt_path, resolved_config_path(), comm, mtp_on());
+}
+
+void ModelOptions::add_mtp_to(CLI::App* sub) {
+  sub->add_option("--mtp", mtp,
+                  "speculative decoding with the checkpoint's multi-token-prediction module (needs convert "
+                  "--keep-mtp): each step verifies one drafted token; the same tokens as off, bit for bit")
+      ->check(CLI::IsMember({"off", "on"}))
+      ->capture_default_str();
 }
 
 void ModelOptions::add_to(CLI::App* sub) {

@@ -14,8 +14,12 @@ namespace dsinfer::cli {
 struct ModelOptions {
   std::string ckpt_path;
   std::string config_path;  // empty: <ckpt_path>/config.json
+  std::string mtp = "off";  // --mtp off | on
   // Adds --ckpt-path (required) and --config to `sub`.
   void add_to(CLI::App* sub);
+  // Adds --mtp (speculative decoding with the checkpoint's multi-token-prediction module).
+  void add_mtp_to(CLI::App* sub);
+  bool mtp_on() const { return mtp == "on"; }
   // Reads the config (explicit path or the checkpoint's config.json); errors name the file.
   ModelConfig load_config() const;
   // The config file load_config() reads.
@@ -23,7 +27,8 @@ struct ModelOptions {
   // Loads this rank's shard model{rank}-mp{world_size}; a shard set that does not match the
   // world size is reported as such (on every rank) before anything else is checked. At world
   // size > 1 the ranks first compare their configs and shard headers: a rank that loaded another
-  // checkpoint or config, or failed to load, is the same Error on every rank.
+  // checkpoint or config, or failed to load, is the same Error on every rank. With --mtp on, also
+  // the MTP module (mtp{rank}-mp{world_size}, written by convert --keep-mtp).
   std::unique_ptr<Transformer> load_model(const ModelConfig& config, Comm& comm) const;
 };
 

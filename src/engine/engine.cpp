@@ -25,6 +25,12 @@ struct Engine::Request {
   int64_t capacity = 0;            // positions it may reach
   int64_t cached = 0;              // positions in its cache (prompt prefix, then generated tokens)
   std::vector<int32_t> generated;  // completion tokens so far (the last one not yet in the cache)
+  // With MTP: its sequence in the MTP cache, which holds the positions whose next token and main
+  // hidden state are known (all of `cached` after each step), and the MTP's guess of the token
+  // after generated.back() (-1: none yet).
+  SeqId mtp_seq = -1;
+  int64_t mtp_cached = 0;
+  int32_t draft = -1;
   bool done = false;
   bool prefilling() const { return cached < static_cast<int64_t>(prompt.size()); }
 };
@@ -33,6 +39,10 @@ Engine::Engine(Transformer& model, KVCache& cache, EngineOptions options)
     : model_(model), cache_(cache), options_(std::move(options)) {
   check(options_.step_tokens >= 1, "engine: step_tokens must be >= 1");
   check(options_.max_running >= 1, "engine: max_running must be >= 1");
+  if (options_.mtp) {
+    check(model_.has_mtp(), "engine: --mtp needs the multi-token-prediction module (convert --keep-mtp, then load it)");
+    mtp_cache_ = std::make_unique<KVCache>(model_.make_mtp_cache(cache_.budget_positions()));
+  }
   Comm& ranks = options_.ranks ? *options_.ranks : model_.comm();
   if (ranks.world_size() > 1) {
     ranks_ = &ranks;
@@ -166,9 +176,19 @@ void Engine::run_all_events(std::vector<Pending>& requests) {
   options_.follower_events = std::move(saved);
 }
 
+void Engine::release(const Retained& kept) {
+  cache_.release(kept.seq);
+  if (kept.mtp_seq >= 0) mtp_cache_->release(kept.mtp_seq);
+}
+
 void Engine::drop_retained() {
-  for (const Retained& r : retained_) cache_.release(r.seq);
+  for (const Retained& r : retained_) release(r);
   retained_.clear();
+}
+
+int32_t Engine::token_at(const Request& r, int64_t pos) {
+  const int64_t n = static_cast<int64_t>(r.prompt.size());
+  return pos < n ? r.prompt[pos] : r.generated[pos - n];
 }
 
 void Engine::take_leader_orders() {
@@ -224,6 +244,8 @@ int Engine::best_retained(const std::vector<int32_t>& prompt, int64_t& shared) c
     const int64_t limit = std::min<int64_t>(static_cast<int64_t>(tokens.size()), static_cast<int64_t>(prompt.size()) - 1);
     int64_t n = 0;
     while (n < limit && tokens[n] == prompt[n]) ++n;
+    // with MTP, its entry at position i took token i + 1 as well: usable below the last shared one
+    if (mtp_cache_) n = std::min(std::max<int64_t>(n - 1, 0), retained_[i].mtp_length);
     if (n > shared) {
       shared = n;
       best = static_cast<int>(i);
@@ -247,12 +269,18 @@ void Engine::admit() {
       continue;
     }
     int64_t shared = 0;
-    int reuse = best_retained(r.prompt, shared);
+    // a request that wants every prompt position's logits computes them all
+    int reuse = r.params.prompt_logits ? -1 : best_retained(r.prompt, shared);
     if (reuse >= 0 && cache_.grow(retained_[reuse].seq, r.capacity)) {
       // take the retained sequence over (grown if it must be: a longer next turn of a chat): its
       // first `shared` positions are this prompt's
       r.seq = retained_[reuse].seq;
       cache_.truncate(r.seq, shared);
+      if (mtp_cache_) {  // the MTP cache mirrors the main one block for block, so it has the room
+        r.mtp_seq = retained_[reuse].mtp_seq;
+        check(mtp_cache_->grow(r.mtp_seq, r.capacity), "engine: the MTP cache lost step with the main cache");
+        mtp_cache_->truncate(r.mtp_seq, shared);
+      }
       retained_.erase(retained_.begin() + reuse);
     } else {
       // make room by dropping retained sequences, oldest first, the one to copy from last
@@ -262,7 +290,7 @@ void Engine::admit() {
           reuse = -1;
           shared = 0;
         }
-        cache_.release(retained_[victim].seq);
+        release(retained_[victim]);
         retained_.erase(retained_.begin() + static_cast<int64_t>(victim));
         if (reuse > static_cast<int>(victim)) --reuse;
       }
@@ -277,12 +305,15 @@ void Engine::admit() {
       }
       if (reuse >= 0 && shared > 0) {
         r.seq = cache_.fork(retained_[reuse].seq, shared, r.capacity);
+        if (mtp_cache_) r.mtp_seq = mtp_cache_->fork(retained_[reuse].mtp_seq, shared, r.capacity);
       } else {
         r.seq = cache_.create(r.capacity);
+        if (mtp_cache_) r.mtp_seq = mtp_cache_->create(r.capacity);
         shared = 0;
       }
     }
     r.cached = shared;
+    r.mtp_cached = shared;
     stats_.reused_tokens += shared;
     if (r.events.on_start) r.events.on_start(shared);
     stats_.prompt_tokens += static_cast<int64_t>(r.prompt.size());
@@ -301,15 +332,21 @@ void Engine::finish(Request& r, FinishReason reason, const std::string& error) {
       Retained kept{r.seq, r.prompt};
       kept.tokens.insert(kept.tokens.end(), r.generated.begin(), r.generated.end());
       kept.tokens.resize(static_cast<size_t>(length));
+      if (r.mtp_seq >= 0) {
+        kept.mtp_seq = r.mtp_seq;
+        kept.mtp_length = mtp_cache_->length(r.mtp_seq);
+      }
       retained_.push_back(std::move(kept));
       while (static_cast<int>(retained_.size()) > options_.retained_sequences) {
-        cache_.release(retained_.front().seq);
+        release(retained_.front());
         retained_.pop_front();
       }
     } else {
       cache_.release(r.seq);
+      if (r.mtp_seq >= 0) mtp_cache_->release(r.mtp_seq);
     }
     r.seq = -1;
+    r.mtp_seq = -1;
   }
   if (r.events.on_finish) r.events.on_finish(reason, error);
 }
@@ -320,18 +357,48 @@ bool Engine::step() {
   return run_step();
 }
 
+bool Engine::take_token(Request& r, const float* logits, bool report_logits) {
+  const int64_t vocab = model_.config().vocab_size;
+  const int64_t position = r.cached;  // where the new token will sit
+  if (report_logits && r.events.on_logits) r.events.on_logits(position - 1, logits);
+  const int32_t token = static_cast<int32_t>(sample_keyed(logits, vocab, r.params, position, sample_scratch_));
+  const auto& stops = r.params.stop_ids;
+  if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
+    finish(r, FinishReason::kStop);
+    return false;
+  }
+  r.generated.push_back(token);
+  ++stats_.generated_tokens;
+  if (r.events.on_token) r.events.on_token(token);
+  // the next token would sit past the reservation (max_seq_len): done, as the reference's loop
+  if (static_cast<int64_t>(r.generated.size()) >= r.params.max_new_tokens || position + 1 >= r.capacity) {
+    finish(r, FinishReason::kLength);
+    return false;
+  }
+  return true;
+}
+
 bool Engine::run_step() {
   admit();
   if (running_.empty()) return false;
-  // decode rows first (every sequence past its prompt), then prefill chunks in admission order
+  const bool mtp = mtp_cache_ != nullptr;
+  // decode rows first (every sequence past its prompt: its next token, and with MTP the draft of
+  // the one after when it could still be used), then prefill chunks in admission order
   Step step;
+  step.want_hidden = mtp;  // the MTP reads the main model's hidden state of every row
   std::vector<Request*> in_step;
-  for (auto& r : running_)
-    if (!r->prefilling()) {
-      step.add(r->seq, r->cached, &r->generated.back(), 1);
-      in_step.push_back(r.get());
-    }
-  int64_t budget = std::max<int64_t>(options_.step_tokens - static_cast<int64_t>(in_step.size()), 0);
+  int64_t decode_tokens = 0;
+  for (auto& r : running_) {
+    if (r->prefilling()) continue;
+    const bool draft = r->draft >= 0 && static_cast<int64_t>(r->generated.size()) + 2 <= r->params.max_new_tokens &&
+                       r->cached + 2 < r->capacity;
+    const int32_t tokens[2] = {r->generated.back(), r->draft};
+    step.add(r->seq, r->cached, tokens, draft ? 2 : 1, /*all_logits=*/draft);
+    step.chunks.back().all_hidden = mtp;
+    in_step.push_back(r.get());
+    decode_tokens += draft ? 2 : 1;
+  }
+  int64_t budget = std::max<int64_t>(options_.step_tokens - decode_tokens, 0);
   // a step always makes prefill progress when nothing decodes
   if (in_step.empty()) budget = std::max<int64_t>(budget, 1);
   const int64_t decode_rows = static_cast<int64_t>(in_step.size());
@@ -340,6 +407,7 @@ bool Engine::run_step() {
     if (!r->prefilling() || budget == 0) continue;
     const int64_t n = std::min<int64_t>(budget, static_cast<int64_t>(r->prompt.size()) - r->cached);
     step.add(r->seq, r->cached, r->prompt.data() + r->cached, n, /*all_logits=*/r->params.prompt_logits);
+    step.chunks.back().all_hidden = mtp;
     in_step.push_back(r.get());
     budget -= n;
     prefill_tokens += n;
@@ -348,43 +416,78 @@ bool Engine::run_step() {
   const double start = now_seconds();
   StepOutput out;
   model_.forward(step, cache_, out);
-  StepReport report{decode_rows, prefill_tokens, now_seconds() - start};
-  (prefill_tokens > 0 ? stats_.prefill_seconds : stats_.decode_seconds) += report.seconds;
-  ++stats_.steps;
-  if (options_.on_step) options_.on_step(report);
 
-  const int64_t vocab = model_.config().vocab_size;
-  int64_t row = 0;  // the first logits row of chunk i
+  const int64_t vocab = model_.config().vocab_size, dim = model_.config().dim;
+  // With MTP, what each sequence's MTP catches up on after the step: positions [mtp_cached,
+  // cached), each with the token after it and the main hidden state there (its chunk's rows).
+  Step mtp_step;
+  std::vector<float> mtp_hidden;  // [mtp rows, dim]
+  std::vector<Request*> in_mtp;
+  int64_t row = 0, hidden_row = 0;  // the first logits / hidden row of chunk i
   for (size_t i = 0; i < in_step.size(); ++i) {
     Request& r = *in_step[i];
     const SeqChunk& chunk = step.chunks[i];
     const int64_t rows = chunk.all_logits ? chunk.n_tokens : 1;
     const float* chunk_logits = out.logits.data() + row * vocab;
+    const float* chunk_hidden = mtp ? out.hidden.data() + hidden_row * dim : nullptr;
     row += rows;
-    r.cached += chunk.n_tokens;
-    if (chunk.all_logits && r.events.on_logits)
-      for (int64_t j = 0; j < rows; ++j) r.events.on_logits(chunk.start_pos + j, chunk_logits + j * vocab);
-    if (r.prefilling()) continue;  // a prompt chunk that is not the last: nothing to sample yet
-    if (static_cast<int64_t>(r.generated.size()) >= r.params.max_new_tokens) {
-      finish(r, FinishReason::kLength);  // max_new_tokens 0: the prompt was only scored
-      continue;
+    hidden_row += chunk.all_logits || chunk.all_hidden ? chunk.n_tokens : 1;
+    const bool decoding = !r.prefilling();
+    if (decoding && chunk.n_tokens == 2) {
+      // the next token and the draft of the one after: the draft's cache entry and logits row
+      // count only if the token sampled before it is the draft
+      const int32_t draft = r.draft;
+      cache_.truncate(r.seq, chunk.start_pos + 1);
+      r.cached = chunk.start_pos + 1;
+      ++stats_.drafted;
+      if (!take_token(r, chunk_logits, /*report_logits=*/true)) continue;
+      if (r.generated.back() == draft) {
+        ++stats_.accepted;
+        cache_.set_length(r.seq, chunk.start_pos + 2);
+        r.cached = chunk.start_pos + 2;
+        if (!take_token(r, chunk_logits + vocab, /*report_logits=*/true)) continue;
+      }
+    } else {
+      r.cached += chunk.n_tokens;
+      if (chunk.all_logits && r.events.on_logits)
+        for (int64_t j = 0; j < rows; ++j) r.events.on_logits(chunk.start_pos + j, chunk_logits + j * vocab);
+      if (!r.prefilling()) {
+        if (static_cast<int64_t>(r.generated.size()) >= r.params.max_new_tokens) {
+          finish(r, FinishReason::kLength);  // max_new_tokens 0: the prompt was only scored
+          continue;
+        }
+        if (!take_token(r, chunk_logits + (rows - 1) * vocab, /*report_logits=*/!chunk.all_logits)) continue;
+      }
+      // else a prompt chunk that is not the last: nothing to sample yet
     }
-    const float* logits = chunk_logits + (rows - 1) * vocab;
-    const int64_t position = r.cached;  // where the new token will sit
-    if (!chunk.all_logits && r.events.on_logits) r.events.on_logits(position - 1, logits);
-    const int32_t token = static_cast<int32_t>(sample_keyed(logits, vocab, r.params, position, sample_scratch_));
-    const auto& stops = r.params.stop_ids;
-    if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
-      finish(r, FinishReason::kStop);
-      continue;
-    }
-    r.generated.push_back(token);
-    ++stats_.generated_tokens;
-    if (r.events.on_token) r.events.on_token(token);
-    // the next token would sit past the reservation (max_seq_len): done, as the reference's loop
-    if (static_cast<int64_t>(r.generated.size()) >= r.params.max_new_tokens || position + 1 >= r.capacity)
-      finish(r, FinishReason::kLength);
+    if (!mtp) continue;
+    // the MTP takes the positions this step settled: their hidden rows lead the chunk's
+    check(r.mtp_cached == chunk.start_pos, "engine: the MTP cache lost step with sequence ", r.id);
+    const int64_t n = r.cached - r.mtp_cached;
+    std::vector<int32_t> next(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) next[j] = token_at(r, r.mtp_cached + j + 1);
+    mtp_step.add(r.mtp_seq, r.mtp_cached, next.data(), n);
+    mtp_hidden.insert(mtp_hidden.end(), chunk_hidden, chunk_hidden + n * dim);
+    in_mtp.push_back(&r);
   }
+  if (!in_mtp.empty()) {
+    const double mtp_start = now_seconds();
+    StepOutput drafts;
+    model_.forward_mtp(mtp_step, mtp_hidden.data(), *mtp_cache_, drafts);
+    for (size_t i = 0; i < in_mtp.size(); ++i) {
+      Request& r = *in_mtp[i];
+      r.mtp_cached = r.cached;
+      const float* logits = drafts.logits.data() + static_cast<int64_t>(i) * vocab;
+      // greedy drafts: the verification samples each position from its own stream, so a draft
+      // only decides how many tokens a step may take, never which
+      r.draft = r.prefilling() ? -1 : static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+    }
+    stats_.mtp_seconds += now_seconds() - mtp_start;
+  }
+  StepReport report{decode_rows, prefill_tokens, now_seconds() - start};
+  (prefill_tokens > 0 ? stats_.prefill_seconds : stats_.decode_seconds) += report.seconds;
+  ++stats_.steps;
+  if (options_.on_step) options_.on_step(report);
   running_.erase(std::remove_if(running_.begin(), running_.end(), [](const auto& r) { return r->done; }),
                  running_.end());
   return true;

@@ -67,17 +67,25 @@ struct EngineOptions {
   std::function<RequestEvents(RequestId id)> follower_events;
   // After each forward step, on every rank (benchmarks read the model's stats here).
   std::function<void(const StepReport&)> on_step;
+  // Speculative decoding with the checkpoint's multi-token-prediction module (the model must have
+  // it loaded: Transformer::load_mtp): each decoding sequence feeds its next token and the MTP's
+  // draft of the one after, verified in the same step. The tokens and logits are those of a run
+  // without it, bit for bit (batch invariance); only the speed changes.
+  bool mtp = false;
 };
 
 struct EngineStats {
   int64_t steps = 0, prompt_tokens = 0, prefilled_tokens = 0, reused_tokens = 0, generated_tokens = 0;
   double prefill_seconds = 0;  // steps that held prefill chunks
   double decode_seconds = 0;   // steps of decode rows only
+  int64_t drafted = 0, accepted = 0;  // MTP drafts verified, and those the model agreed with
+  double mtp_seconds = 0;             // the MTP module's forward calls (in the above too)
   // What happened between two readings (e.g. one chat turn).
   EngineStats operator-(const EngineStats& o) const {
     return {steps - o.steps, prompt_tokens - o.prompt_tokens, prefilled_tokens - o.prefilled_tokens,
             reused_tokens - o.reused_tokens, generated_tokens - o.generated_tokens,
-            prefill_seconds - o.prefill_seconds, decode_seconds - o.decode_seconds};
+            prefill_seconds - o.prefill_seconds, decode_seconds - o.decode_seconds,
+            drafted - o.drafted, accepted - o.accepted, mtp_seconds - o.mtp_seconds};
   }
 };
 
@@ -132,6 +140,8 @@ class Engine {
   struct Retained {
     SeqId seq;
     std::vector<int32_t> tokens;  // what its cache positions hold
+    SeqId mtp_seq = -1;           // its MTP cache sequence (with options.mtp)
+    int64_t mtp_length = 0;
   };
   // What this step starts from: the leader's submissions and cancellations (broadcast to the
   // followers when there are any), or rank 0's orders on a follower.
@@ -146,6 +156,12 @@ class Engine {
   // The Error submit() gives for a bad request.
   void check_request(const std::vector<int32_t>& prompt, const SamplingParams& params) const;
   void finish(Request& r, FinishReason reason, const std::string& error = {});
+  void release(const Retained& kept);
+  // Samples the token after r.cached from `logits` (reporting the row unless it was already);
+  // false when that ended the request.
+  bool take_token(Request& r, const float* logits, bool report_logits);
+  // The token at position `pos` of a request's sequence (prompt, then generated).
+  static int32_t token_at(const Request& r, int64_t pos);
   // The retained sequence sharing the longest prefix with `prompt` (at most prompt.size() - 1
   // tokens, so that a logit row is left to compute), or -1.
   int best_retained(const std::vector<int32_t>& prompt, int64_t& shared) const;
@@ -165,6 +181,7 @@ class Engine {
   std::vector<std::unique_ptr<Request>> running_;
   std::deque<Retained> retained_;
   std::vector<float> sample_scratch_;
+  std::unique_ptr<KVCache> mtp_cache_;  // with options.mtp: the MTP block's cache, mirroring cache_
 };
 
 }  // namespace dsinfer

@@ -53,6 +53,7 @@ std::vector<std::vector<int32_t>> generate(Transformer& model, const std::vector
                                : options.step_tokens > 0 ? options.step_tokens : EngineOptions{}.step_tokens;
   engine_options.max_running = running;
   engine_options.retained_sequences = 0;
+  engine_options.mtp = options.mtp;
   Engine engine(model, cache, engine_options);
   std::vector<std::vector<int32_t>> completions(batch);
   SamplingParams params;
@@ -76,6 +77,8 @@ std::vector<std::vector<int32_t>> generate(Transformer& model, const std::vector
     stats->generated_tokens = engine.stats().generated_tokens;
     stats->prefill_seconds = engine.stats().prefill_seconds;
     stats->decode_seconds = engine.stats().decode_seconds;
+    stats->drafted = engine.stats().drafted;
+    stats->accepted = engine.stats().accepted;
   }
   return completions;
 }

@@ -21,6 +21,7 @@ struct GenerateOptions {
   // next prompt joins as soon as one finishes. Batch invariance makes the completions the same.
   int max_running = 0;
   int64_t step_tokens = 0;  // with max_running: the step's token budget (chunked prefill); 0: 256
+  bool mtp = false;         // speculative decoding with the model's MTP module (loaded): same tokens
 };
 
 struct GenerateStats {
@@ -28,6 +29,7 @@ struct GenerateStats {
   int64_t generated_tokens = 0;
   double prefill_seconds = 0;
   double decode_seconds = 0;
+  int64_t drafted = 0, accepted = 0;  // MTP drafts verified and accepted
 };
 
 // Called for each newly generated (not prompt) token of a row, in order.

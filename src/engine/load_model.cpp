@@ -94,10 +94,12 @@ void check_ranks_agree(Comm& comm, const json& mine) {
 }  // namespace
 
 std::unique_ptr<Transformer> load_model_on_ranks(const ModelConfig& config, const std::string& ckpt_path,
-                                                 const std::string& config_path, Comm& comm) {
+                                                 const std::string& config_path, Comm& comm, bool with_mtp) {
   if (comm.world_size() == 1) {
     shard_path(ckpt_path, 0, 1);  // throws naming the missing shard
-    return Transformer::load(config, ckpt_path, comm, ThreadPool::global());
+    auto model = Transformer::load(config, ckpt_path, comm, ThreadPool::global());
+    if (with_mtp) model->load_mtp(ckpt_path);
+    return model;
   }
   // Ranks compare what they are about to load before loading it, then whether loading worked, so
   // that a rank with another checkpoint, another config or a missing shard makes every rank stop
@@ -120,6 +122,7 @@ std::unique_ptr<Transformer> load_model_on_ranks(const ModelConfig& config, cons
   json loaded = json::object();
   try {
     model = Transformer::load(config, ckpt_path, comm, ThreadPool::global());
+    if (with_mtp) model->load_mtp(ckpt_path);
   } catch (const CommError&) {
     throw;
   } catch (const Error& e) {

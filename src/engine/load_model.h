@@ -16,8 +16,9 @@ namespace dsinfer {
 
 // This rank's shard model{rank}-mp{world_size} of `ckpt_path`, bound to `config` (read from
 // `config_path`, named in messages); a shard set that does not match the world size is reported
-// as such on every rank before anything else is checked.
+// as such on every rank before anything else is checked. `with_mtp`: also the multi-token-
+// prediction module, mtp{rank}-mp{world_size} (its absence on any rank is every rank's Error).
 std::unique_ptr<Transformer> load_model_on_ranks(const ModelConfig& config, const std::string& ckpt_path,
-                                                 const std::string& config_path, Comm& comm);
+                                                 const std::string& config_path, Comm& comm, bool with_mtp = false);
 
 }  // namespace dsinfer

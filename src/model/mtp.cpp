@@ -60,7 +60,10 @@ void Transformer::forward_mtp(const Step& step, const float* hidden, KVCache& mt
   const int64_t n_logits = step.logit_rows();
   float* last = grow(last_, n_logits * dim);  // [n_logits, dim]
   norm_logit_rows(step, h, m.head_norm, last);
-  if (step.want_hidden) output.hidden.assign(last, last + n_logits * dim);
+  if (step.want_hidden) {
+    output.hidden.resize(static_cast<size_t>(step.hidden_rows() * dim));
+    norm_logit_rows(step, h, m.head_norm, output.hidden.data(), /*hidden_rows=*/true);
+  }
   head_logits(last, n_logits, m.head.empty() ? weights_.head : m.head, output);
 }
 

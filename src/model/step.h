@@ -16,12 +16,15 @@ struct SeqChunk {
   int64_t start_pos = 0;  // the sequence's cache must hold exactly start_pos positions
   int64_t n_tokens = 0;
   bool all_logits = false;  // logits of every row of the chunk, else of its last row only
+  bool all_hidden = false;  // with Step::want_hidden: the hidden state of every row (MTP's input)
 };
 
 struct Step {
   std::vector<int32_t> tokens;   // the tokens of all chunks, concatenated in chunk order
   std::vector<SeqChunk> chunks;
-  bool want_hidden = false;      // also return the final-norm hidden state of the logit rows
+  // Also return the final-norm hidden state: per chunk of every row when all_logits or
+  // all_hidden, else of its last row.
+  bool want_hidden = false;
   void add(SeqId seq, int64_t start_pos, const int32_t* ids, int64_t n, bool all_logits = false) {
     chunks.push_back({seq, start_pos, n, all_logits});
     tokens.insert(tokens.end(), ids, ids + n);
@@ -32,11 +35,17 @@ struct Step {
     for (const SeqChunk& c : chunks) rows += c.all_logits ? c.n_tokens : 1;
     return rows;
   }
+  // Rows of hidden state it returns when want_hidden.
+  int64_t hidden_rows() const {
+    int64_t rows = 0;
+    for (const SeqChunk& c : chunks) rows += c.all_logits || c.all_hidden ? c.n_tokens : 1;
+    return rows;
+  }
 };
 
 struct StepOutput {
   std::vector<float> logits;  // [logit_rows, vocab], chunk by chunk (gathered over ranks)
-  std::vector<float> hidden;  // [logit_rows, dim] when the step wanted it (MTP's input)
+  std::vector<float> hidden;  // [hidden_rows, dim] when the step wanted it (MTP's input)
 };
 
 }  // namespace dsinfer

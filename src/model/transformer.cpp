@@ -143,18 +143,22 @@ void Transformer::forward(const Step& step, KVCache& cache, StepOutput& output) 
   // head, gather the vocabulary
   float* last = grow(last_, n_logits * dim);  // [n_logits, dim]
   norm_logit_rows(step, h, weights_.norm, last);
-  if (step.want_hidden) output.hidden.assign(last, last + n_logits * dim);
+  if (step.want_hidden) {
+    output.hidden.resize(static_cast<size_t>(step.hidden_rows() * dim));
+    norm_logit_rows(step, h, weights_.norm, output.hidden.data(), /*hidden_rows=*/true);
+  }
   tensor("final_hidden", last, n_logits, dim);
   head_logits(last, n_logits, weights_.head, output);
   tensor("logits", output.logits.data(), n_logits, config_.vocab_size);
   done(ForwardPart::kHead);
 }
 
-void Transformer::norm_logit_rows(const Step& step, const float* h, const std::vector<float>& norm, float* last) const {
+void Transformer::norm_logit_rows(const Step& step, const float* h, const std::vector<float>& norm, float* last,
+                                  bool hidden_rows) const {
   const int64_t dim = config_.dim;
   int64_t row = 0, out_row = 0;
   for (const SeqChunk& c : step.chunks) {
-    const int64_t first = c.all_logits ? 0 : c.n_tokens - 1;
+    const int64_t first = c.all_logits || (hidden_rows && c.all_hidden) ? 0 : c.n_tokens - 1;
     for (int64_t s = first; s < c.n_tokens; ++s, ++out_row)
       rms_norm(h + (row + s) * dim, norm.data(), 1, dim, 1e-6f, last + out_row * dim);
     row += c.n_tokens;

@@ -68,8 +68,10 @@ class Transformer {
   void embed(const int32_t* tokens, int64_t n, float* h);
   void embed_with(const WeightMatrix& table, const int32_t* tokens, int64_t n, float* h);
   void check_step(const Step& step, const KVCache& cache);  // fills positions_
-  // RMSNorm of the rows a step wants logits of (each chunk's last, or all) -> last [n_logits, dim].
-  void norm_logit_rows(const Step& step, const float* h, const std::vector<float>& norm, float* last) const;
+  // RMSNorm of the rows a step wants logits of (each chunk's last, or all) -> last [n_logits, dim];
+  // with hidden_rows, of the rows it wants the hidden state of -> [hidden_rows, dim].
+  void norm_logit_rows(const Step& step, const float* h, const std::vector<float>& norm, float* last,
+                       bool hidden_rows = false) const;
   // Vocab-parallel head over last [n_logits, dim], gathered: output.logits [n_logits, vocab].
   void head_logits(const float* last, int64_t n_logits, const WeightMatrix& head, StepOutput& output);
   void tensor(const std::string& name, const float* data, int64_t rows, int64_t cols);
