@@ -32,7 +32,8 @@ class Served {
   // backend "": one process; "mpi" or "gloo": two ranks through `dsinfer run -n 2 --comm B`
   explicit Served(std::vector<std::string> extra = {}, const std::string& backend = "") : port_(pick_free_port()) {
     const int ranks = backend.empty() ? 1 : 2;
-    const std::string ckpt = test::convert_golden("tiny-v3-story", ranks, /*with_tokenizer=*/true);
+    const bool mtp = std::find(extra.begin(), extra.end(), "--mtp") != extra.end();
+    const std::string ckpt = test::convert_golden("tiny-v3-story", ranks, /*with_tokenizer=*/true, /*keep_mtp=*/mtp);
     std::vector<std::string> args = {DSINFER_BIN, "--threads", backend.empty() ? "2" : "1"};
     if (!backend.empty()) args.insert(args.end(), {"run", "-n", "2", "--comm", backend});
     args.insert(args.end(), {"serve", "--ckpt-path", ckpt, "--served-model-name", "story", "--port", std::to_string(port_)});
@@ -167,6 +168,45 @@ TEST(Serve, ConcurrentClientsGetTheirSoloAnswers) {
         return r ? stream_content(r->body, &done) : std::string("(no response)");
       }));
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].get(), solo[i % prompts.size()]) << i;
+}
+
+// --mtp on: speculative decoding changes no answer (greedy: the reference's; sampled and
+// concurrent: what a server without it gives), and /metrics counts the drafts.
+TEST(Serve, MtpChangesNoAnswerAndMetricsCountItsDrafts) {
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 4; ++i) prompts.push_back("Story number " + std::to_string(i) + " begins here.");
+  auto sampled = [](const std::string& p, bool stream) {
+    json b = chat_body(p, 16, stream);
+    b["temperature"] = 0.7;
+    b["seed"] = 11;
+    return b.dump();
+  };
+  std::vector<std::string> plain;
+  {
+    Served server;
+    for (const std::string& p : prompts)
+      plain.push_back(json::parse(server.post("/v1/chat/completions", sampled(p, false))->body)["choices"][0]["message"]["content"]);
+  }
+  Served server({"--mtp", "on"});
+  const json golden = json::parse(test::read_file(test::data_path("golden/tiny-v3-story/chat-mp1-fp32.json")));
+  for (const auto& [prompt, completion] : transcript(golden["batch"]["stdout"])) {
+    auto r = server.post("/v1/chat/completions", chat_body(prompt, golden["max_new_tokens"]).dump());
+    ASSERT_TRUE(r);
+    EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"], completion) << prompt;
+  }
+  std::vector<std::future<std::string>> got;
+  for (const std::string& p : prompts)
+    got.push_back(std::async(std::launch::async, [&, p] {
+      auto r = server.post("/v1/chat/completions", sampled(p, true));
+      bool done = false;
+      return r ? stream_content(r->body, &done) : std::string("(no response)");
+    }));
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].get(), plain[i]) << i;
+  auto m = server.client().Get("/metrics");
+  ASSERT_TRUE(m);
+  const size_t at = m->body.find("\ndsinfer_mtp_draft_tokens_total ");
+  ASSERT_NE(at, std::string::npos) << m->body;
+  EXPECT_GT(std::stod(m->body.substr(at + 32)), 10);
 }
 
 TEST(Serve, StopStringsEndTheTextAndAreNeverSent) {

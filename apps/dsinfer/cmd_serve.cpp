@@ -44,7 +44,9 @@ void run_serve(ServeCliOptions o) {
   const ChatFormatter chat(tokenizer);
   auto comm = make_comm();
   log_info(config.summary());
-  serve([&] { return o.model.load_model(config, *comm); }, *comm, chat, o.serve);
+  ServeOptions serve_options = o.serve;
+  serve_options.mtp = o.model.mtp_on();
+  serve([&] { return o.model.load_model(config, *comm); }, *comm, chat, serve_options);
 }
 
 }  // namespace
@@ -58,6 +60,7 @@ Command register_serve(CLI::App& app) {
       "SIGINT or SIGTERM stops listening, lets running requests finish, and exits.");
   auto o = std::make_shared<ServeCliOptions>();
   o->model.add_to(sub);
+  o->model.add_mtp_to(sub);
   sub->add_option("--host", o->serve.host, "address to listen on")->capture_default_str();
   sub->add_option("--port", o->serve.port, "port to listen on (0: any free one, logged)")->capture_default_str();
   sub->add_option("--api-key", o->serve.api_key, "require `Authorization: Bearer KEY` (not on /health)");

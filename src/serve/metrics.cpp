@@ -42,6 +42,9 @@ std::string ServerMetrics::render() const {
   metric("dsinfer_generation_tokens_total", "counter", "Generated tokens.", generation_tokens);
   metric("dsinfer_prefix_cache_hit_tokens_total", "counter", "Prompt tokens taken from the cache instead of prefilled.",
          prefix_cache_hit_tokens);
+  metric("dsinfer_mtp_draft_tokens_total", "counter", "Tokens drafted by the MTP module and verified (--mtp on).",
+         mtp_drafted);
+  metric("dsinfer_mtp_accepted_tokens_total", "counter", "MTP drafts the model agreed with.", mtp_accepted);
   out << ttft.render("dsinfer_time_to_first_token_seconds", "From the request's arrival to its first token.");
   out << inter_token.render("dsinfer_inter_token_latency_seconds", "Between consecutive tokens of a request.");
   out << e2e.render("dsinfer_e2e_request_latency_seconds", "From the request's arrival to its last token.");

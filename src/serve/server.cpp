@@ -208,6 +208,7 @@ class Server {
     e.step_tokens = o.step_tokens;
     e.max_running = o.max_running;
     e.retained_sequences = o.retained_sequences;
+    e.mtp = o.mtp;
     return e;
   }
 
@@ -397,6 +398,8 @@ void Server::engine_loop() {
       pending_work_ = false;
     }
     while (engine_->step()) {
+      metrics_.mtp_drafted = engine_->stats().drafted;
+      metrics_.mtp_accepted = engine_->stats().accepted;
     }
     engine_->pause();  // the other ranks wait for the next orders (none at world size 1)
   }

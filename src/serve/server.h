@@ -31,6 +31,7 @@ struct ServeOptions {
   int retained_sequences = 8;      // finished conversations kept for prefix reuse
   double keep_alive_seconds = 5;   // a silent stream (queued, slow) gets an SSE comment this often
   double drain_seconds = 30;       // after SIGTERM, how long running requests may take to finish
+  bool mtp = false;                // speculative decoding with the model's MTP module (loaded)
 };
 
 // Blocks SIGINT and SIGTERM in the calling thread and every thread it starts later (the model's
