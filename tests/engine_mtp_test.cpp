@@ -1,6 +1,6 @@
 // Speculative decoding with the MTP module in the engine (EngineOptions::mtp) on the story model,
 // which has a trained MTP layer: the tokens and every logits row a request sees are the same bits
-// with and without it, greedy and sampled, alone and under continuous batching with chunked
+// with and without it (and with --mtp auto drafting on some steps only), greedy and sampled, alone and under continuous batching with chunked
 // prefill, cancels and prefix reuse; the draft cycle (accept the longest agreeing prefix plus the
 // corrected token, roll both caches back) drafts and accepts exactly what a teacher-forced run of
 // the module predicts; a model without the module is a clear Error.
@@ -57,6 +57,7 @@ struct Result {
 
 struct How {
   bool mtp = false;
+  bool mtp_auto = false;
   int max_running = 8;
   int64_t step_tokens = 256;
   float temperature = 0;
@@ -70,6 +71,7 @@ Result run(const std::vector<Tokens>& prompts, const How& how, Engine* reuse = n
   KVCache cache(l.config, 8192);
   EngineOptions o;
   o.mtp = how.mtp;
+  o.mtp_auto = how.mtp_auto;
   o.max_running = how.max_running;
   o.step_tokens = how.step_tokens;
   std::unique_ptr<Engine> own;
@@ -127,6 +129,9 @@ TEST(EngineMtp, GreedyAndSampledTokensAndLogitsAreThoseWithoutIt) {
     EXPECT_GT(b.stats.drafted, 20) << t;
     EXPECT_GT(b.stats.accepted, 0) << t;
     EXPECT_LT(b.stats.steps, a.stats.steps) << "accepted drafts take two tokens a step";
+    How automatic = on;
+    automatic.mtp_auto = true;
+    expect_same(a, run(prompts, automatic), "auto, temperature " + std::to_string(t));
     std::cout << "temperature " << t << ": drafts accepted " << b.stats.accepted << "/" << b.stats.drafted << ", steps "
               << b.stats.steps << " vs " << a.stats.steps << "\n";
   }

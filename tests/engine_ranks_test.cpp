@@ -40,7 +40,9 @@ TEST(StepOrders, RoundTripEveryField) {
   s.params.prompt_logits = true;
   o.submissions = {s, Submission{42, {9}, {}}};
   o.cancels = {7, 8};
+  o.draft = false;
   const StepOrders back = decode_orders(encode_orders(o));
+  EXPECT_FALSE(back.draft);
   ASSERT_EQ(back.submissions.size(), 2u);
   const Submission& b = back.submissions[0];
   EXPECT_EQ(b.id, 41);

@@ -197,6 +197,23 @@ void run_bench(const BenchOptions& o) {
                        {"gbps", gbps},
                        {"parts_rank0", parts_json(r.parts, r.steps)}});
   }
+  json mtps = json::array();
+  if (o.model.mtp_on())
+    for (int b : o.batches) {
+      log_info("bench: MTP speculation cost at batch ", b, " (", o.decode_steps, " rounds of decode, verify, draft)");
+      const MtpCostResult m = bench_mtp(*model, b, o.prompt_len, o.decode_steps, o.seed + 4);
+      mtps.push_back({{"batch", b},
+                      {"decode_ms", 1e3 * m.decode_seconds},
+                      {"verify_ms", 1e3 * m.verify_seconds},
+                      {"draft_ms", 1e3 * m.mtp_seconds},
+                      {"decode_weight_bytes_rank0", m.decode_bytes},
+                      {"verify_weight_bytes_rank0", m.verify_bytes},
+                      {"break_even_acceptance", m.break_even_acceptance()},
+                      {"speedup_at_0.6", m.speedup_at(0.6)},
+                      {"speedup_at_0.85", m.speedup_at(0.85)},
+                      {"decode_parts_rank0", parts_json(m.decode_parts, m.rounds)},
+                      {"verify_parts_rank0", parts_json(m.verify_parts, m.rounds)}});
+    }
   json servings = json::array();
   for (int concurrency : o.serving) {
     if (concurrency == 0) continue;
@@ -266,6 +283,7 @@ void run_bench(const BenchOptions& o) {
                 {"decode", decodes},
                 {"prefill", prefills},
                 {"serving", servings},
+                {"mtp", mtps},
                 {"decode_bw_fraction", (*headline_decode)["bw_fraction"]},
                 {"golden", golden},
                 {"prefill_flop_fraction", prefill_fraction}};
@@ -304,6 +322,18 @@ void run_bench(const BenchOptions& o) {
                   v["ttft_mean_s"].get<double>(), v["ttft_p90_s"].get<double>(), 1e3 * v["tpot_mean_s"].get<double>(),
                   1e3 * v["tpot_p90_s"].get<double>(), 1e3 * v["max_step_s"].get<double>());
   }
+  if (!mtps.empty()) {
+    std::printf("\nmtp        decode ms  verify ms (x decode)  draft ms (x)  verify MB/decode MB  break-even "
+                "acceptance  speedup at 0.6 / 0.85\n");
+    for (const json& m : mtps) {
+      const double d = m["decode_ms"], v = m["verify_ms"], dr = m["draft_ms"];
+      std::printf("  batch %-3d %8.2f %9.2f (%.2f) %9.2f (%.2f) %12.2f %16.2f %14.2f / %.2f\n", m["batch"].get<int>(), d,
+                  v, v / d, dr, dr / d,
+                  m["verify_weight_bytes_rank0"].get<double>() / m["decode_weight_bytes_rank0"].get<double>(),
+                  m["break_even_acceptance"].get<double>(), m["speedup_at_0.6"].get<double>(),
+                  m["speedup_at_0.85"].get<double>());
+    }
+  }
   std::printf("\nwhere the time goes (rank 0, one forward call; attention and mlp include their norms)\n");
   const std::string decode_title = "decode batch " + std::to_string((*headline_decode)["batch"].get<int>());
   print_parts(decode_title.c_str(), (*headline_decode)["parts_rank0"], /*decode=*/true);
@@ -332,6 +362,7 @@ Command register_bench(CLI::App& app) {
       "only one JSON object is printed (it holds both). Progress goes to stderr.");
   auto o = std::make_shared<BenchOptions>();
   o->model.add_to(sub);
+  o->model.add_mtp_to(sub);
   sub->add_option("--batch", o->batches, "decode batch sizes")->delimiter(',')->capture_default_str();
   sub->add_option("--prefill", o->prefill_lens, "prefill lengths (batch 1, from position 0)")
       ->delimiter(',')

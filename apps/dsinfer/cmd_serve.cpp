@@ -46,6 +46,7 @@ void run_serve(ServeCliOptions o) {
   log_info(config.summary());
   ServeOptions serve_options = o.serve;
   serve_options.mtp = o.model.mtp_on();
+  serve_options.mtp_auto = o.model.mtp_auto();
   serve([&] { return o.model.load_model(config, *comm); }, *comm, chat, serve_options);
 }
 

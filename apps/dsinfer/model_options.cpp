@@ -14,8 +14,9 @@ std::unique_ptr<Transformer> ModelOptions::load_model(const ModelConfig& config,
 void ModelOptions::add_mtp_to(CLI::App* sub) {
   sub->add_option("--mtp", mtp,
                   "speculative decoding with the checkpoint's multi-token-prediction module (needs convert "
-                  "--keep-mtp): each step verifies one drafted token; the same tokens as off, bit for bit")
-      ->check(CLI::IsMember({"off", "on"}))
+                  "--keep-mtp): each step verifies one drafted token; the same tokens as off, bit for bit. auto: "
+                  "draft only where it measured faster for the number of running sequences")
+      ->check(CLI::IsMember({"off", "on", "auto"}))
       ->capture_default_str();
 }
 

@@ -14,12 +14,13 @@ namespace dsinfer::cli {
 struct ModelOptions {
   std::string ckpt_path;
   std::string config_path;  // empty: <ckpt_path>/config.json
-  std::string mtp = "off";  // --mtp off | on
+  std::string mtp = "off";  // --mtp off | on | auto
   // Adds --ckpt-path (required) and --config to `sub`.
   void add_to(CLI::App* sub);
   // Adds --mtp (speculative decoding with the checkpoint's multi-token-prediction module).
   void add_mtp_to(CLI::App* sub);
-  bool mtp_on() const { return mtp == "on"; }
+  bool mtp_on() const { return mtp != "off"; }  // the module is loaded and runs
+  bool mtp_auto() const { return mtp == "auto"; }
   // Reads the config (explicit path or the checkpoint's config.json); errors name the file.
   ModelConfig load_config() const;
   // The config file load_config() reads.

@@ -174,4 +174,78 @@ ServingResult bench_serving(Transformer& model, const ServingOptions& o) {
   return result;
 }
 
+MtpCostResult bench_mtp(Transformer& model, int batch, int prompt_len, int rounds, uint64_t seed) {
+  const ModelConfig& c = model.config();
+  check(model.has_mtp(), "bench --mtp: no multi-token-prediction module loaded");
+  check(batch >= 1 && prompt_len >= 1 && rounds >= 1, "bench: MTP cost needs batch, prompt length and rounds >= 1");
+  std::mt19937_64 rng(seed);
+  KVCache cache = cache_for(c, batch, prompt_len + 2);
+  KVCache mtp_cache = model.make_mtp_cache(static_cast<int64_t>(batch) * KVCache::blocks_of(prompt_len + 2));
+  std::vector<SeqId> seqs, mtp_seqs;
+  Step prefill;
+  prefill.want_hidden = true;
+  Step mtp_prefill;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int b = 0; b < batch; ++b) {
+    seqs.push_back(cache.create(prompt_len + 2));
+    mtp_seqs.push_back(mtp_cache.create(prompt_len + 2));
+    prompts.push_back(random_tokens(rng, c.vocab_size, prompt_len + 2));
+    prefill.add(seqs.back(), 0, prompts.back().data(), prompt_len);
+    prefill.chunks.back().all_hidden = true;
+    mtp_prefill.add(mtp_seqs.back(), 0, prompts.back().data() + 1, prompt_len - 1 > 0 ? prompt_len - 1 : 1);
+  }
+  StepOutput out;
+  model.forward(prefill, cache, out);
+  if (prompt_len > 1) {  // the MTP's cache holds positions 0 .. prompt_len - 2, as after a prefill
+    std::vector<float> hidden;
+    int64_t row = 0;
+    for (int b = 0; b < batch; ++b, row += prompt_len)
+      hidden.insert(hidden.end(), out.hidden.begin() + row * c.dim, out.hidden.begin() + (row + prompt_len - 1) * c.dim);
+    StepOutput ignored;
+    model.forward_mtp(mtp_prefill, hidden.data(), mtp_cache, ignored);
+  } else {
+    for (SeqId s : mtp_seqs) mtp_cache.set_length(s, 0);
+  }
+  const int64_t at = prompt_len, mtp_at = prompt_len > 1 ? prompt_len - 1 : 0;
+  MtpCostResult r;
+  r.batch = batch;
+  r.rounds = rounds;
+  for (int round = -1; round < rounds; ++round) {  // round -1 warms the paths up, untimed
+    Step decode, verify, draft;
+    verify.want_hidden = true;
+    for (int b = 0; b < batch; ++b) {
+      decode.add(seqs[b], at, prompts[b].data() + at, 1);
+      verify.add(seqs[b], at, prompts[b].data() + at, 2, /*all_logits=*/true);
+      draft.add(mtp_seqs[b], mtp_at, prompts[b].data() + mtp_at + 1, 1);
+    }
+    double t = now_seconds();
+    model.forward(decode, cache, out);
+    const double decode_s = now_seconds() - t;
+    const ForwardStats decode_stats = model.stats();
+    for (SeqId s : seqs) cache.truncate(s, at);
+    t = now_seconds();
+    model.forward(verify, cache, out);
+    const double verify_s = now_seconds() - t;
+    const ForwardStats verify_stats = model.stats();
+    for (SeqId s : seqs) cache.truncate(s, at);
+    std::vector<float> hidden;  // each sequence's first verify row: what the MTP takes next
+    for (int b = 0; b < batch; ++b)
+      hidden.insert(hidden.end(), out.hidden.begin() + 2 * b * c.dim, out.hidden.begin() + (2 * b + 1) * c.dim);
+    StepOutput drafts;
+    t = now_seconds();
+    model.forward_mtp(draft, hidden.data(), mtp_cache, drafts);
+    const double mtp_s = now_seconds() - t;
+    for (SeqId s : mtp_seqs) mtp_cache.truncate(s, mtp_at);
+    if (round < 0) continue;
+    r.decode_seconds += decode_s / rounds;
+    r.verify_seconds += verify_s / rounds;
+    r.mtp_seconds += mtp_s / rounds;
+    r.decode_bytes += static_cast<double>(decode_stats.weight_bytes) / rounds;
+    r.verify_bytes += static_cast<double>(verify_stats.weight_bytes) / rounds;
+    r.decode_parts.add(decode_stats);
+    r.verify_parts.add(verify_stats);
+  }
+  return r;
+}
+
 }  // namespace dsinfer

@@ -81,4 +81,21 @@ struct ServingResult {
 // Every rank calls it; rank 0 decides the arrivals and reports, the others follow its steps.
 ServingResult bench_serving(Transformer& model, const ServingOptions& options);
 
+// What one cycle of MTP speculation costs next to a plain decode step, at `batch` sequences of
+// `prompt_len` random tokens: per round, a decode step (one token per sequence), a verify step
+// (the token and a draft per sequence, every row's logits and hidden state: what --mtp on runs)
+// and the MTP forward (one row per sequence), each rolled back so the positions stay put. The
+// mean seconds and weight bytes of each (rank 0's view; bytes this rank's).
+struct MtpCostResult {
+  int batch = 0, rounds = 0;
+  double decode_seconds = 0, verify_seconds = 0, mtp_seconds = 0;  // mean per call
+  double decode_bytes = 0, verify_bytes = 0;                      // mean per call (experts' union)
+  PartTotals decode_parts, verify_parts;                          // summed over the rounds
+  // The draft acceptance at which speculation breaks even: tokens per cycle 1 + a against the
+  // cycle's cost in decode steps.
+  double break_even_acceptance() const { return (verify_seconds + mtp_seconds) / decode_seconds - 1; }
+  double speedup_at(double acceptance) const { return (1 + acceptance) * decode_seconds / (verify_seconds + mtp_seconds); }
+};
+MtpCostResult bench_mtp(Transformer& model, int batch, int prompt_len, int rounds, uint64_t seed);
+
 }  // namespace dsinfer

@@ -43,6 +43,7 @@ Engine::Engine(Transformer& model, KVCache& cache, EngineOptions options)
     check(model_.has_mtp(), "engine: --mtp needs the multi-token-prediction module (convert --keep-mtp, then load it)");
     mtp_cache_ = std::make_unique<KVCache>(model_.make_mtp_cache(cache_.budget_positions()));
   }
+  check(!options_.mtp_auto || options_.mtp, "engine: mtp_auto needs mtp");
   Comm& ranks = options_.ranks ? *options_.ranks : model_.comm();
   if (ranks.world_size() > 1) {
     ranks_ = &ranks;
@@ -204,8 +205,14 @@ void Engine::take_leader_orders() {
     }
     cancelled.swap(cancelled_);
   }
+  // whether this step's MTP drafts for the next one (timings differ between ranks: rank 0's
+  // decide for all); the next step has about as many decoding sequences as this one
+  int64_t decoding = 0;
+  for (auto& r : running_) decoding += !r->prefilling();
+  draft_ = mtp_cache_ && (!options_.mtp_auto || draft_policy_.should_draft(decoding));
   if (ranks_) {
     orders.cancels = cancelled;
+    orders.draft = draft_;
     send(orders);
   }
   apply_cancels(cancelled);
@@ -221,6 +228,7 @@ void Engine::apply_orders(const StepOrders& orders) {
     next_id_ = s.id + 1;
     waiting_.push_back(std::move(r));
   }
+  draft_ = orders.draft;
   apply_cancels(orders.cancels);
 }
 
@@ -382,6 +390,7 @@ bool Engine::run_step() {
   admit();
   if (running_.empty()) return false;
   const bool mtp = mtp_cache_ != nullptr;
+
   // decode rows first (every sequence past its prompt: its next token, and with MTP the draft of
   // the one after when it could still be used), then prefill chunks in admission order
   Step step;
@@ -390,7 +399,8 @@ bool Engine::run_step() {
   int64_t decode_tokens = 0;
   for (auto& r : running_) {
     if (r->prefilling()) continue;
-    const bool draft = r->draft >= 0 && static_cast<int64_t>(r->generated.size()) + 2 <= r->params.max_new_tokens &&
+    const bool draft = r->draft >= 0 &&
+                       static_cast<int64_t>(r->generated.size()) + 2 <= r->params.max_new_tokens &&
                        r->cached + 2 < r->capacity;
     const int32_t tokens[2] = {r->generated.back(), r->draft};
     step.add(r->seq, r->cached, tokens, draft ? 2 : 1, /*all_logits=*/draft);
@@ -398,6 +408,7 @@ bool Engine::run_step() {
     in_step.push_back(r.get());
     decode_tokens += draft ? 2 : 1;
   }
+  const int64_t step_drafts = decode_tokens - static_cast<int64_t>(in_step.size());
   int64_t budget = std::max<int64_t>(options_.step_tokens - decode_tokens, 0);
   // a step always makes prefill progress when nothing decodes
   if (in_step.empty()) budget = std::max<int64_t>(budget, 1);
@@ -441,7 +452,9 @@ bool Engine::run_step() {
       r.cached = chunk.start_pos + 1;
       ++stats_.drafted;
       if (!take_token(r, chunk_logits, /*report_logits=*/true)) continue;
-      if (r.generated.back() == draft) {
+      const bool agreed = r.generated.back() == draft;
+      draft_policy_.record_draft(agreed);
+      if (agreed) {
         ++stats_.accepted;
         cache_.set_length(r.seq, chunk.start_pos + 2);
         r.cached = chunk.start_pos + 2;
@@ -473,6 +486,7 @@ bool Engine::run_step() {
   if (!in_mtp.empty()) {
     const double mtp_start = now_seconds();
     StepOutput drafts;
+    mtp_step.want_logits = draft_;  // drafts for the next step (rank 0's call under --mtp auto)
     model_.forward_mtp(mtp_step, mtp_hidden.data(), *mtp_cache_, drafts);
     for (size_t i = 0; i < in_mtp.size(); ++i) {
       Request& r = *in_mtp[i];
@@ -480,12 +494,15 @@ bool Engine::run_step() {
       const float* logits = drafts.logits.data() + static_cast<int64_t>(i) * vocab;
       // greedy drafts: the verification samples each position from its own stream, so a draft
       // only decides how many tokens a step may take, never which
-      r.draft = r.prefilling() ? -1 : static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+      r.draft = r.prefilling() || !draft_ ? -1 : static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
     }
     stats_.mtp_seconds += now_seconds() - mtp_start;
   }
   StepReport report{decode_rows, prefill_tokens, now_seconds() - start};
   (prefill_tokens > 0 ? stats_.prefill_seconds : stats_.decode_seconds) += report.seconds;
+  stats_.draft_steps += step_drafts > 0;
+  // a pure decode step: what it cost with or without drafts at this many sequences
+  if (options_.mtp_auto && prefill_tokens == 0) draft_policy_.record_step(decode_rows, step_drafts > 0, report.seconds);
   ++stats_.steps;
   if (options_.on_step) options_.on_step(report);
   running_.erase(std::remove_if(running_.begin(), running_.end(), [](const auto& r) { return r->done; }),

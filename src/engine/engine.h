@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/draft_policy.h"
 #include "engine/sampling.h"
 #include "engine/step_orders.h"
 #include "model/kv_cache.h"
@@ -72,6 +73,9 @@ struct EngineOptions {
   // draft of the one after, verified in the same step. The tokens and logits are those of a run
   // without it, bit for bit (batch invariance); only the speed changes.
   bool mtp = false;
+  // With mtp: draft only when it measured faster for this many decoding sequences (--mtp auto,
+  // engine/draft_policy.h). Which steps draft never changes a token.
+  bool mtp_auto = false;
 };
 
 struct EngineStats {
@@ -80,12 +84,13 @@ struct EngineStats {
   double decode_seconds = 0;   // steps of decode rows only
   int64_t drafted = 0, accepted = 0;  // MTP drafts verified, and those the model agreed with
   double mtp_seconds = 0;             // the MTP module's forward calls (in the above too)
+  int64_t draft_steps = 0;            // decode steps that verified drafts (--mtp auto: the ones it chose)
   // What happened between two readings (e.g. one chat turn).
   EngineStats operator-(const EngineStats& o) const {
     return {steps - o.steps, prompt_tokens - o.prompt_tokens, prefilled_tokens - o.prefilled_tokens,
             reused_tokens - o.reused_tokens, generated_tokens - o.generated_tokens,
             prefill_seconds - o.prefill_seconds, decode_seconds - o.decode_seconds,
-            drafted - o.drafted, accepted - o.accepted, mtp_seconds - o.mtp_seconds};
+            drafted - o.drafted, accepted - o.accepted, mtp_seconds - o.mtp_seconds, draft_steps - o.draft_steps};
   }
 };
 
@@ -182,6 +187,8 @@ class Engine {
   std::deque<Retained> retained_;
   std::vector<float> sample_scratch_;
   std::unique_ptr<KVCache> mtp_cache_;  // with options.mtp: the MTP block's cache, mirroring cache_
+  DraftPolicy draft_policy_;  // --mtp auto, on rank 0
+  bool draft_ = true;  // this step's MTP drafts for the next: rank 0's decision, sent in its orders
 };
 
 }  // namespace dsinfer

@@ -54,6 +54,7 @@ std::vector<std::vector<int32_t>> generate(Transformer& model, const std::vector
   engine_options.max_running = running;
   engine_options.retained_sequences = 0;
   engine_options.mtp = options.mtp;
+  engine_options.mtp_auto = options.mtp_auto;
   Engine engine(model, cache, engine_options);
   std::vector<std::vector<int32_t>> completions(batch);
   SamplingParams params;

@@ -22,6 +22,7 @@ struct GenerateOptions {
   int max_running = 0;
   int64_t step_tokens = 0;  // with max_running: the step's token budget (chunked prefill); 0: 256
   bool mtp = false;         // speculative decoding with the model's MTP module (loaded): same tokens
+  bool mtp_auto = false;    // with mtp: draft only where it measured faster (EngineOptions::mtp_auto)
 };
 
 struct GenerateStats {

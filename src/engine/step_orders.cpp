@@ -79,6 +79,7 @@ std::string encode_orders(const StepOrders& orders) {
     w.put<uint8_t>(p.prompt_logits);
   }
   w.put_vector(orders.cancels);
+  w.put<uint8_t>(orders.draft);
   return w.out;
 }
 
@@ -109,6 +110,7 @@ StepOrders decode_orders(const std::string& bytes) {
         orders.submissions.push_back(std::move(s));
       }
       orders.cancels = r.get_vector<RequestId>();
+      orders.draft = r.get<uint8_t>() != 0;
       break;
     }
     default: fail("step orders from rank 0 have an unknown kind ", static_cast<int>(orders.kind));

@@ -64,7 +64,10 @@ void Transformer::forward_mtp(const Step& step, const float* hidden, KVCache& mt
     output.hidden.resize(static_cast<size_t>(step.hidden_rows() * dim));
     norm_logit_rows(step, h, m.head_norm, output.hidden.data(), /*hidden_rows=*/true);
   }
-  head_logits(last, n_logits, m.head.empty() ? weights_.head : m.head, output);
+  if (step.want_logits)
+    head_logits(last, n_logits, m.head.empty() ? weights_.head : m.head, output);
+  else
+    output.logits.clear();
 }
 
 }  // namespace dsinfer

@@ -25,6 +25,8 @@ struct Step {
   // Also return the final-norm hidden state: per chunk of every row when all_logits or
   // all_hidden, else of its last row.
   bool want_hidden = false;
+  // forward_mtp only: false skips the head (an MTP step that only fills its cache)
+  bool want_logits = true;
   void add(SeqId seq, int64_t start_pos, const int32_t* ids, int64_t n, bool all_logits = false) {
     chunks.push_back({seq, start_pos, n, all_logits});
     tokens.insert(tokens.end(), ids, ids + n);

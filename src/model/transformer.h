@@ -50,6 +50,7 @@ class Transformer {
   // final-norm hidden state at i (StepOutput::hidden of a step that asked for every row). Output
   // logits as forward's (each chunk's last row, or all): the draft distributions for t_{i+2}.
   // The embedding of position 0 is zeroed (what the checkpoints were trained with, as vLLM).
+  // step.want_logits false: only the cache is filled (no head, no logits).
   void forward_mtp(const Step& step, const float* hidden, KVCache& mtp_cache, StepOutput& output);
 
   const ModelConfig& config() const { return config_; }

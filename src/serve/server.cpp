@@ -209,6 +209,7 @@ class Server {
     e.max_running = o.max_running;
     e.retained_sequences = o.retained_sequences;
     e.mtp = o.mtp;
+    e.mtp_auto = o.mtp_auto;
     return e;
   }
 

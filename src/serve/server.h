@@ -32,6 +32,7 @@ struct ServeOptions {
   double keep_alive_seconds = 5;   // a silent stream (queued, slow) gets an SSE comment this often
   double drain_seconds = 30;       // after SIGTERM, how long running requests may take to finish
   bool mtp = false;                // speculative decoding with the model's MTP module (loaded)
+  bool mtp_auto = false;           // with mtp: draft only where it measured faster
 };
 
 // Blocks SIGINT and SIGTERM in the calling thread and every thread it starts later (the model's
