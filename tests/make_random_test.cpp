@@ -321,6 +321,18 @@ double mean_nll(const test::CommandResult& r) {
 }
 
 // The real V3 architecture and tokenizer (tiny-v3-story's config: vocab 129280, fp8, MTP layer).
+// The MTP layer's embedding and head are bitwise copies of the main ones, as in the real
+// checkpoints (so convert --keep-mtp stores them once).
+TEST(MakeRandom, TheMtpCopiesAreTheMainTensorsBits) {
+  const std::string hf = test::scratch_dir("hf");
+  ASSERT_EQ(make_random(golden_config("tiny-v3-story"), hf, "--seed 3").exit_code, 0);
+  const auto bytes = bytes_of(hf);
+  ASSERT_TRUE(bytes.count("model.layers.4.embed_tokens.weight") && bytes.count("model.layers.4.shared_head.head.weight"));
+  EXPECT_TRUE(bytes.at("model.layers.4.embed_tokens.weight") == bytes.at("model.embed_tokens.weight"));
+  EXPECT_TRUE(bytes.at("model.layers.4.shared_head.head.weight") == bytes.at("lm_head.weight"));
+  EXPECT_FALSE(bytes.at("model.layers.4.eh_proj.weight").empty());
+}
+
 TEST(MakeRandom, ConvertsAndRunsAtOneAndTwoRanks) {
   const std::string config = golden_config("tiny-v3-story");
   const std::string hf = test::scratch_dir("hf"), mp1 = test::scratch_dir("mp1"), mp2 = test::scratch_dir("mp2");
