@@ -21,18 +21,18 @@ TEST(DraftPolicy, DraftsWhereItPaysAndBacksOffWhenAcceptanceDrops) {
   p.record_step(1, /*drafted=*/false, 1.0);
   EXPECT_TRUE(p.should_draft(1));   // then a drafting one
   p.record_step(1, /*drafted=*/true, 1.5);
-  for (int i = 0; i < 200; ++i) p.record_draft(i % 10 != 0);  // 90% accepted: 1.9 / 1.5 > 1
-  EXPECT_GT(p.acceptance(), 0.85);
+  for (int i = 0; i < 200; ++i) p.record_cycle(i % 10 != 0);  // 90% accepted: 1.9 / 1.5 > 1
+  EXPECT_GT(p.gain(), 0.85);
   EXPECT_EQ(drafts_of(p, 1, 64), 60);  // every 16th decision looks the other way
-  for (int i = 0; i < 200; ++i) p.record_draft(i % 5 == 0);  // 20%: 1.2 / 1.5 < 1
-  EXPECT_LT(p.acceptance(), 0.3);
+  for (int i = 0; i < 200; ++i) p.record_cycle(i % 5 == 0);  // 20%: 1.2 / 1.5 < 1
+  EXPECT_LT(p.gain(), 0.3);
   EXPECT_EQ(drafts_of(p, 1, 64), 4);
   EXPECT_FALSE(p.should_draft(0));
 }
 
 TEST(DraftPolicy, EachBatchSizeHasItsOwnTimings) {
   DraftPolicy p;
-  for (int i = 0; i < 100; ++i) p.record_draft(true);
+  for (int i = 0; i < 100; ++i) p.record_cycle(1);
   p.record_step(1, false, 1.0);
   p.record_step(1, true, 1.2);   // batch 1: 2 tokens for 1.2 steps
   p.record_step(8, false, 2.0);

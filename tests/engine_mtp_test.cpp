@@ -58,6 +58,7 @@ struct Result {
 struct How {
   bool mtp = false;
   bool mtp_auto = false;
+  int draft_tokens = 1;
   int max_running = 8;
   int64_t step_tokens = 256;
   float temperature = 0;
@@ -72,6 +73,7 @@ Result run(const std::vector<Tokens>& prompts, const How& how, Engine* reuse = n
   EngineOptions o;
   o.mtp = how.mtp;
   o.mtp_auto = how.mtp_auto;
+  o.draft_tokens = how.draft_tokens;
   o.max_running = how.max_running;
   o.step_tokens = how.step_tokens;
   std::unique_ptr<Engine> own;
@@ -129,6 +131,15 @@ TEST(EngineMtp, GreedyAndSampledTokensAndLogitsAreThoseWithoutIt) {
     EXPECT_GT(b.stats.drafted, 20) << t;
     EXPECT_GT(b.stats.accepted, 0) << t;
     EXPECT_LT(b.stats.steps, a.stats.steps) << "accepted drafts take two tokens a step";
+    for (int k : {2, 3}) {  // chained drafts
+      How chained = on;
+      chained.draft_tokens = k;
+      const Result c = run(prompts, chained);
+      expect_same(a, c, std::to_string(k) + " drafts, temperature " + std::to_string(t));
+      std::cout << "  " << k << " drafts: accepted " << c.stats.accepted << "/" << c.stats.drafted << ", steps "
+                << c.stats.steps << "\n";
+      if (t == 0) EXPECT_GT(c.stats.accepted, b.stats.accepted) << k;
+    }
     How automatic = on;
     automatic.mtp_auto = true;
     expect_same(a, run(prompts, automatic), "auto, temperature " + std::to_string(t));
@@ -143,6 +154,9 @@ TEST(EngineMtp, ContinuousBatchingChunkedPrefillAndACancelChangeNothing) {
   const Result a = run(prompts, solo);
   How busy{.mtp = true, .max_running = 3, .step_tokens = 7, .temperature = 0.6f, .prompt_logits = true};
   expect_same(a, run(prompts, busy), "3 running, steps of 7 tokens");
+  busy.draft_tokens = 3;
+  expect_same(a, run(prompts, busy), "3 running, steps of 7 tokens, 3 drafts");
+  busy.draft_tokens = 1;
 
   // a cancel mid-run: the others are untouched, the cancelled one's tokens a prefix of its own
   busy.cancel_after = 5;

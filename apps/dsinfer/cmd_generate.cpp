@@ -133,7 +133,7 @@ void run_batch(const GenerateCliOptions& o, const ModelConfig& config, const Tok
   // same seed and (after the all_gather) the same logits on every rank: the samples agree
   Sampler sampler(o.seed);
   GenerateOptions options{o.max_new_tokens, tokenizer.eos_id(), o.temperature, o.max_running, o.step_tokens,
-                          o.model.mtp_on(), o.model.mtp_auto()};
+                          o.model.mtp_on(), o.model.mtp_auto(), o.model.draft_tokens};
   GenerateStats stats;
   const auto completions = generate(*model, prompt_ids, options, sampler, nullptr, &stats);
   report(stats);
@@ -159,6 +159,7 @@ void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, con
   engine_options.retained_sequences = 1;
   engine_options.mtp = o.model.mtp_on();
   engine_options.mtp_auto = o.model.mtp_auto();
+  engine_options.draft_tokens = o.model.draft_tokens;
   Engine engine(*model, cache, engine_options);
   SamplingParams params;
   params.temperature = o.temperature;

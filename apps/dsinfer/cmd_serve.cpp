@@ -47,6 +47,7 @@ void run_serve(ServeCliOptions o) {
   ServeOptions serve_options = o.serve;
   serve_options.mtp = o.model.mtp_on();
   serve_options.mtp_auto = o.model.mtp_auto();
+  serve_options.draft_tokens = o.model.draft_tokens;
   serve([&] { return o.model.load_model(config, *comm); }, *comm, chat, serve_options);
 }
 

@@ -18,6 +18,10 @@ void ModelOptions::add_mtp_to(CLI::App* sub) {
                   "draft only where it measured faster for the number of running sequences")
       ->check(CLI::IsMember({"off", "on", "auto"}))
       ->capture_default_str();
+  sub->add_option("--draft-tokens", draft_tokens,
+                  "with --mtp: drafts per sequence and step (more reuse the one module on its own drafts)")
+      ->check(CLI::Range(1, 8))
+      ->capture_default_str();
 }
 
 void ModelOptions::add_to(CLI::App* sub) {

@@ -15,6 +15,7 @@ struct ModelOptions {
   std::string ckpt_path;
   std::string config_path;  // empty: <ckpt_path>/config.json
   std::string mtp = "off";  // --mtp off | on | auto
+  int draft_tokens = 1;     // --draft-tokens K: MTP drafts per sequence and step
   // Adds --ckpt-path (required) and --config to `sub`.
   void add_to(CLI::App* sub);
   // Adds --mtp (speculative decoding with the checkpoint's multi-token-prediction module).

@@ -22,7 +22,7 @@ bool DraftPolicy::should_draft(int64_t decoding) {
   const Timing& t = timing(decoding);
   if (t.plain == 0) return false;  // measure both ways first
   if (t.drafting == 0) return true;
-  const bool faster = (1 + acceptance_) / t.drafting > 1 / t.plain;
+  const bool faster = (1 + gain_) / t.drafting > 1 / t.plain;
   return ++decisions_ % kExploreEvery == 0 ? !faster : faster;
 }
 
@@ -33,6 +33,6 @@ void DraftPolicy::record_step(int64_t decoding, bool drafted, double seconds) {
   mean = mean == 0 ? seconds : mean + kStepWeight * (seconds - mean);
 }
 
-void DraftPolicy::record_draft(bool accepted) { acceptance_ += kDraftWeight * ((accepted ? 1.0 : 0.0) - acceptance_); }
+void DraftPolicy::record_cycle(int accepted) { gain_ += kDraftWeight * (accepted - gain_); }
 
 }  // namespace dsinfer

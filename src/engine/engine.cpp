@@ -26,11 +26,11 @@ struct Engine::Request {
   int64_t cached = 0;              // positions in its cache (prompt prefix, then generated tokens)
   std::vector<int32_t> generated;  // completion tokens so far (the last one not yet in the cache)
   // With MTP: its sequence in the MTP cache, which holds the positions whose next token and main
-  // hidden state are known (all of `cached` after each step), and the MTP's guess of the token
-  // after generated.back() (-1: none yet).
+  // hidden state are known (all of `cached` after each step; chained drafts write past them,
+  // dropped at the next step), and the MTP's guesses of the tokens after generated.back().
   SeqId mtp_seq = -1;
   int64_t mtp_cached = 0;
-  int32_t draft = -1;
+  std::vector<int32_t> drafts;  // the MTP's guesses of the tokens after generated.back()
   bool done = false;
   bool prefilling() const { return cached < static_cast<int64_t>(prompt.size()); }
 };
@@ -44,6 +44,7 @@ Engine::Engine(Transformer& model, KVCache& cache, EngineOptions options)
     mtp_cache_ = std::make_unique<KVCache>(model_.make_mtp_cache(cache_.budget_positions()));
   }
   check(!options_.mtp_auto || options_.mtp, "engine: mtp_auto needs mtp");
+  check(options_.draft_tokens >= 1, "engine: draft_tokens must be >= 1");
   Comm& ranks = options_.ranks ? *options_.ranks : model_.comm();
   if (ranks.world_size() > 1) {
     ranks_ = &ranks;
@@ -342,7 +343,8 @@ void Engine::finish(Request& r, FinishReason reason, const std::string& error) {
       kept.tokens.resize(static_cast<size_t>(length));
       if (r.mtp_seq >= 0) {
         kept.mtp_seq = r.mtp_seq;
-        kept.mtp_length = mtp_cache_->length(r.mtp_seq);
+        kept.mtp_length = std::min(mtp_cache_->length(r.mtp_seq), r.mtp_cached);
+        mtp_cache_->truncate(r.mtp_seq, kept.mtp_length);  // chained drafts' entries go
       }
       retained_.push_back(std::move(kept));
       while (static_cast<int>(retained_.size()) > options_.retained_sequences) {
@@ -386,6 +388,68 @@ bool Engine::take_token(Request& r, const float* logits, bool report_logits) {
   return true;
 }
 
+int64_t Engine::max_drafts(const Request& r) {
+  // draft j (from 1) stands at position cached + j and is worth verifying only while the request
+  // may still take token generated + j + 1, within its reservation
+  const int64_t by_length = r.params.max_new_tokens - static_cast<int64_t>(r.generated.size()) - 1;
+  const int64_t by_room = r.capacity - r.cached - 2;
+  return std::max<int64_t>(0, std::min(by_length, by_room));
+}
+
+int64_t Engine::usable_drafts(const Request& r) {
+  return std::min(static_cast<int64_t>(r.drafts.size()), max_drafts(r));
+}
+
+void Engine::draft_next(Step& mtp_step, const std::vector<float>& mtp_hidden, const std::vector<Request*>& in_mtp) {
+  const int64_t vocab = model_.config().vocab_size, dim = model_.config().dim;
+  StepOutput out;
+  // the catch-up: every settled position; its last row drafts the token after generated.back()
+  mtp_step.want_logits = draft_;  // rank 0's call under --mtp auto
+  mtp_step.want_hidden = draft_ && options_.draft_tokens > 1;
+  model_.forward_mtp(mtp_step, mtp_hidden.data(), *mtp_cache_, out);
+  std::vector<Request*> chain;
+  for (size_t i = 0; i < in_mtp.size(); ++i) {
+    Request& r = *in_mtp[i];
+    r.mtp_cached = r.cached;
+    r.drafts.clear();
+    if (r.prefilling() || !draft_) continue;
+    // greedy drafts: the verification samples each position from its own stream, so a draft
+    // only decides how many tokens a step may take, never which
+    const float* logits = out.logits.data() + static_cast<int64_t>(i) * vocab;
+    r.drafts.push_back(static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits));
+    chain.push_back(&r);
+  }
+  // further drafts by the same module, each fed its own last draft and, for the main model's
+  // hidden state it does not have there yet, its own normed output (as SGLang and TRT-LLM do)
+  std::vector<float> hidden(out.hidden.begin(), out.hidden.end());  // [in_mtp rows, dim]
+  std::vector<size_t> hidden_of(in_mtp.size());
+  for (size_t i = 0, c = 0; i < in_mtp.size() && c < chain.size(); ++i)
+    if (in_mtp[i] == chain[c]) hidden_of[c++] = i;
+  for (int k = 1; k < options_.draft_tokens && !chain.empty(); ++k) {
+    Step next;
+    next.want_hidden = k + 1 < options_.draft_tokens;
+    std::vector<float> next_hidden;
+    std::vector<Request*> going;
+    for (size_t c = 0; c < chain.size(); ++c) {
+      Request& r = *chain[c];
+      if (static_cast<int64_t>(r.drafts.size()) >= max_drafts(r)) continue;
+      next.add(r.mtp_seq, r.cached + k - 1, &r.drafts.back(), 1);
+      next_hidden.insert(next_hidden.end(), hidden.begin() + static_cast<int64_t>(hidden_of[c]) * dim,
+                         hidden.begin() + static_cast<int64_t>(hidden_of[c] + 1) * dim);
+      going.push_back(&r);
+    }
+    if (going.empty()) break;
+    model_.forward_mtp(next, next_hidden.data(), *mtp_cache_, out);
+    for (size_t c = 0; c < going.size(); ++c) {
+      const float* logits = out.logits.data() + static_cast<int64_t>(c) * vocab;
+      going[c]->drafts.push_back(static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits));
+    }
+    chain = going;
+    hidden.assign(out.hidden.begin(), out.hidden.end());
+    for (size_t c = 0; c < chain.size(); ++c) hidden_of[c] = c;
+  }
+}
+
 bool Engine::run_step() {
   admit();
   if (running_.empty()) return false;
@@ -399,14 +463,12 @@ bool Engine::run_step() {
   int64_t decode_tokens = 0;
   for (auto& r : running_) {
     if (r->prefilling()) continue;
-    const bool draft = r->draft >= 0 &&
-                       static_cast<int64_t>(r->generated.size()) + 2 <= r->params.max_new_tokens &&
-                       r->cached + 2 < r->capacity;
-    const int32_t tokens[2] = {r->generated.back(), r->draft};
-    step.add(r->seq, r->cached, tokens, draft ? 2 : 1, /*all_logits=*/draft);
+    std::vector<int32_t> tokens = {r->generated.back()};
+    tokens.insert(tokens.end(), r->drafts.begin(), r->drafts.begin() + usable_drafts(*r));
+    step.add(r->seq, r->cached, tokens.data(), static_cast<int64_t>(tokens.size()), /*all_logits=*/tokens.size() > 1);
     step.chunks.back().all_hidden = mtp;
     in_step.push_back(r.get());
-    decode_tokens += draft ? 2 : 1;
+    decode_tokens += static_cast<int64_t>(tokens.size());
   }
   const int64_t step_drafts = decode_tokens - static_cast<int64_t>(in_step.size());
   int64_t budget = std::max<int64_t>(options_.step_tokens - decode_tokens, 0);
@@ -434,32 +496,37 @@ bool Engine::run_step() {
   Step mtp_step;
   std::vector<float> mtp_hidden;  // [mtp rows, dim]
   std::vector<Request*> in_mtp;
-  int64_t row = 0, hidden_row = 0;  // the first logits / hidden row of chunk i
+  int64_t row = 0, hidden_row = 0, token_row = 0;  // the first logits / hidden row / token of chunk i
   for (size_t i = 0; i < in_step.size(); ++i) {
     Request& r = *in_step[i];
     const SeqChunk& chunk = step.chunks[i];
+    token_row += chunk.n_tokens;  // now past the chunk's tokens
     const int64_t rows = chunk.all_logits ? chunk.n_tokens : 1;
     const float* chunk_logits = out.logits.data() + row * vocab;
     const float* chunk_hidden = mtp ? out.hidden.data() + hidden_row * dim : nullptr;
     row += rows;
     hidden_row += chunk.all_logits || chunk.all_hidden ? chunk.n_tokens : 1;
     const bool decoding = !r.prefilling();
-    if (decoding && chunk.n_tokens == 2) {
-      // the next token and the draft of the one after: the draft's cache entry and logits row
-      // count only if the token sampled before it is the draft
-      const int32_t draft = r.draft;
+    if (decoding && chunk.n_tokens > 1) {
+      // the next token and drafts of the ones after: a draft's cache entry and logits row count
+      // only if every token sampled before it agreed with the drafts (the longest agreeing
+      // prefix, then the model's own token)
+      const std::vector<int32_t> drafts(step.tokens.begin() + (token_row - chunk.n_tokens) + 1,
+                                        step.tokens.begin() + token_row);
       cache_.truncate(r.seq, chunk.start_pos + 1);
       r.cached = chunk.start_pos + 1;
-      ++stats_.drafted;
-      if (!take_token(r, chunk_logits, /*report_logits=*/true)) continue;
-      const bool agreed = r.generated.back() == draft;
-      draft_policy_.record_draft(agreed);
-      if (agreed) {
-        ++stats_.accepted;
-        cache_.set_length(r.seq, chunk.start_pos + 2);
-        r.cached = chunk.start_pos + 2;
-        if (!take_token(r, chunk_logits + vocab, /*report_logits=*/true)) continue;
+      stats_.drafted += static_cast<int64_t>(drafts.size());
+      int accepted = 0;
+      bool going = take_token(r, chunk_logits, /*report_logits=*/true);
+      while (going && accepted < static_cast<int>(drafts.size()) && r.generated.back() == drafts[accepted]) {
+        ++accepted;
+        cache_.set_length(r.seq, chunk.start_pos + 1 + accepted);
+        r.cached = chunk.start_pos + 1 + accepted;
+        going = take_token(r, chunk_logits + accepted * vocab, /*report_logits=*/true);
       }
+      stats_.accepted += accepted;
+      draft_policy_.record_cycle(accepted);
+      if (!going) continue;
     } else {
       r.cached += chunk.n_tokens;
       if (chunk.all_logits && r.events.on_logits)
@@ -474,8 +541,10 @@ bool Engine::run_step() {
       // else a prompt chunk that is not the last: nothing to sample yet
     }
     if (!mtp) continue;
-    // the MTP takes the positions this step settled: their hidden rows lead the chunk's
+    // the MTP takes the positions this step settled: their hidden rows lead the chunk's (what a
+    // chained draft wrote past them goes)
     check(r.mtp_cached == chunk.start_pos, "engine: the MTP cache lost step with sequence ", r.id);
+    mtp_cache_->truncate(r.mtp_seq, r.mtp_cached);
     const int64_t n = r.cached - r.mtp_cached;
     std::vector<int32_t> next(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) next[j] = token_at(r, r.mtp_cached + j + 1);
@@ -485,17 +554,7 @@ bool Engine::run_step() {
   }
   if (!in_mtp.empty()) {
     const double mtp_start = now_seconds();
-    StepOutput drafts;
-    mtp_step.want_logits = draft_;  // drafts for the next step (rank 0's call under --mtp auto)
-    model_.forward_mtp(mtp_step, mtp_hidden.data(), *mtp_cache_, drafts);
-    for (size_t i = 0; i < in_mtp.size(); ++i) {
-      Request& r = *in_mtp[i];
-      r.mtp_cached = r.cached;
-      const float* logits = drafts.logits.data() + static_cast<int64_t>(i) * vocab;
-      // greedy drafts: the verification samples each position from its own stream, so a draft
-      // only decides how many tokens a step may take, never which
-      r.draft = r.prefilling() || !draft_ ? -1 : static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
-    }
+    draft_next(mtp_step, mtp_hidden, in_mtp);
     stats_.mtp_seconds += now_seconds() - mtp_start;
   }
   StepReport report{decode_rows, prefill_tokens, now_seconds() - start};

@@ -73,6 +73,10 @@ struct EngineOptions {
   // draft of the one after, verified in the same step. The tokens and logits are those of a run
   // without it, bit for bit (batch invariance); only the speed changes.
   bool mtp = false;
+  // Drafts per sequence and step: the first from the module's pass over the settled positions,
+  // each further one from the same module fed its last draft and its own output (MTP.md: chained
+  // drafts lie outside what the module was trained for, so acceptance decays).
+  int draft_tokens = 1;
   // With mtp: draft only when it measured faster for this many decoding sequences (--mtp auto,
   // engine/draft_policy.h). Which steps draft never changes a token.
   bool mtp_auto = false;
@@ -165,6 +169,13 @@ class Engine {
   // Samples the token after r.cached from `logits` (reporting the row unless it was already);
   // false when that ended the request.
   bool take_token(Request& r, const float* logits, bool report_logits);
+  // With MTP: how many drafts a decoding request may verify next step (its length and room
+  // allowing), and how many of those it has.
+  static int64_t max_drafts(const Request& r);
+  static int64_t usable_drafts(const Request& r);
+  // The MTP's steps after a forward step: the catch-up over every settled position (its last row
+  // drafts the next token), then options.draft_tokens - 1 chained steps.
+  void draft_next(Step& mtp_step, const std::vector<float>& mtp_hidden, const std::vector<Request*>& in_mtp);
   // The token at position `pos` of a request's sequence (prompt, then generated).
   static int32_t token_at(const Request& r, int64_t pos);
   // The retained sequence sharing the longest prefix with `prompt` (at most prompt.size() - 1

@@ -55,6 +55,7 @@ std::vector<std::vector<int32_t>> generate(Transformer& model, const std::vector
   engine_options.retained_sequences = 0;
   engine_options.mtp = options.mtp;
   engine_options.mtp_auto = options.mtp_auto;
+  engine_options.draft_tokens = options.draft_tokens;
   Engine engine(model, cache, engine_options);
   std::vector<std::vector<int32_t>> completions(batch);
   SamplingParams params;

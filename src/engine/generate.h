@@ -23,6 +23,7 @@ struct GenerateOptions {
   int64_t step_tokens = 0;  // with max_running: the step's token budget (chunked prefill); 0: 256
   bool mtp = false;         // speculative decoding with the model's MTP module (loaded): same tokens
   bool mtp_auto = false;    // with mtp: draft only where it measured faster (EngineOptions::mtp_auto)
+  int draft_tokens = 1;     // with mtp: drafts per sequence and step
 };
 
 struct GenerateStats {

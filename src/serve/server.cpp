@@ -210,6 +210,7 @@ class Server {
     e.retained_sequences = o.retained_sequences;
     e.mtp = o.mtp;
     e.mtp_auto = o.mtp_auto;
+    e.draft_tokens = o.draft_tokens;
     return e;
   }
 

@@ -33,6 +33,7 @@ struct ServeOptions {
   double drain_seconds = 30;       // after SIGTERM, how long running requests may take to finish
   bool mtp = false;                // speculative decoding with the model's MTP module (loaded)
   bool mtp_auto = false;           // with mtp: draft only where it measured faster
+  int draft_tokens = 1;            // with mtp: drafts per sequence and step
 };
 
 // Blocks SIGINT and SIGTERM in the calling thread and every thread it starts later (the model's
