@@ -1,6 +1,6 @@
 // DraftPolicy (--mtp auto) on made-up timings: it measures both ways first, drafts where the
 // accepted tokens outweigh the dearer step, stops when the acceptance drops or at a batch where
-// verifying costs too much, looks the other way every 16th decision, and keeps batches apart.
+// verifying costs too much, looks the other way every 64th decision, and keeps batches apart.
 #include "engine/draft_policy.h"
 
 #include <gtest/gtest.h>
@@ -23,10 +23,10 @@ TEST(DraftPolicy, DraftsWhereItPaysAndBacksOffWhenAcceptanceDrops) {
   p.record_step(1, /*drafted=*/true, 1.5);
   for (int i = 0; i < 200; ++i) p.record_cycle(i % 10 != 0);  // 90% accepted: 1.9 / 1.5 > 1
   EXPECT_GT(p.gain(), 0.85);
-  EXPECT_EQ(drafts_of(p, 1, 64), 60);  // every 16th decision looks the other way
+  EXPECT_EQ(drafts_of(p, 1, 128), 126);  // every 64th decision looks the other way
   for (int i = 0; i < 200; ++i) p.record_cycle(i % 5 == 0);  // 20%: 1.2 / 1.5 < 1
   EXPECT_LT(p.gain(), 0.3);
-  EXPECT_EQ(drafts_of(p, 1, 64), 4);
+  EXPECT_EQ(drafts_of(p, 1, 128), 2);
   EXPECT_FALSE(p.should_draft(0));
 }
 

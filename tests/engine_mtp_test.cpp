@@ -131,6 +131,9 @@ TEST(EngineMtp, GreedyAndSampledTokensAndLogitsAreThoseWithoutIt) {
     EXPECT_GT(b.stats.drafted, 20) << t;
     EXPECT_GT(b.stats.accepted, 0) << t;
     EXPECT_LT(b.stats.steps, a.stats.steps) << "accepted drafts take two tokens a step";
+    // free-running greedy acceptance on these prompts, recorded when the module first ran here
+    // (67 of 96): MTP bugs show as lost acceptance, not wrong tokens, so a drop of over 5% fails
+    if (t == 0) EXPECT_GE(b.stats.accepted * 100, 95 * 67) << b.stats.accepted << "/" << b.stats.drafted;
     for (int k : {2, 3}) {  // chained drafts
       How chained = on;
       chained.draft_tokens = k;

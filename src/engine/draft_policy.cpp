@@ -7,8 +7,8 @@ namespace dsinfer {
 namespace {
 constexpr int64_t kMaxBucket = 256;   // batches larger than this share one timing
 constexpr double kStepWeight = 0.2;   // of the newest step in the timing averages
-constexpr double kDraftWeight = 0.05; // of the newest draft in the acceptance average
-constexpr int64_t kExploreEvery = 16;
+constexpr double kDraftWeight = 0.1;  // of the newest cycle in the gain average
+constexpr int64_t kExploreEvery = 64;
 }  // namespace
 
 DraftPolicy::Timing& DraftPolicy::timing(int64_t decoding) {

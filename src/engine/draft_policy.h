@@ -3,7 +3,7 @@
 // larger batches, and pays only while enough drafts are accepted. The policy times pure decode
 // steps with and without drafts per number of decoding sequences (exponential averages), follows
 // the tokens the drafts gain (the acceptance, at one draft a step), and drafts when
-// (1 + gain) / t_drafting > 1 / t_plain. Every 16th decision
+// (1 + gain) / t_drafting > 1 / t_plain. Every 64th decision
 // goes the other way, so that both timings follow the load and a drop in acceptance is noticed
 // (and a rise). Which steps draft never changes a token, only the speed.
 #pragma once

@@ -7,6 +7,12 @@
 
 namespace dsinfer {
 
+namespace {
+// Positions a sequence's MTP may fall behind while no step drafts (--mtp auto), before it
+// catches up anyway: bounds the hidden rows kept, and what prefix reuse loses when it finishes.
+constexpr int64_t kMaxPendingMtp = 512;
+}  // namespace
+
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
     case FinishReason::kStop: return "stop";
@@ -26,11 +32,13 @@ struct Engine::Request {
   int64_t cached = 0;              // positions in its cache (prompt prefix, then generated tokens)
   std::vector<int32_t> generated;  // completion tokens so far (the last one not yet in the cache)
   // With MTP: its sequence in the MTP cache, which holds the positions whose next token and main
-  // hidden state are known (all of `cached` after each step; chained drafts write past them,
-  // dropped at the next step), and the MTP's guesses of the tokens after generated.back().
+  // hidden state are known (all of `cached` after a step that drafts, the rest waiting in
+  // pending_hidden; chained drafts write past them, dropped at the next step), and the MTP's
+  // guesses of the tokens after generated.back().
   SeqId mtp_seq = -1;
   int64_t mtp_cached = 0;
   std::vector<int32_t> drafts;  // the MTP's guesses of the tokens after generated.back()
+  std::vector<float> pending_hidden;  // [cached - mtp_cached, dim] main hidden rows the MTP has yet to take
   bool done = false;
   bool prefilling() const { return cached < static_cast<int64_t>(prompt.size()); }
 };
@@ -541,15 +549,22 @@ bool Engine::run_step() {
       // else a prompt chunk that is not the last: nothing to sample yet
     }
     if (!mtp) continue;
-    // the MTP takes the positions this step settled: their hidden rows lead the chunk's (what a
-    // chained draft wrote past them goes)
-    check(r.mtp_cached == chunk.start_pos, "engine: the MTP cache lost step with sequence ", r.id);
-    mtp_cache_->truncate(r.mtp_seq, r.mtp_cached);
+    // the positions this step settled (their hidden rows lead the chunk's) wait for the MTP with
+    // any that waited before; it takes them when this step drafts for the next (so a step that
+    // does not costs what it costs without MTP), or when too many wait
+    const int64_t settled = r.cached - chunk.start_pos;
+    check(r.mtp_cached + static_cast<int64_t>(r.pending_hidden.size()) / dim == chunk.start_pos,
+          "engine: the MTP cache lost step with sequence ", r.id);
+    r.pending_hidden.insert(r.pending_hidden.end(), chunk_hidden, chunk_hidden + settled * dim);
+    r.drafts.clear();
     const int64_t n = r.cached - r.mtp_cached;
+    if (!draft_ && n < kMaxPendingMtp) continue;
+    mtp_cache_->truncate(r.mtp_seq, r.mtp_cached);  // what a chained draft wrote past them goes
     std::vector<int32_t> next(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) next[j] = token_at(r, r.mtp_cached + j + 1);
     mtp_step.add(r.mtp_seq, r.mtp_cached, next.data(), n);
-    mtp_hidden.insert(mtp_hidden.end(), chunk_hidden, chunk_hidden + n * dim);
+    mtp_hidden.insert(mtp_hidden.end(), r.pending_hidden.begin(), r.pending_hidden.end());
+    r.pending_hidden.clear();
     in_mtp.push_back(&r);
   }
   if (!in_mtp.empty()) {
@@ -560,8 +575,11 @@ bool Engine::run_step() {
   StepReport report{decode_rows, prefill_tokens, now_seconds() - start};
   (prefill_tokens > 0 ? stats_.prefill_seconds : stats_.decode_seconds) += report.seconds;
   stats_.draft_steps += step_drafts > 0;
-  // a pure decode step: what it cost with or without drafts at this many sequences
-  if (options_.mtp_auto && prefill_tokens == 0) draft_policy_.record_step(decode_rows, step_drafts > 0, report.seconds);
+  // a pure decode step of either kind: without drafts or the MTP, or with both (the transitions
+  // between the two hold one but not the other and would bias either mean)
+  const bool mtp_ran = !in_mtp.empty();
+  if (options_.mtp_auto && prefill_tokens == 0 && (step_drafts > 0) == mtp_ran)
+    draft_policy_.record_step(decode_rows, step_drafts > 0, report.seconds);
   ++stats_.steps;
   if (options_.on_step) options_.on_step(report);
   running_.erase(std::remove_if(running_.begin(), running_.end(), [](const auto& r) { return r->done; }),
