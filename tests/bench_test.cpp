@@ -233,6 +233,34 @@ TEST(BenchCommand, JsonHasEveryKey) {
   EXPECT_EQ(j["prefill_flop_fraction"], j["prefill"][1]["flop_fraction"]);
 }
 
+// --mtp on: per batch and number of drafts, the verify step reads at least the decode step's
+// weights (the union of the experts its rows route to), the drafts cost more with each chained one,
+// and the break-even acceptance and speedups are consistent with the times.
+TEST(BenchCommand, MtpCostPerBatchAndDrafts) {
+  const std::string ckpt = test::convert_golden("tiny-v3-story", 1, false, /*keep_mtp=*/true);
+  auto r = test::run_dsinfer("--threads 1 bench --ckpt-path " + ckpt + kSmall +
+                             " --batch 1,2 --prefill 8 --serving 0 --mtp on --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["mtp"].size(), 2u);
+  for (const json& m : j["mtp"]) {
+    ASSERT_EQ(m["by_drafts"].size(), 3u);
+    const double decode_ms = m["decode_ms"], decode_bytes = m["decode_weight_bytes_rank0"];
+    EXPECT_GT(decode_ms, 0);
+    for (const json& k : m["by_drafts"]) {
+      const int drafts = k["drafts"];
+      EXPECT_GE(k["verify_weight_bytes_rank0"].get<double>(), decode_bytes) << drafts;
+      EXPECT_GT(k["draft_ms"].get<double>(), 0);
+      const double cycle = k["verify_ms"].get<double>() + k["draft_ms"].get<double>();
+      double tokens = 1, p = 1;
+      for (int i = 0; i < drafts; ++i) tokens += (p *= 0.85);
+      EXPECT_NEAR(k["speedup_at_0.85"].get<double>(), tokens * decode_ms / cycle, 1e-9);
+      const double even = k["break_even_acceptance"];
+      if (even <= 1) EXPECT_EQ(k["speedup_at_0.667"].get<double>() < 1, 2.0 / 3 < even) << drafts;
+    }
+  }
+}
+
 TEST(BenchCommand, RunsUnderMpiAndSumsTheRanks) {
   if (!test::has_mpirun()) GTEST_SKIP() << "no mpirun";
   const std::string ckpt = test::convert_golden("tiny-v3", 2);

@@ -34,6 +34,7 @@ TEST(GoldenMtpGenerate, BatchAndContinuousBatchingPrintTheReferenceTranscript) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, golden["batch"]["stdout"].get<std::string>()) << extra;
     EXPECT_NE(r.err.find("MTP drafts accepted"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("tokens per sequence step]"), std::string::npos) << r.err;
   }
 }
 

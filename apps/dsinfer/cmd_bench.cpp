@@ -200,19 +200,25 @@ void run_bench(const BenchOptions& o) {
   json mtps = json::array();
   if (o.model.mtp_on())
     for (int b : o.batches) {
-      log_info("bench: MTP speculation cost at batch ", b, " (", o.decode_steps, " rounds of decode, verify, draft)");
-      const MtpCostResult m = bench_mtp(*model, b, o.prompt_len, o.decode_steps, o.seed + 4);
+      const int max_drafts = std::max(3, o.model.draft_tokens);
+      log_info("bench: MTP speculation cost at batch ", b, ", 1 to ", max_drafts, " drafts (", o.decode_steps,
+               " rounds)");
+      const MtpCostResult m = bench_mtp(*model, b, o.prompt_len, o.decode_steps, max_drafts, o.seed + 4);
+      json per_k = json::array();
+      for (int k = 1; k <= max_drafts; ++k)
+        per_k.push_back({{"drafts", k},
+                         {"verify_ms", 1e3 * m.verify_seconds[k - 1]},
+                         {"draft_ms", 1e3 * m.draft_seconds[k - 1]},
+                         {"verify_weight_bytes_rank0", m.verify_bytes[k - 1]},
+                         {"break_even_acceptance", m.break_even_acceptance(k)},
+                         {"speedup_at_0.667", m.speedup_at(k, 2.0 / 3)},
+                         {"speedup_at_0.85", m.speedup_at(k, 0.85)},
+                         {"verify_parts_rank0", parts_json(m.verify_parts[k - 1], m.rounds)}});
       mtps.push_back({{"batch", b},
                       {"decode_ms", 1e3 * m.decode_seconds},
-                      {"verify_ms", 1e3 * m.verify_seconds},
-                      {"draft_ms", 1e3 * m.mtp_seconds},
                       {"decode_weight_bytes_rank0", m.decode_bytes},
-                      {"verify_weight_bytes_rank0", m.verify_bytes},
-                      {"break_even_acceptance", m.break_even_acceptance()},
-                      {"speedup_at_0.6", m.speedup_at(0.6)},
-                      {"speedup_at_0.85", m.speedup_at(0.85)},
                       {"decode_parts_rank0", parts_json(m.decode_parts, m.rounds)},
-                      {"verify_parts_rank0", parts_json(m.verify_parts, m.rounds)}});
+                      {"by_drafts", per_k}});
     }
   json servings = json::array();
   for (int concurrency : o.serving) {
@@ -323,16 +329,18 @@ void run_bench(const BenchOptions& o) {
                   1e3 * v["tpot_p90_s"].get<double>(), 1e3 * v["max_step_s"].get<double>());
   }
   if (!mtps.empty()) {
-    std::printf("\nmtp        decode ms  verify ms (x decode)  draft ms (x)  verify MB/decode MB  break-even "
-                "acceptance  speedup at 0.6 / 0.85\n");
-    for (const json& m : mtps) {
-      const double d = m["decode_ms"], v = m["verify_ms"], dr = m["draft_ms"];
-      std::printf("  batch %-3d %8.2f %9.2f (%.2f) %9.2f (%.2f) %12.2f %16.2f %14.2f / %.2f\n", m["batch"].get<int>(), d,
-                  v, v / d, dr, dr / d,
-                  m["verify_weight_bytes_rank0"].get<double>() / m["decode_weight_bytes_rank0"].get<double>(),
-                  m["break_even_acceptance"].get<double>(), m["speedup_at_0.6"].get<double>(),
-                  m["speedup_at_0.85"].get<double>());
-    }
+    std::printf("\nmtp             decode ms  verify ms (x)    draft ms (x)   verify/decode bytes  break-even "
+                "acceptance  speedup at 0.667 / 0.85\n");
+    for (const json& m : mtps)
+      for (const json& k : m["by_drafts"]) {
+        const double d = m["decode_ms"], v = k["verify_ms"], dr = k["draft_ms"];
+        const double even = k["break_even_acceptance"];
+        std::printf("  batch %-3d k=%d %8.2f %9.2f (%.2f) %9.2f (%.2f) %12.2f %18s %14.2f / %.2f\n", m["batch"].get<int>(),
+                    k["drafts"].get<int>(), d, v, v / d, dr, dr / d,
+                    k["verify_weight_bytes_rank0"].get<double>() / m["decode_weight_bytes_rank0"].get<double>(),
+                    even > 1 ? "never" : std::to_string(even).substr(0, 4).c_str(), k["speedup_at_0.667"].get<double>(),
+                    k["speedup_at_0.85"].get<double>());
+      }
   }
   std::printf("\nwhere the time goes (rank 0, one forward call; attention and mlp include their norms)\n");
   const std::string decode_title = "decode batch " + std::to_string((*headline_decode)["batch"].get<int>());

@@ -38,25 +38,29 @@ struct GenerateCliOptions {
   int64_t kv_cache_tokens = 0;  // interactive: the cache budget (0: from the model and free memory)
 };
 
-// ", MTP drafts accepted 41/60 (0.68)" when speculation ran.
-std::string mtp_summary(int64_t drafted, int64_t accepted) {
+// ", MTP drafts accepted 41/60 (0.68), 1.55 tokens per sequence step" when speculation ran (the
+// steps it saved: without drafts a decoding sequence takes one token a step).
+std::string mtp_summary(int64_t drafted, int64_t accepted, int64_t decode_row_steps, int64_t decoded_tokens) {
   if (drafted == 0) return "";
-  char ratio[32];
-  std::snprintf(ratio, sizeof ratio, "%.2f", static_cast<double>(accepted) / static_cast<double>(drafted));
-  return ", MTP drafts accepted " + std::to_string(accepted) + "/" + std::to_string(drafted) + " (" + ratio + ")";
+  char text[96];
+  std::snprintf(text, sizeof text, " (%.2f), %.2f tokens per sequence step",
+                static_cast<double>(accepted) / static_cast<double>(drafted),
+                static_cast<double>(decoded_tokens) / static_cast<double>(std::max<int64_t>(decode_row_steps, 1)));
+  return ", MTP drafts accepted " + std::to_string(accepted) + "/" + std::to_string(drafted) + text;
 }
 
 void report(const EngineStats& s, int64_t prompt_tokens) {
   log_info("[", prompt_tokens, " prompt tokens (", s.reused_tokens, " reused from the previous turn), ",
            s.generated_tokens, " completion tokens; prefill ", s.prefilled_tokens / std::max(s.prefill_seconds, 1e-9),
            " tokens/s, decode ", s.generated_tokens / std::max(s.decode_seconds, 1e-9), " tokens/s",
-           mtp_summary(s.drafted, s.accepted), "]");
+           mtp_summary(s.drafted, s.accepted, s.decode_row_steps, s.decoded_tokens), "]");
 }
 
 void report(const GenerateStats& s) {
   log_info("[", s.prompt_tokens, " prompt tokens, ", s.generated_tokens, " completion tokens; prefill ",
            s.prompt_tokens / std::max(s.prefill_seconds, 1e-9), " tokens/s, decode ",
-           s.generated_tokens / std::max(s.decode_seconds, 1e-9), " tokens/s", mtp_summary(s.drafted, s.accepted), "]");
+           s.generated_tokens / std::max(s.decode_seconds, 1e-9), " tokens/s",
+           mtp_summary(s.drafted, s.accepted, s.decode_row_steps, s.decoded_tokens), "]");
 }
 
 json with_system(const std::string& system, const json& messages) {

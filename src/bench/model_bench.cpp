@@ -174,76 +174,100 @@ ServingResult bench_serving(Transformer& model, const ServingOptions& o) {
   return result;
 }
 
-MtpCostResult bench_mtp(Transformer& model, int batch, int prompt_len, int rounds, uint64_t seed) {
+double MtpCostResult::break_even_acceptance(int k) const {
+  if (speedup_at(k, 1.0) < 1) return 2;  // not even when every draft is accepted
+  double lo = 0, hi = 1;
+  for (int i = 0; i < 50; ++i) {
+    const double mid = (lo + hi) / 2;
+    (speedup_at(k, mid) < 1 ? lo : hi) = mid;
+  }
+  return hi;
+}
+
+MtpCostResult bench_mtp(Transformer& model, int batch, int prompt_len, int rounds, int max_drafts, uint64_t seed) {
   const ModelConfig& c = model.config();
   check(model.has_mtp(), "bench --mtp: no multi-token-prediction module loaded");
-  check(batch >= 1 && prompt_len >= 1 && rounds >= 1, "bench: MTP cost needs batch, prompt length and rounds >= 1");
+  check(batch >= 1 && prompt_len >= 2 && rounds >= 1 && max_drafts >= 1,
+        "bench: MTP cost needs batch and rounds >= 1, a prompt of >= 2 tokens and >= 1 draft");
   std::mt19937_64 rng(seed);
-  KVCache cache = cache_for(c, batch, prompt_len + 2);
-  KVCache mtp_cache = model.make_mtp_cache(static_cast<int64_t>(batch) * KVCache::blocks_of(prompt_len + 2));
+  const int64_t room = prompt_len + max_drafts + 1;
+  KVCache cache = cache_for(c, batch, room);
+  KVCache mtp_cache = model.make_mtp_cache(static_cast<int64_t>(batch) * KVCache::blocks_of(room));
   std::vector<SeqId> seqs, mtp_seqs;
-  Step prefill;
+  std::vector<std::vector<int32_t>> tokens;
+  Step prefill, mtp_prefill;
   prefill.want_hidden = true;
-  Step mtp_prefill;
-  std::vector<std::vector<int32_t>> prompts;
   for (int b = 0; b < batch; ++b) {
-    seqs.push_back(cache.create(prompt_len + 2));
-    mtp_seqs.push_back(mtp_cache.create(prompt_len + 2));
-    prompts.push_back(random_tokens(rng, c.vocab_size, prompt_len + 2));
-    prefill.add(seqs.back(), 0, prompts.back().data(), prompt_len);
+    seqs.push_back(cache.create(room));
+    mtp_seqs.push_back(mtp_cache.create(room));
+    tokens.push_back(random_tokens(rng, c.vocab_size, room));
+    prefill.add(seqs.back(), 0, tokens.back().data(), prompt_len);
     prefill.chunks.back().all_hidden = true;
-    mtp_prefill.add(mtp_seqs.back(), 0, prompts.back().data() + 1, prompt_len - 1 > 0 ? prompt_len - 1 : 1);
+    mtp_prefill.add(mtp_seqs.back(), 0, tokens.back().data() + 1, prompt_len - 1);
   }
   StepOutput out;
   model.forward(prefill, cache, out);
-  if (prompt_len > 1) {  // the MTP's cache holds positions 0 .. prompt_len - 2, as after a prefill
+  {  // the MTP's cache holds positions 0 .. prompt_len - 2, as after a prefill
     std::vector<float> hidden;
-    int64_t row = 0;
-    for (int b = 0; b < batch; ++b, row += prompt_len)
-      hidden.insert(hidden.end(), out.hidden.begin() + row * c.dim, out.hidden.begin() + (row + prompt_len - 1) * c.dim);
+    for (int b = 0; b < batch; ++b) {
+      const auto first = out.hidden.begin() + static_cast<int64_t>(b) * prompt_len * c.dim;
+      hidden.insert(hidden.end(), first, first + static_cast<int64_t>(prompt_len - 1) * c.dim);
+    }
     StepOutput ignored;
+    mtp_prefill.want_logits = false;
     model.forward_mtp(mtp_prefill, hidden.data(), mtp_cache, ignored);
-  } else {
-    for (SeqId s : mtp_seqs) mtp_cache.set_length(s, 0);
   }
-  const int64_t at = prompt_len, mtp_at = prompt_len > 1 ? prompt_len - 1 : 0;
+  const int64_t at = prompt_len, mtp_at = prompt_len - 1;
   MtpCostResult r;
   r.batch = batch;
   r.rounds = rounds;
+  r.verify_seconds.assign(max_drafts, 0);
+  r.draft_seconds.assign(max_drafts, 0);
+  r.verify_bytes.assign(max_drafts, 0);
+  r.verify_parts.resize(max_drafts);
   for (int round = -1; round < rounds; ++round) {  // round -1 warms the paths up, untimed
-    Step decode, verify, draft;
-    verify.want_hidden = true;
-    for (int b = 0; b < batch; ++b) {
-      decode.add(seqs[b], at, prompts[b].data() + at, 1);
-      verify.add(seqs[b], at, prompts[b].data() + at, 2, /*all_logits=*/true);
-      draft.add(mtp_seqs[b], mtp_at, prompts[b].data() + mtp_at + 1, 1);
-    }
+    const bool timed = round >= 0;
+    Step decode;
+    for (int b = 0; b < batch; ++b) decode.add(seqs[b], at, tokens[b].data() + at, 1);
     double t = now_seconds();
     model.forward(decode, cache, out);
-    const double decode_s = now_seconds() - t;
-    const ForwardStats decode_stats = model.stats();
+    if (timed) {
+      r.decode_seconds += (now_seconds() - t) / rounds;
+      r.decode_bytes += static_cast<double>(model.stats().weight_bytes) / rounds;
+      r.decode_parts.add(model.stats());
+    }
     for (SeqId s : seqs) cache.truncate(s, at);
-    t = now_seconds();
-    model.forward(verify, cache, out);
-    const double verify_s = now_seconds() - t;
-    const ForwardStats verify_stats = model.stats();
-    for (SeqId s : seqs) cache.truncate(s, at);
-    std::vector<float> hidden;  // each sequence's first verify row: what the MTP takes next
-    for (int b = 0; b < batch; ++b)
-      hidden.insert(hidden.end(), out.hidden.begin() + 2 * b * c.dim, out.hidden.begin() + (2 * b + 1) * c.dim);
-    StepOutput drafts;
-    t = now_seconds();
-    model.forward_mtp(draft, hidden.data(), mtp_cache, drafts);
-    const double mtp_s = now_seconds() - t;
-    for (SeqId s : mtp_seqs) mtp_cache.truncate(s, mtp_at);
-    if (round < 0) continue;
-    r.decode_seconds += decode_s / rounds;
-    r.verify_seconds += verify_s / rounds;
-    r.mtp_seconds += mtp_s / rounds;
-    r.decode_bytes += static_cast<double>(decode_stats.weight_bytes) / rounds;
-    r.verify_bytes += static_cast<double>(verify_stats.weight_bytes) / rounds;
-    r.decode_parts.add(decode_stats);
-    r.verify_parts.add(verify_stats);
+    for (int k = 1; k <= max_drafts; ++k) {
+      Step verify;
+      verify.want_hidden = true;
+      for (int b = 0; b < batch; ++b) verify.add(seqs[b], at, tokens[b].data() + at, 1 + k, /*all_logits=*/true);
+      t = now_seconds();
+      model.forward(verify, cache, out);
+      if (timed) {
+        r.verify_seconds[k - 1] += (now_seconds() - t) / rounds;
+        r.verify_bytes[k - 1] += static_cast<double>(model.stats().weight_bytes) / rounds;
+        r.verify_parts[k - 1].add(model.stats());
+      }
+      for (SeqId s : seqs) cache.truncate(s, at);
+      // the drafts: the MTP over the settled position (the first verify row's hidden state),
+      // then k - 1 chained steps on its own output
+      std::vector<float> hidden;
+      for (int b = 0; b < batch; ++b) {
+        const auto first = out.hidden.begin() + static_cast<int64_t>(b) * (1 + k) * c.dim;
+        hidden.insert(hidden.end(), first, first + c.dim);
+      }
+      t = now_seconds();
+      for (int j = 0; j < k; ++j) {
+        Step draft;
+        draft.want_hidden = j + 1 < k;
+        for (int b = 0; b < batch; ++b) draft.add(mtp_seqs[b], mtp_at + j, tokens[b].data() + mtp_at + j + 1, 1);
+        StepOutput drafts;
+        model.forward_mtp(draft, hidden.data(), mtp_cache, drafts);
+        hidden = drafts.hidden;
+      }
+      if (timed) r.draft_seconds[k - 1] += (now_seconds() - t) / rounds;
+      for (SeqId s : mtp_seqs) mtp_cache.truncate(s, mtp_at);
+    }
   }
   return r;
 }

@@ -82,20 +82,28 @@ struct ServingResult {
 ServingResult bench_serving(Transformer& model, const ServingOptions& options);
 
 // What one cycle of MTP speculation costs next to a plain decode step, at `batch` sequences of
-// `prompt_len` random tokens: per round, a decode step (one token per sequence), a verify step
-// (the token and a draft per sequence, every row's logits and hidden state: what --mtp on runs)
-// and the MTP forward (one row per sequence), each rolled back so the positions stay put. The
-// mean seconds and weight bytes of each (rank 0's view; bytes this rank's).
+// `prompt_len` random tokens, for 1 .. max_drafts drafts per sequence: per round, a decode step
+// (one token per sequence), for each k a verify step (the token and k drafts per sequence, every
+// row's logits and hidden state: what --mtp on runs) and the k MTP forwards that draft them (the
+// pass over the settled position, then k - 1 chained ones), each rolled back so the positions stay
+// put. Mean seconds and weight bytes (rank 0's view; bytes this rank's).
 struct MtpCostResult {
   int batch = 0, rounds = 0;
-  double decode_seconds = 0, verify_seconds = 0, mtp_seconds = 0;  // mean per call
-  double decode_bytes = 0, verify_bytes = 0;                      // mean per call (experts' union)
-  PartTotals decode_parts, verify_parts;                          // summed over the rounds
-  // The draft acceptance at which speculation breaks even: tokens per cycle 1 + a against the
-  // cycle's cost in decode steps.
-  double break_even_acceptance() const { return (verify_seconds + mtp_seconds) / decode_seconds - 1; }
-  double speedup_at(double acceptance) const { return (1 + acceptance) * decode_seconds / (verify_seconds + mtp_seconds); }
+  double decode_seconds = 0, decode_bytes = 0;
+  std::vector<double> verify_seconds, draft_seconds, verify_bytes;  // [k - 1] for k drafts
+  PartTotals decode_parts;
+  std::vector<PartTotals> verify_parts;
+  double cycle_seconds(int k) const { return verify_seconds[k - 1] + draft_seconds[k - 1]; }
+  // Tokens per cycle when each draft is accepted with probability a given the ones before it:
+  // 1 + a + ... + a^k; the speedup against plain decode steps, and where it breaks even.
+  static double tokens_per_cycle(int k, double a) {
+    double t = 1, p = 1;
+    for (int i = 0; i < k; ++i) t += (p *= a);
+    return t;
+  }
+  double speedup_at(int k, double a) const { return tokens_per_cycle(k, a) * decode_seconds / cycle_seconds(k); }
+  double break_even_acceptance(int k) const;  // the a where speedup_at(k, a) == 1 (> 1: never)
 };
-MtpCostResult bench_mtp(Transformer& model, int batch, int prompt_len, int rounds, uint64_t seed);
+MtpCostResult bench_mtp(Transformer& model, int batch, int prompt_len, int rounds, int max_drafts, uint64_t seed);
 
 }  // namespace dsinfer

@@ -515,6 +515,17 @@ bool Engine::run_step() {
     row += rows;
     hidden_row += chunk.all_logits || chunk.all_hidden ? chunk.n_tokens : 1;
     const bool decoding = !r.prefilling();
+    const int64_t generated_before = static_cast<int64_t>(r.generated.size());
+    // how many tokens a decode row gave (counted however the row ends)
+    struct CountDecoded {
+      bool on;
+      const Request& r;
+      int64_t before;
+      int64_t& total;
+      ~CountDecoded() {
+        if (on) total += static_cast<int64_t>(r.generated.size()) - before;
+      }
+    } count_decoded{decoding, r, generated_before, stats_.decoded_tokens};
     if (decoding && chunk.n_tokens > 1) {
       // the next token and drafts of the ones after: a draft's cache entry and logits row count
       // only if every token sampled before it agreed with the drafts (the longest agreeing
@@ -575,6 +586,7 @@ bool Engine::run_step() {
   StepReport report{decode_rows, prefill_tokens, now_seconds() - start};
   (prefill_tokens > 0 ? stats_.prefill_seconds : stats_.decode_seconds) += report.seconds;
   stats_.draft_steps += step_drafts > 0;
+  stats_.decode_row_steps += decode_rows;
   // a pure decode step of either kind: without drafts or the MTP, or with both (the transitions
   // between the two hold one but not the other and would bias either mean)
   const bool mtp_ran = !in_mtp.empty();

@@ -89,12 +89,16 @@ struct EngineStats {
   int64_t drafted = 0, accepted = 0;  // MTP drafts verified, and those the model agreed with
   double mtp_seconds = 0;             // the MTP module's forward calls (in the above too)
   int64_t draft_steps = 0;            // decode steps that verified drafts (--mtp auto: the ones it chose)
+  // Decode rows over all steps (a sequence decoding in a step), and the tokens they gave: their
+  // ratio is what the drafts gain per step (about 1 without them).
+  int64_t decode_row_steps = 0, decoded_tokens = 0;
   // What happened between two readings (e.g. one chat turn).
   EngineStats operator-(const EngineStats& o) const {
     return {steps - o.steps, prompt_tokens - o.prompt_tokens, prefilled_tokens - o.prefilled_tokens,
             reused_tokens - o.reused_tokens, generated_tokens - o.generated_tokens,
             prefill_seconds - o.prefill_seconds, decode_seconds - o.decode_seconds,
-            drafted - o.drafted, accepted - o.accepted, mtp_seconds - o.mtp_seconds, draft_steps - o.draft_steps};
+            drafted - o.drafted, accepted - o.accepted, mtp_seconds - o.mtp_seconds, draft_steps - o.draft_steps,
+            decode_row_steps - o.decode_row_steps, decoded_tokens - o.decoded_tokens};
   }
 };
 

@@ -81,6 +81,8 @@ std::vector<std::vector<int32_t>> generate(Transformer& model, const std::vector
     stats->decode_seconds = engine.stats().decode_seconds;
     stats->drafted = engine.stats().drafted;
     stats->accepted = engine.stats().accepted;
+    stats->decode_row_steps = engine.stats().decode_row_steps;
+    stats->decoded_tokens = engine.stats().decoded_tokens;
   }
   return completions;
 }

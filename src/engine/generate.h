@@ -32,6 +32,7 @@ struct GenerateStats {
   double prefill_seconds = 0;
   double decode_seconds = 0;
   int64_t drafted = 0, accepted = 0;  // MTP drafts verified and accepted
+  int64_t decode_row_steps = 0, decoded_tokens = 0;  // EngineStats': their ratio is the drafts' gain
 };
 
 // Called for each newly generated (not prompt) token of a row, in order.
