@@ -84,6 +84,14 @@ TEST(ConvertCli, EveryFlagIsRequired) {
     const auto result = run_dsinfer(args);
     const std::string flag = all[missing].substr(0, all[missing].find(' '));
     EXPECT_TRUE(fails_with(result, {flag}));
+    EXPECT_EQ(result.exit_code, 1) << "a bad command line is status 1, as every other error";
+  }
+  // the same for other subcommands and kinds of parse error
+  for (const char* bad : {"generate --ckpt-path x --max-new-tokens many", "serve --no-such-flag",
+                          "bench --ckpt-path x --mtp sometimes", "no-such-command"}) {
+    const auto result = run_dsinfer(bad);
+    EXPECT_EQ(result.exit_code, 1) << bad << ": " << result.err;
+    EXPECT_FALSE(result.err.empty()) << bad;
   }
   EXPECT_TRUE(fails_with(run_dsinfer("convert --hf-ckpt-path " + hf + " --save-path " + out +
                                      " --n-experts eight --model-parallel 1"),

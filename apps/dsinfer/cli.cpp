@@ -67,7 +67,10 @@ int run_cli(int argc, char** argv) {
     for (const Command& command : commands)
       if (command.parser->parsed()) command.run();
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help (and the like) succeed; a bad command line is status 1 like every other error, not
+    // CLI11's own codes (104-114)
+    const int status = app.exit(e);
+    return status == 0 ? 0 : 1;
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "core/json_excerpt.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/perplexity.h"
@@ -41,7 +42,7 @@ std::vector<std::vector<int32_t>> read_case_tokens(const std::string& path) {
     check(row.is_array(), path, ": tokens must be a list of token-id lists");
     std::vector<int32_t> ids;
     for (const json& t : row) {
-      check(t.is_number_integer(), path, ": non-integer token ", t.dump());
+      check(t.is_number_integer(), path, ": non-integer token ", json_excerpt(t));
       ids.push_back(t.get<int32_t>());
     }
     sequences.push_back(std::move(ids));

@@ -1,6 +1,7 @@
 // make-random: the tensor table of an HF checkpoint from its config, and deterministic random
 // bytes for each tensor, streamed into shard files a chunk at a time.
 #include "convert/make_random.h"
+#include "core/json_excerpt.h"
 
 #include <algorithm>
 #include <array>
@@ -47,7 +48,7 @@ struct Layout {
 
 int optional_int(const json& j, const char* key, int fallback, const std::string& origin) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
-  check(j[key].is_number_integer(), origin, ": ", key, " must be an integer, got ", j[key].dump());
+  check(j[key].is_number_integer(), origin, ": ", key, " must be an integer, got ", json_excerpt(j[key]));
   return j[key].get<int>();
 }
 
@@ -70,7 +71,7 @@ Layout read_layout(const std::string& text, const std::string& origin) {
     const json& block = j["quantization_config"]["weight_block_size"];
     check(block == json::array({kFp8Block, kFp8Block}), origin,
           ": quantization_config.weight_block_size must be [128, 128] (the only fp8 block the engine reads), got ",
-          block.dump());
+          json_excerpt(block));
   }
   const int freq = optional_int(j, "moe_layer_freq", 1, origin);
   check(freq == 1, origin, ": moe_layer_freq ", freq,

@@ -1,4 +1,5 @@
 #include "engine/eval_case.h"
+#include "core/json_excerpt.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,7 +22,7 @@ std::vector<std::vector<int32_t>> token_rows(const json& j, const std::string& w
     check(row.is_array(), path, ": ", what, " must be a list of token-id lists");
     std::vector<int32_t> ids;
     for (const json& t : row) {
-      check(t.is_number_integer(), path, ": ", what, " holds a non-integer token ", t.dump());
+      check(t.is_number_integer(), path, ": ", what, " holds a non-integer token ", json_excerpt(t));
       ids.push_back(t.get<int32_t>());
     }
     rows.push_back(std::move(ids));

@@ -1,4 +1,5 @@
 #include "io/safetensors.h"
+#include "core/json_excerpt.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -103,10 +104,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
     const uint64_t max_numel = (1ull << 62) / dtype_size(view.dtype);
     uint64_t numel = 1;
     for (const json& d : shape) {
-      check(d.is_number_unsigned(), where(), ": shape ", shape.dump(),
+      check(d.is_number_unsigned(), where(), ": shape ", json_excerpt(shape),
             " has a non-natural dimension");
       const uint64_t dim = d.get<uint64_t>();
-      check(dim == 0 || numel <= max_numel / dim, where(), ": shape ", shape.dump(), " overflows");
+      check(dim == 0 || numel <= max_numel / dim, where(), ": shape ", json_excerpt(shape), " overflows");
       numel *= dim;
       view.shape.push_back(static_cast<int64_t>(dim));
     }
@@ -121,7 +122,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
           "] run past the end of the data (", data_size, " bytes; file truncated?)");
     const uint64_t expected = numel * dtype_size(view.dtype);
     check(end - begin == expected, where(), ": ", end - begin, " bytes but dtype ",
-          dtype_name(view.dtype), " x shape ", shape.dump(), " needs ", expected);
+          dtype_name(view.dtype), " x shape ", json_excerpt(shape), " needs ", expected);
     view.data = base + data_start + begin;
     view.n_bytes = end - begin;
     if (begin < end) ranges.emplace_back(begin, end);

@@ -1,4 +1,5 @@
 #include "model/config.h"
+#include "core/json_excerpt.h"
 
 #include <cmath>
 #include <cstdint>
@@ -28,25 +29,25 @@ T get_as(const json& value, const std::string& key, const std::string& origin) {
       if (value.is_number_unsigned()) {
         const uint64_t v = value.get<uint64_t>();
         check(v <= static_cast<uint64_t>(kMax), origin, ": ", key, " is out of range, got ",
-              value.dump());
+              json_excerpt(value));
         return static_cast<int>(v);
       }
       if (value.is_number_integer()) {
         const int64_t v = value.get<int64_t>();
-        check(v >= kMin && v <= kMax, origin, ": ", key, " is out of range, got ", value.dump());
+        check(v >= kMin && v <= kMax, origin, ": ", key, " is out of range, got ", json_excerpt(value));
         return static_cast<int>(v);
       }
       check(value.is_number_float() && std::isfinite(value.get<double>()) &&
                 std::trunc(value.get<double>()) == value.get<double>(),
-            origin, ": ", key, " must be an integer, got ", value.dump());
+            origin, ": ", key, " must be an integer, got ", json_excerpt(value));
       const double v = value.get<double>();
-      check(v >= kMin && v <= kMax, origin, ": ", key, " is out of range, got ", value.dump());
+      check(v >= kMin && v <= kMax, origin, ": ", key, " is out of range, got ", json_excerpt(value));
       return static_cast<int>(v);
     } else if constexpr (std::is_same_v<T, double>) {
-      check(value.is_number(), origin, ": ", key, " must be a number, got ", value.dump());
+      check(value.is_number(), origin, ": ", key, " must be a number, got ", json_excerpt(value));
       return value.get<double>();
     } else {
-      check(value.is_string(), origin, ": ", key, " must be a string, got ", value.dump());
+      check(value.is_string(), origin, ": ", key, " must be a string, got ", json_excerpt(value));
       return value.get<std::string>();
     }
   } catch (const json::exception& e) {
@@ -140,7 +141,7 @@ ModelConfig parse_hf_form(const json& j, const std::string& origin) {
     c.rope_theta = get_as<double>(j["rope_theta"], "rope_theta", origin);
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     const json& rs = j["rope_scaling"];
-    check(rs.is_object(), origin, ": rope_scaling must be an object, got ", rs.dump());
+    check(rs.is_object(), origin, ": rope_scaling must be an object, got ", json_excerpt(rs));
     if (rs.contains("factor"))
       c.rope_factor = get_as<double>(rs["factor"], "rope_scaling.factor", origin);
     if (rs.contains("original_max_position_embeddings"))
@@ -158,7 +159,7 @@ ModelConfig parse_hf_form(const json& j, const std::string& origin) {
   }
   if (j.contains("quantization_config") && !j["quantization_config"].is_null()) {
     const json& q = j["quantization_config"];
-    check(q.is_object(), origin, ": quantization_config must be an object, got ", q.dump());
+    check(q.is_object(), origin, ": quantization_config must be an object, got ", json_excerpt(q));
     const std::string method =
         q.contains("quant_method")
             ? get_as<std::string>(q["quant_method"], "quantization_config.quant_method", origin)

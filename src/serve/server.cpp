@@ -1,4 +1,5 @@
 #include "serve/server.h"
+#include "core/json_excerpt.h"
 
 #include "serve/connection_probe.h"
 
@@ -131,7 +132,7 @@ double number(const json& body, const char* name, double fallback, double lo, do
   if (!v.is_number()) reject(std::string(name) + " must be a number", name);
   const double d = v.get<double>();
   if (!(d >= lo && d <= hi))
-    reject(cat(name, " must be between ", lo, " and ", hi, ", got ", v.dump()), name);
+    reject(cat(name, " must be between ", lo, " and ", hi, ", got ", json_excerpt(v)), name);
   return d;
 }
 

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/json_excerpt.h"
 #include "core/log.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
@@ -46,7 +47,7 @@ void load_model(Impl& t, const json& root, const FastTables* fast) {
   const json* m = member(root, "model");
   if (!m || !m->is_object()) fail("no \"model\" object");
   if (const json* type = member(*m, "type"); type && *type != "BPE")
-    fail("model type ", type->dump(), " is not supported (only BPE)");
+    fail("model type ", json_excerpt(*type), " is not supported (only BPE)");
   if (const json* d = member(*m, "dropout"); d && d->get<double>() != 0.0)
     fail("BPE dropout is not supported");
   if (get_bool(*m, "byte_fallback", false)) fail("BPE byte_fallback is not supported");
@@ -227,18 +228,18 @@ void load_pipeline(Impl& t, const json& root) {
                                 member(*n, "normalizers") && (*n)["normalizers"].is_array() &&
                                 (*n)["normalizers"].empty();
     if (!empty_sequence)
-      fail("normalizer ", n->dump().substr(0, 200), " is not supported (only none)");
+      fail("normalizer ", json_excerpt(*n, 200), " is not supported (only none)");
   }
   if (const json* p = member(root, "pre_tokenizer")) add_pre_tokenizer(t, *p, "pre_tokenizer");
   t.model.byte_level = !t.steps.empty() && t.steps.back().kind == PreStep::Kind::kByteLevel;
   if (const json* pp = member(root, "post_processor")) {
     if (!member(*pp, "type") || (*pp)["type"] != "ByteLevel") {
-      fail("post_processor ", pp->dump().substr(0, 200), " is not supported (only ByteLevel)");
+      fail("post_processor ", json_excerpt(*pp, 200), " is not supported (only ByteLevel)");
     }
   }
   const json* d = member(root, "decoder");
   if (!d || !member(*d, "type") || (*d)["type"] != "ByteLevel") {
-    fail("decoder ", d ? d->dump().substr(0, 200) : std::string("null"),
+    fail("decoder ", d ? json_excerpt(*d, 200) : std::string("null"),
          " is not supported (only ByteLevel)");
   }
 }

@@ -1,0 +1,16 @@
+// A JSON value as error messages quote it: short, and never by recursion. nlohmann::json::dump()
+// recurses once per level of nesting, so quoting a hostile file's 50 000-deep value in a message
+// overflowed the stack (and a huge one floods the terminal): messages quote it through this.
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+
+namespace dsinfer {
+
+// Scalars as JSON (strings cut to max_chars); arrays and objects by their size and first few
+// scalar elements or keys, e.g. `[1, 2, ...] (an array of 7)`, `an object of 3 keys ("a", "b", ...)`.
+std::string json_excerpt(const nlohmann::json& value, size_t max_chars = 80);
+
+}  // namespace dsinfer
