@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -258,6 +260,14 @@ TEST(Config, HfFormErrors) {
       {"rope_scaling not an object", [](json& j) { j["rope_scaling"] = 40; }, "rope_scaling"},
       {"groups do not divide", [](json& j) { j["n_group"] = 3; },
        "n_expert_groups must divide n_routed_experts"},
+      // values the reference's math rejects (here they were NaN logits and an empty completion)
+      {"rope_theta 1", [](json& j) { j["rope_theta"] = 1; }, "rope_theta must be a finite number > 1, got 1"},
+      {"rope_theta 0.5", [](json& j) { j["rope_theta"] = 0.5; }, "rope_theta must be"},
+      {"rope factor 0", [](json& j) { j["rope_scaling"]["factor"] = 0; }, "rope_factor (rope_scaling.factor)"},
+      {"rope factor -40", [](json& j) { j["rope_scaling"]["factor"] = -40; }, "rope_factor"},
+      {"negative original length", [](json& j) { j["rope_scaling"]["original_max_position_embeddings"] = -4096; },
+       "original_seq_len (rope_scaling.original_max_position_embeddings) must be positive"},
+      {"beta_slow 0", [](json& j) { j["rope_scaling"]["beta_slow"] = 0; }, "beta_slow must be positive"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
@@ -297,6 +307,7 @@ TEST(Config, BadTypesInReferenceForm) {
       {R"({"dim": 1e300})", "dim is out of range"},  // casting would be undefined
       {R"({"dim": 2147483647.5})", "dim must be an integer"},
       {R"({"route_scale": "2.5"})", "route_scale must be a number"},
+      {R"({"rope_theta": 1})", "rope_theta must be a finite number > 1"},
       {R"({"route_scale": null})", "route_scale must be a number"},
       {R"({"dtype": "fp16"})", "dtype must be bf16 or fp8"},
       {R"({"dtype": 8})", "dtype must be a string"},
@@ -335,6 +346,10 @@ TEST(Config, ValidateRejectsImpossibleValues) {
   const std::vector<Case> cases = {
       {"groups do not divide", [](ModelConfig& c) { c.n_expert_groups = 5; },
        "n_expert_groups must divide"},
+      {"infinite route_scale", [](ModelConfig& c) { c.route_scale = INFINITY; }, "route_scale (routed_scaling_factor)"},
+      {"NaN route_scale", [](ModelConfig& c) { c.route_scale = NAN; }, "route_scale"},
+      {"NaN rope_theta", [](ModelConfig& c) { c.rope_theta = NAN; }, "rope_theta"},
+      {"NaN mscale", [](ModelConfig& c) { c.mscale = NAN; }, "mscale must be a finite number"},
       {"zero groups", [](ModelConfig& c) { c.n_expert_groups = 0; }, "n_expert_groups"},
       {"limited > groups",
        [](ModelConfig& c) {

@@ -226,6 +226,17 @@ void ModelConfig::validate() const {
   }
   if (n_dense_layers > 0) positive(inter_dim, "inter_dim");
   check(scale_fmt.empty() || scale_fmt == "ue8m0", "scale_fmt must be null or ue8m0");
+  // what the reference's math needs (it raises on these; here they would be NaN logits and an
+  // empty completion): the frequencies divide by log(rope_theta), YaRN takes log(rope_factor) and
+  // log(original_seq_len / (beta * 2 pi)), the routed output is scaled by route_scale
+  check(std::isfinite(rope_theta) && rope_theta > 1, "rope_theta must be a finite number > 1, got ", rope_theta);
+  check(std::isfinite(rope_factor) && rope_factor > 0, "rope_factor (rope_scaling.factor) must be a finite number > 0, got ",
+        rope_factor);
+  positive(original_seq_len, "original_seq_len (rope_scaling.original_max_position_embeddings)");
+  positive(beta_fast, "beta_fast");
+  positive(beta_slow, "beta_slow");
+  check(std::isfinite(mscale), "mscale must be a finite number, got ", mscale);
+  check(std::isfinite(route_scale), "route_scale (routed_scaling_factor) must be a finite number, got ", route_scale);
 }
 
 std::string ModelConfig::summary() const {
