@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "core/read_file.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "chat/chat_formatter.h"
@@ -99,13 +100,8 @@ std::optional<std::string> from_rank0(Comm& comm, const std::function<std::optio
   return message.substr(1);
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), "cannot read input file ", path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+// A prompt file: a regular file or a pipe (<(cmd)), at most 256 MiB (not /dev/zero, not forever).
+std::string read_text(const std::string& path) { return read_input_file(path, "--input-file", 256 << 20, true); }
 
 std::vector<std::string> prompt_lines(const std::string& text) {
   std::vector<std::string> prompts;

@@ -13,7 +13,9 @@
 namespace dsinfer {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO given as a shard fails the regular-file check below instead of blocking
+  // in open until someone writes to it (it does not change reading or mapping a regular file)
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail("cannot open ", path, ": ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

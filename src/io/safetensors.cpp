@@ -122,7 +122,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
           "] run past the end of the data (", data_size, " bytes; file truncated?)");
     const uint64_t expected = numel * dtype_size(view.dtype);
     check(end - begin == expected, where(), ": ", end - begin, " bytes but dtype ",
-          dtype_name(view.dtype), " x shape ", json_excerpt(shape), " needs ", expected);
+          dtype_name(view.dtype), " x shape ", shape_string(view.shape), " needs ", expected);
     view.data = base + data_start + begin;
     view.n_bytes = end - begin;
     if (begin < end) ranges.emplace_back(begin, end);

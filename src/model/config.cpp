@@ -1,4 +1,5 @@
 #include "model/config.h"
+#include "core/read_file.h"
 #include "core/json_excerpt.h"
 
 #include <cmath>
@@ -189,11 +190,7 @@ ModelConfig parse_config_json(const std::string& text, const std::string& origin
 }
 
 ModelConfig load_config(const std::string& path) {
-  std::ifstream in(path);
-  check(in.good(), "cannot read config ", path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_config_json(buffer.str(), path);
+  return parse_config_json(read_input_file(path, "config", 16 << 20), path);
 }
 
 void ModelConfig::validate() const {

@@ -1,6 +1,9 @@
 // Loading a tokenizer.json (and tokenizer_config.json) into the tokenizer's tables, as Hugging
 // Face `tokenizers` reads them; errors name the file and the field.
+#include <sys/stat.h>
+
 #include <atomic>
+#include <cerrno>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -9,6 +12,7 @@
 #include "core/error.h"
 #include "core/json_excerpt.h"
 #include "core/log.h"
+#include "core/read_file.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
 
@@ -357,15 +361,10 @@ void load_config(Impl& t, const std::string& text) {
 }
 
 std::string read_whole_file(const std::string& path, bool required) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (required) fail("tokenizer: cannot open ", path);
-    return {};
-  }
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) fail("tokenizer: cannot read ", path);
-  return std::move(s).str();
+  // an optional file may be absent; one that is there but cannot be read is an error, not "empty"
+  struct stat st {};
+  if (!required && ::stat(path.c_str(), &st) != 0 && errno == ENOENT) return {};
+  return read_input_file(path, "tokenizer file", int64_t{1} << 30);
 }
 
 }  // namespace tokenizer_detail
