@@ -144,6 +144,35 @@ TEST(CliRunLocal, RankKilledBySignalEndsTheRun) {
   EXPECT_NE(err.find("was killed by signal 9"), std::string::npos) << err;
 }
 
+// The launcher itself killed outright (SIGKILL: no handler of its own runs): its ranks go too,
+// by the parent-death signal, instead of living on as orphans that wait for each other.
+TEST(CliRunLocal, KillingTheLauncherEndsItsRanks) {
+  const std::string tok = data_path("tokenizer/deepseek-v3");
+  const std::string dir = test::scratch_dir("orphans");
+  const std::string script = dir + "/kill.sh";
+  test::write_file(script,
+                   "mkfifo " + dir + "/fifo\n"
+                   "exec 3<>" + dir + "/fifo\n"  // held open: rank 0's stdin never ends
+                   + std::string(DSINFER_BIN) + " --threads 1 run -n 2 --comm gloo tokenize --tokenizer-path " + tok +
+                   " --input-file /dev/stdin <" + dir + "/fifo >" + dir + "/out 2>" + dir + "/err &\n"
+                   "launcher=$!\n"
+                   "sleep 2\n"
+                   "ranks=$(ps -o pid= --ppid $launcher)\n"
+                   "echo $ranks | wc -w >" + dir + "/ranks\n"
+                   "kill -KILL $launcher\n"
+                   "for i in $(seq 50); do\n"
+                   "  alive=0; for p in $ranks; do kill -0 $p 2>/dev/null && alive=$((alive + 1)); done\n"
+                   "  [ $alive -eq 0 ] && break; sleep 0.1\n"
+                   "done\n"
+                   "echo $alive >" + dir + "/alive\n"
+                   "for p in $ranks; do kill -KILL $p 2>/dev/null; done\n"  // whatever happens, leave none
+                   "exit 0\n");
+  ASSERT_EQ(std::system(("sh " + script).c_str()), 0);
+  // rank 0 waits on its stdin (held open); rank 1's stdin is /dev/null, so it may be done already
+  EXPECT_NE(test::read_file(dir + "/ranks"), "0\n") << test::read_file(dir + "/err");
+  EXPECT_EQ(test::read_file(dir + "/alive"), "0\n") << "ranks outlived their launcher";
+}
+
 TEST(CliRunLocal, SuccessfulRanksMakeASuccessfulRun) {
   const std::string tok = data_path("tokenizer/deepseek-v3");
   auto t = launch("-n 2 --comm gloo tokenize --tokenizer-path " + tok + " --text hi", "", 60);

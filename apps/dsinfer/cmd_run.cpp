@@ -6,6 +6,7 @@
 // over to `mpirun -n N --oversubscribe --bind-to none`, which forwards stdin to rank 0 itself.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -129,6 +130,7 @@ void run_local(const RunOptions& o, const std::vector<std::string>& global) {
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> pids(static_cast<size_t>(o.ranks), -1);
+  const pid_t launcher = getpid();
   for (int rank = 0; rank < o.ranks; ++rank) {
     const pid_t pid = fork();
     if (pid < 0) {
@@ -139,6 +141,10 @@ void run_local(const RunOptions& o, const std::vector<std::string>& global) {
     if (pid == 0) {
       sigaction(SIGINT, &old_int, nullptr);
       sigaction(SIGTERM, &old_term, nullptr);
+      // a launcher killed outright (SIGKILL: no handler runs) takes its ranks with it instead of
+      // leaving them to wait for each other forever; and if it died before this line, go now
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != launcher) _exit(1);
       if (rank != 0) dup2(devnull, STDIN_FILENO);
       setenv("WORLD_SIZE", std::to_string(o.ranks).c_str(), 1);
       setenv("RANK", std::to_string(rank).c_str(), 1);
