@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "engine/eval_case.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "test_support.h"
@@ -77,6 +78,34 @@ TEST(JsonExcerpt, ADeepSafetensorsShapeIsAClearError) {
   out << header << std::string(4, '\0');
   out.close();
   expect_error_naming([&] { SafetensorsFile f(path); }, "shape");
+}
+
+TEST(JsonInteger, WholeAndInRangeOrAnError) {
+  EXPECT_EQ(json_integer(json(5), 0, 10, "x"), 5);
+  EXPECT_EQ(json_integer(json(-1), -1, 10, "x"), -1);
+  for (const char* bad : {"1099511627776", "10.7", "\"3\"", "-2", "18446744073709551615", "null", "[1]"})
+    expect_error_naming([&] { json_integer(json::parse(bad), -1, INT32_MAX, "the field"); },
+                        "the field must be an integer in [-1, 2147483647], got");
+}
+
+// Case files: a token of 2^40 used to be read as 0 and max_new_tokens 10.7 as 10.
+TEST(JsonInteger, CaseFilesRefuseWhatDoesNotFit) {
+  const std::string dir = test::scratch_dir("cases");
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"prefill_tokens": [[1, 1099511627776]]})", "a token of prefill_tokens must be an integer"},
+      {R"({"prefill_tokens": [[1, 2]], "decode_tokens": [[-5]]})", "a token of decode_tokens"},
+      {R"({"generate": {"prompts": [[1]], "max_new_tokens": 10.7}})", "generate.max_new_tokens must be an integer"},
+      {R"({"generate": {"prompts": [[1]], "max_new_tokens": 4, "eos_id": "1"}})", "generate.eos_id"},
+      {R"({"generate": {"prompts": [[1]], "max_new_tokens": 4, "temperature": "hot"}})", "generate.temperature must be a number"},
+      {R"({"generate": [1]})", "generate needs prompts and max_new_tokens"},
+  };
+  int i = 0;
+  for (const auto& [text, message] : cases) {
+    const std::string path = dir + "/case" + std::to_string(i++) + ".json";
+    test::write_file(path, text);
+    expect_error_naming([&] { read_eval_case(path); }, message);
+    expect_error_naming([&] { read_eval_case(path); }, path);
+  }
 }
 
 }  // namespace

@@ -9,15 +9,15 @@
 #include <sstream>
 
 #include "commands.h"
-#include "core/read_file.h"
+#include "chat/chat_formatter.h"
+#include "comm/backends.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "chat/chat_formatter.h"
+#include "core/read_file.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "line_reader.h"
 #include "model_options.h"
-#include "comm/backends.h"
 #include "text_lines.h"
 
 namespace dsinfer::cli {

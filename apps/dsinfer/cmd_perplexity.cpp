@@ -10,13 +10,13 @@
 #include <sstream>
 
 #include "commands.h"
-#include "core/json_excerpt.h"
+#include "comm/backends.h"
 #include "core/error.h"
+#include "core/json_excerpt.h"
 #include "core/log.h"
 #include "engine/perplexity.h"
 #include "io/json_file.h"
 #include "model_options.h"
-#include "comm/backends.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dsinfer::cli {
@@ -41,10 +41,7 @@ std::vector<std::vector<int32_t>> read_case_tokens(const std::string& path) {
   for (const json& row : j["tokens"]) {
     check(row.is_array(), path, ": tokens must be a list of token-id lists");
     std::vector<int32_t> ids;
-    for (const json& t : row) {
-      check(t.is_number_integer(), path, ": non-integer token ", json_excerpt(t));
-      ids.push_back(t.get<int32_t>());
-    }
+    for (const json& t : row) ids.push_back(static_cast<int32_t>(json_integer(t, 0, INT32_MAX, path + ": a token")));
     sequences.push_back(std::move(ids));
   }
   return sequences;

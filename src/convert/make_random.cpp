@@ -1,7 +1,6 @@
 // make-random: the tensor table of an HF checkpoint from its config, and deterministic random
 // bytes for each tensor, streamed into shard files a chunk at a time.
 #include "convert/make_random.h"
-#include "core/json_excerpt.h"
 
 #include <algorithm>
 #include <array>
@@ -17,6 +16,7 @@
 
 #include "convert/convert.h"
 #include "core/error.h"
+#include "core/json_excerpt.h"
 #include "core/log.h"
 #include "io/checkpoint_dir.h"
 #include "io/json_file.h"

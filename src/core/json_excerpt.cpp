@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
+
 namespace dsinfer {
 
 namespace {
@@ -47,6 +49,21 @@ std::string json_excerpt(const nlohmann::json& value, size_t max_chars) {
     return s + ")";
   }
   return cut(value.dump(), max_chars);
+}
+
+int64_t json_integer(const nlohmann::json& value, int64_t lo, int64_t hi, const std::string& what) {
+  bool ok = false;
+  int64_t v = 0;
+  if (value.is_number_unsigned()) {
+    const uint64_t u = value.get<uint64_t>();
+    ok = u <= static_cast<uint64_t>(INT64_MAX);
+    v = static_cast<int64_t>(u);
+  } else if (value.is_number_integer()) {
+    ok = true;
+    v = value.get<int64_t>();
+  }
+  check(ok && v >= lo && v <= hi, what, " must be an integer in [", lo, ", ", hi, "], got ", json_excerpt(value));
+  return v;
 }
 
 }  // namespace dsinfer

@@ -1,11 +1,12 @@
 #include "engine/eval_case.h"
-#include "core/json_excerpt.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_excerpt.h"
 #include "engine/scoring.h"
 #include "io/json_file.h"
 
@@ -21,10 +22,8 @@ std::vector<std::vector<int32_t>> token_rows(const json& j, const std::string& w
   for (const json& row : j) {
     check(row.is_array(), path, ": ", what, " must be a list of token-id lists");
     std::vector<int32_t> ids;
-    for (const json& t : row) {
-      check(t.is_number_integer(), path, ": ", what, " holds a non-integer token ", json_excerpt(t));
-      ids.push_back(t.get<int32_t>());
-    }
+    for (const json& t : row)
+      ids.push_back(static_cast<int32_t>(json_integer(t, 0, INT32_MAX, path + ": a token of " + what)));
     rows.push_back(std::move(ids));
   }
   return rows;
@@ -50,10 +49,16 @@ EvalCase read_eval_case(const std::string& path) {
   if (j.contains("generate")) {
     const json& g = j["generate"];
     c.has_generate = true;
-    c.prompts = token_rows(g.at("prompts"), "generate.prompts", path);
-    c.max_new_tokens = g.at("max_new_tokens").get<int>();
-    c.eos_id = g.value("eos_id", -1);
-    c.temperature = g.value("temperature", 0.0f);
+    check(g.is_object() && g.contains("prompts") && g.contains("max_new_tokens"), path,
+          ": generate needs prompts and max_new_tokens");
+    c.prompts = token_rows(g["prompts"], "generate.prompts", path);
+    c.max_new_tokens = static_cast<int>(json_integer(g["max_new_tokens"], 0, INT32_MAX, path + ": generate.max_new_tokens"));
+    if (g.contains("eos_id")) c.eos_id = static_cast<int>(json_integer(g["eos_id"], -1, INT32_MAX, path + ": generate.eos_id"));
+    if (g.contains("temperature")) {
+      check(g["temperature"].is_number(), path, ": generate.temperature must be a number, got ",
+            json_excerpt(g["temperature"]));
+      c.temperature = g["temperature"].get<float>();
+    }
   }
   return c;
 }

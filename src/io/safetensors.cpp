@@ -1,5 +1,4 @@
 #include "io/safetensors.h"
-#include "core/json_excerpt.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_excerpt.h"
 
 namespace dsinfer {
 

@@ -1,6 +1,4 @@
 #include "model/config.h"
-#include "core/read_file.h"
-#include "core/json_excerpt.h"
 
 #include <cmath>
 #include <cstdint>
@@ -11,6 +9,8 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/json_excerpt.h"
+#include "core/read_file.h"
 #include "io/json_file.h"
 
 namespace dsinfer {

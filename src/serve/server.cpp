@@ -1,7 +1,4 @@
 #include "serve/server.h"
-#include "core/json_excerpt.h"
-
-#include "serve/connection_probe.h"
 
 #include <httplib.h>
 #include <pthread.h>
@@ -21,7 +18,9 @@
 
 #include "chat/deepseek_output.h"
 #include "core/error.h"
+#include "core/json_excerpt.h"
 #include "core/log.h"
+#include "serve/connection_probe.h"
 #include "serve/metrics.h"
 #include "serve/stop_matcher.h"
 
