@@ -7,9 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <map>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "engine/engine.h"
 #include "model/transformer.h"

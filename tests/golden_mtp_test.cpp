@@ -41,7 +41,7 @@ enum class Variant { kRight, kPreNormHidden };
 // Teacher-forced: the main model over all of `tokens`, then the MTP over positions 0 .. n-2
 // with t_{i+1} and the main hidden state at i.
 Draft drafts(Transformer& m, const std::vector<int32_t>& tokens, Variant variant = Variant::kRight) {
-  const int64_t n = static_cast<int64_t>(tokens.size()), vocab = m.config().vocab_size, dim = m.config().dim;
+  const int64_t n = static_cast<int64_t>(tokens.size()), vocab = m.config().vocab_size;
   KVCache cache(m.config(), n);
   const SeqId seq = cache.create(n);
   Step step;
@@ -69,7 +69,6 @@ Draft drafts(Transformer& m, const std::vector<int32_t>& tokens, Variant variant
     d.token.push_back(argmax(row, vocab));
     d.logprob.push_back(log_softmax_at(row, vocab, d.token.back()));
   }
-  (void)dim;
   return d;
 }
 
