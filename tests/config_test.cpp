@@ -268,6 +268,16 @@ TEST(Config, HfFormErrors) {
       {"negative original length", [](json& j) { j["rope_scaling"]["original_max_position_embeddings"] = -4096; },
        "original_seq_len (rope_scaling.original_max_position_embeddings) must be positive"},
       {"beta_slow 0", [](json& j) { j["rope_scaling"]["beta_slow"] = 0; }, "beta_slow must be positive"},
+      // an HF config lacking hidden_size is still read as one (it was "unknown config key architectures")
+      {"no hidden_size", [](json& j) { j.erase("hidden_size"); }, "HF config lacks hidden_size"},
+      {"no hidden_size, no architectures",
+       [](json& j) {
+         j.erase("hidden_size");
+         j.erase("architectures");
+       },
+       "HF config lacks hidden_size"},
+      {"only model_type and layers",
+       [](json& j) { j = json{{"model_type", "deepseek_v3"}, {"num_hidden_layers", 3}}; }, "HF config lacks"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);

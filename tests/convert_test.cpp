@@ -31,6 +31,16 @@ std::string copy_hf(const std::string& model, const std::string& name = "hf") {
   return dir;
 }
 
+// A copy whose config.json does not say n_routed_experts (convert then cannot compare --n-experts
+// with it up front, and the per-tensor checks are what stops a wrong count).
+std::string copy_hf_without_expert_count(const std::string& model) {
+  const std::string dir = copy_hf(model, "hf-no-expert-count");
+  nlohmann::json config = nlohmann::json::parse(read_file(dir + "/config.json"));
+  config.erase("n_routed_experts");
+  write_file(dir + "/config.json", config.dump(2));
+  return dir;
+}
+
 test::CommandResult convert(const std::string& hf, const std::string& out, int n_experts, int mp) {
   return run_dsinfer("convert --hf-ckpt-path " + hf + " --save-path " + out + " --n-experts " +
                      std::to_string(n_experts) + " --model-parallel " + std::to_string(mp));
@@ -124,15 +134,23 @@ TEST(ConvertErrors, ModelParallelDoesNotDivideADimension) {
   expect_no_shards(out);
 
   // 3 ranks and 9 experts: the expert count divides, the embedding's 2048 rows do not.
-  const auto result3 = convert(golden_hf("tiny-v3"), out, 9, 3);
+  const auto result3 = convert(copy_hf_without_expert_count("tiny-v3"), out, 9, 3);
   EXPECT_TRUE(fails_with(result3, {"tensor model.", "is not divisible by --model-parallel 3"}));
   expect_no_shards(out);
 }
 
 TEST(ConvertErrors, ExpertIndexBeyondNExperts) {
   const std::string out = scratch_dir("out");
-  EXPECT_TRUE(fails_with(convert(golden_hf("tiny-v3"), out, 4, 2),
+  EXPECT_TRUE(fails_with(convert(copy_hf_without_expert_count("tiny-v3"), out, 4, 2),
                          {"tensor model.layers.", ".mlp.experts.", "belongs to routed expert ", ", but --n-experts is 4"}));
+  expect_no_shards(out);
+  // too many: the last rank would get no experts at all
+  EXPECT_TRUE(fails_with(convert(copy_hf_without_expert_count("tiny-v3"), out, 16, 2),
+                         {"--n-experts 16 but the checkpoint's tensors hold routed experts 0..7 (8 experts)"}));
+  expect_no_shards(out);
+  // the config's count, when it has one, is checked first
+  EXPECT_TRUE(fails_with(convert(golden_hf("tiny-v3"), out, 4, 2),
+                         {"--n-experts 4 but ", "tiny-v3/hf/config.json says n_routed_experts 8"}));
   expect_no_shards(out);
 }
 

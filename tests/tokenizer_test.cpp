@@ -736,6 +736,29 @@ TEST(TokenizerErrors, BadFilesNameTheProblem) {
             std::string::npos);
   EXPECT_NE(bad(j.dump(), "{oops").find("tokenizer_config.json"), std::string::npos);
   EXPECT_NE(bad(j.dump(), R"({"bos_token": 5})").find("bos_token"), std::string::npos);
+  EXPECT_NE(bad(j.dump(), R"({"bos_token": {"content": 5}})").find("bos_token"), std::string::npos);
+}
+
+// A special token the vocabulary lacks was dropped in silence (no BOS in any prompt, or no EOS to
+// stop at); transformers would add it as a new id past the model's embedding.
+TEST(TokenizerErrors, SpecialTokensMustBeInTheVocabulary) {
+  const std::string text = read_file(data_path("tokenizer/deepseek-v3/tokenizer.json"));
+  json config = json::parse(read_file(data_path("tokenizer/deepseek-v3/tokenizer_config.json")));
+  EXPECT_EQ(error_of([&] { Tokenizer::from_strings(text, config.dump(), "V3"); }), "(no error)");
+  for (const char* key : {"bos_token", "eos_token"}) {
+    SCOPED_TRACE(key);
+    json c = config;
+    c[key] = "<|no such token|>";
+    const std::string msg = error_of([&] { Tokenizer::from_strings(text, c.dump(), "V3"); });
+    EXPECT_NE(msg.find(std::string("tokenizer_config.json: ") + key + " \"<|no such token|>\" is not a token"),
+              std::string::npos)
+        << msg;
+    c[key] = {{"content", "<|no such token|>"}, {"lstrip", false}};  // the AddedToken form
+    EXPECT_NE(error_of([&] { Tokenizer::from_strings(text, c.dump(), "V3"); }).find("is not a token"),
+              std::string::npos);
+    c[key] = nullptr;  // null: no such special token, as transformers reads it
+    EXPECT_EQ(error_of([&] { Tokenizer::from_strings(text, c.dump(), "V3"); }), "(no error)");
+  }
 }
 
 }  // namespace

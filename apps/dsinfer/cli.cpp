@@ -1,6 +1,10 @@
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commands.h"
@@ -11,6 +15,25 @@
 #include "comm/backends.h"
 
 namespace dsinfer::cli {
+
+namespace {
+int g_stdout_errno = 0;  // the reason of the first failed write_stdout
+}
+
+void write_stdout(std::string_view text) {
+  errno = 0;
+  const bool ok = std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0;
+  if (!ok && g_stdout_errno == 0) g_stdout_errno = errno != 0 ? errno : EIO;
+}
+
+void flush_stdout() {
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return;
+  // an earlier, implicit flush may have failed (its errno long gone, unless write_stdout kept it)
+  const int err = g_stdout_errno != 0 ? g_stdout_errno : errno != 0 ? errno : EIO;
+  std::clearerr(stdout);
+  fail("cannot write the results to stdout: ", std::strerror(err));
+}
 
 int run_cli(int argc, char** argv) {
   CLI::App app{
@@ -50,6 +73,9 @@ int run_cli(int argc, char** argv) {
   commands.push_back(register_serve(app));
   std::vector<std::string> global_args;  // what `run` passes on to its ranks
   commands.push_back(register_run(app, global_args));
+  // A file-size limit (ulimit -f) then fails the write that crosses it, with a message naming the
+  // file, instead of killing the process with SIGXFSZ halfway through an output.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     app.parse(argc, argv);
     if (threads > 0) ThreadPool::set_default_threads(threads);
@@ -66,6 +92,7 @@ int run_cli(int argc, char** argv) {
     if (debug) global_args.push_back("--debug");
     for (const Command& command : commands)
       if (command.parser->parsed()) command.run();
+    flush_stdout();
   } catch (const CLI::ParseError& e) {
     // --help (and the like) succeed; a bad command line is status 1 like every other error, not
     // CLI11's own codes (104-114)

@@ -7,12 +7,12 @@
 // final_hidden, logits; f32 [rows, cols], rows sequence by sequence as the case's batch rows,
 // each its prefill then its decode tokens), this rank's view (after each all_reduce).
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/write_file.h"
 #include "engine/eval_case.h"
 #include "engine/generate.h"
 #include "io/safetensors.h"
@@ -68,11 +68,7 @@ void run_eval(const ModelOptions& model_options, const std::string& case_path, c
                            {{"logits", DType::kF32, {steps, batch, vocab}}});
   writer.write("logits", logits.data(), logits.size() * sizeof(float));
   writer.finish();
-  std::ofstream json_out(out_prefix + ".json");
-  check(json_out.good(), "cannot write ", out_prefix, ".json");
-  json_out << out.dump() << "\n";
-  json_out.close();
-  check(json_out.good(), "cannot write ", out_prefix, ".json");
+  write_file_atomically(out_prefix + ".json", out.dump() + "\n");
   if (dump && batch) {
     intermediates.write(out_prefix + ".intermediates.safetensors");
     log_info("eval: wrote ", intermediates.size(), " intermediates to ", out_prefix, ".intermediates.safetensors");

@@ -142,7 +142,7 @@ void run_batch(const GenerateCliOptions& o, const ModelConfig& config, const Tok
     const std::string completion = tokenizer.decode(completions[i], /*skip_special_tokens=*/true);
     std::printf("Prompt: %s\nCompletion: %s\n\n", prompts[i].c_str(), completion.c_str());
   }
-  std::fflush(stdout);
+  flush_stdout();
 }
 
 void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, const Tokenizer& tokenizer,
@@ -170,7 +170,12 @@ void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, con
   if (root) reader.emplace(">>> ");
   json messages = json::array();
   // every rank sees every line (and the end of input) and so takes the same branches
-  while (auto line = from_rank0(*comm, [&] { return reader->read_line(); })) {
+  // A stdout nobody can write to any more (a full disk, a closed file) ends the chat on every
+  // rank at the next line, as an error.
+  while (auto line = from_rank0(*comm, [&] {
+           flush_stdout();
+           return reader->read_line();
+         })) {
     if (*line == "/exit") break;
     if (*line == "/clear") {
       messages.clear();
@@ -187,9 +192,7 @@ void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, con
       events.on_token = [&](int32_t token) {
         completion_ids.push_back(token);
         const std::string piece = stream.push(token);
-        if (!root) return;
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
+        if (root) write_stdout(piece);
       };
       const EngineStats before = engine.stats();
       std::vector<Engine::Pending> turn;
@@ -197,9 +200,7 @@ void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, con
       engine.run_all(std::move(turn));
       const std::string rest = stream.finish();
       if (root) {
-        std::fwrite(rest.data(), 1, rest.size(), stdout);
-        std::fputs("\n", stdout);
-        std::fflush(stdout);
+        write_stdout(rest + "\n");
       }
       report(engine.stats() - before, prompt_tokens);
       // the history holds the decoded text, re-templated next turn (as the reference does)

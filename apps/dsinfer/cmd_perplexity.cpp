@@ -5,15 +5,14 @@
 // max_seq_len tokens.
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "commands.h"
 #include "comm/backends.h"
 #include "core/error.h"
 #include "core/json_excerpt.h"
 #include "core/log.h"
+#include "core/read_file.h"
 #include "engine/perplexity.h"
 #include "io/json_file.h"
 #include "model_options.h"
@@ -49,12 +48,10 @@ std::vector<std::vector<int32_t>> read_case_tokens(const std::string& path) {
 
 std::vector<std::vector<int32_t>> read_text_tokens(const std::string& path, const std::string& tokenizer_dir,
                                                    int max_seq_len) {
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), "cannot read input file ", path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  // a regular file or a pipe, at most 256 MiB (was read whole whatever it was: /dev/zero forever)
+  const std::string text = read_input_file(path, "--input-file", 256 << 20, /*allow_streams=*/true);
   const Tokenizer tokenizer = Tokenizer::load(tokenizer_dir);
-  const std::vector<int32_t> ids = tokenizer.encode(buffer.str(), /*add_special_tokens=*/true);
+  const std::vector<int32_t> ids = tokenizer.encode(text, /*add_special_tokens=*/true);
   std::vector<std::vector<int32_t>> windows;
   for (size_t start = 0; start + 1 < ids.size(); start += max_seq_len)
     windows.emplace_back(ids.begin() + start, ids.begin() + std::min(ids.size(), start + max_seq_len));

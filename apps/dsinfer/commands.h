@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dsinfer::cli {
@@ -29,6 +30,13 @@ Command register_serve(CLI::App& app);  // cmd_serve.cpp: the OpenAI-compatible 
 // `run -n N SUBCOMMAND...`: the ranks get `global_args` (the top-level --threads, -q, --debug as
 // parsed, filled in before the command runs) in front of the subcommand.
 Command register_run(CLI::App& app, const std::vector<std::string>& global_args);
+
+// Flushes stdout; throws Error when any result written to it was lost (a full disk, a closed or
+// broken file): results on stdout are checked like any other output file.
+void flush_stdout();
+// Writes and flushes at once (streamed tokens); a failure is kept, with its reason, for the next
+// flush_stdout to report.
+void write_stdout(std::string_view text);
 
 // Runs the whole CLI (argv as given to main); returns the process exit status.
 int run_cli(int argc, char** argv);

@@ -7,7 +7,14 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "core/error.h"
+
 namespace dsinfer::cli {
+
+void LineReader::check_length(size_t bytes) {
+  check(bytes <= kMaxLineBytes, "an input line on stdin is longer than ", kMaxLineBytes,
+        " bytes (1 MiB), the most one chat turn takes");
+}
 
 LineReader::LineReader(std::string prompt) : prompt_(std::move(prompt)), terminal_(isatty(STDIN_FILENO)) {}
 
@@ -20,13 +27,25 @@ std::optional<std::string> LineReader::read_line() {
     }
     std::string line(raw);
     std::free(raw);
+    check_length(line.size());
     if (!line.empty()) add_history(line.c_str());
     return line;
   }
   std::fputs(prompt_.c_str(), stdout);
   std::fflush(stdout);
+  // byte by byte rather than std::getline, which would grow the line without bound (stdin
+  // from /dev/zero, a stream with no newline)
   std::string line;
-  if (!std::getline(std::cin, line)) return std::nullopt;
+  std::streambuf* in = std::cin.rdbuf();
+  int c = EOF;
+  bool any = false;
+  while ((c = in->sbumpc()) != EOF) {
+    any = true;
+    if (c == '\n') break;
+    line.push_back(static_cast<char>(c));
+    check_length(line.size());
+  }
+  if (!any) return std::nullopt;
   if (!line.empty() && line.back() == '\r') line.pop_back();
   return line;
 }

@@ -36,6 +36,13 @@ std::string ModelOptions::resolved_config_path() const {
 }
 
 ModelConfig ModelOptions::load_config() const {
+  // before anything is looked up inside it, so the message names what is wrong: the directory
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(ckpt_path, ec);
+  check(std::filesystem::exists(st), "--ckpt-path ", ckpt_path, " does not exist");
+  check(std::filesystem::is_directory(st), "--ckpt-path ", ckpt_path,
+        " is not a directory (it names the directory dsinfer convert wrote: model{rank}-mp{N}.safetensors, "
+        "config.json and the tokenizer files)");
   const std::string path = resolved_config_path();
   if (config_path.empty())
     check(std::filesystem::exists(path), "no --config given and ", path,

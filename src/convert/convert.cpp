@@ -24,6 +24,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/write_file.h"
 #include "io/checkpoint_dir.h"
 #include "io/safetensors.h"
 #include "model/tensor_names.h"
@@ -71,8 +72,7 @@ void copy_file_into(const std::string& path, const std::string& dir) {
   const fs::path target = fs::path(dir) / fs::path(path).filename();
   std::error_code ec;
   if (fs::exists(target, ec) && fs::equivalent(path, target, ec)) return;  // same directory
-  fs::copy_file(path, target, fs::copy_options::overwrite_existing, ec);
-  check(!ec, "cannot copy ", path, " to ", target.string(), ": ", ec.message());
+  copy_file_atomically(path, target.string());
 }
 
 namespace {
@@ -174,10 +174,11 @@ LayerFilter layer_filter(const std::string& hf_dir, int n_experts) {
   const nlohmann::json& layers = config["num_hidden_layers"];
   check(layers.is_number_unsigned(), path.string(), ": num_hidden_layers is not a natural number");
   filter.first_skipped = layers.get<int>();
-  if (config.contains("n_routed_experts") && config["n_routed_experts"].is_number_integer() &&
-      config["n_routed_experts"].get<int>() != n_experts)
-    log_info("convert: warning: --n-experts ", n_experts, " but ", path.string(), " says n_routed_experts ",
-             config["n_routed_experts"].get<int>());
+  // A wrong --n-experts gives every rank the wrong experts (convert.py writes such shards without
+  // a word; they fail only at load, as "another checkpoint"): refuse it here.
+  if (config.contains("n_routed_experts") && config["n_routed_experts"].is_number_integer())
+    check(config["n_routed_experts"].get<int64_t>() == n_experts, "--n-experts ", n_experts, " but ", path.string(),
+          " says n_routed_experts ", config["n_routed_experts"].get<int64_t>());
   return filter;
 }
 
@@ -227,6 +228,7 @@ std::vector<Job> plan(const CheckpointDir& ckpt, const ConvertOptions& options,
   const int local_experts = options.n_experts / parts;
   std::vector<Job> jobs;
   std::map<std::string, std::string> origin;  // converted name -> HF name
+  int experts_seen = 0;  // 1 + the highest routed expert index among the tensors
   *skipped = 0;
   for (const auto& file : ckpt.files()) {
     for (const TensorView* view : in_data_order(*file)) {
@@ -257,6 +259,7 @@ std::vector<Job> plan(const CheckpointDir& ckpt, const ConvertOptions& options,
               ") belongs to routed expert ", converted.expert, ", but --n-experts is ",
               options.n_experts);
         job.rank = converted.expert / local_experts;
+        experts_seen = std::max(experts_seen, converted.expert + 1);
       } else if (converted.shard != ShardDim::kNone) {
         job.dim = converted.shard == ShardDim::kRows ? 0 : 1;
         check(static_cast<int>(view->shape.size()) > job.dim, "tensor ", hf_name, " ",
@@ -270,6 +273,9 @@ std::vector<Job> plan(const CheckpointDir& ckpt, const ConvertOptions& options,
       jobs.push_back(std::move(job));
     }
   }
+  // (without a config.json to say it) too large a --n-experts leaves the last ranks without experts
+  check(experts_seen == 0 || experts_seen == options.n_experts, "--n-experts ", options.n_experts,
+        " but the checkpoint's tensors hold routed experts 0..", experts_seen - 1, " (", experts_seen, " experts)");
   return jobs;
 }
 

@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
+#include "core/write_file.h"
 #include "io/checkpoint_dir.h"
 #include "io/safetensors.h"
 
@@ -219,10 +220,7 @@ void fp8_cast_bf16(const std::string& input_dir, const std::string& output_dir) 
     out["metadata"] = nlohmann::ordered_json::object();
     out["weight_map"] = std::move(weight_map);
     const std::string path = staged.stage((fs::path(output_dir) / "model.safetensors.index.json").string());
-    std::ofstream file(path, std::ios::binary);
-    file << out.dump(2, ' ', true);  // json.dump(indent=2): ASCII, no final newline
-    file.close();
-    check(file.good(), "cannot write ", path);
+    write_file_atomically(path, out.dump(2, ' ', true));  // json.dump(indent=2): ASCII, no final newline
   }
   staged.commit();
   progress.finish();

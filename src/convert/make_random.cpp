@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/json_excerpt.h"
 #include "core/log.h"
+#include "core/write_file.h"
 #include "io/checkpoint_dir.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
@@ -388,10 +389,7 @@ void make_random_checkpoint(const MakeRandomOptions& options) {
   const json index = {{"metadata", {{"total_size", static_cast<uint64_t>(total)}}}, {"weight_map", weight_map}};
   auto write_text = [&](const std::string& name, const std::string& body) {
     const std::string staged_path = staged.stage((fs::path(options.out_dir) / name).string());
-    std::ofstream out(staged_path, std::ios::binary | std::ios::trunc);
-    out << body;
-    out.close();
-    check(out.good(), "cannot write ", staged_path);
+    write_file_atomically(staged_path, body);
   };
   write_text("model.safetensors.index.json", index.dump(2) + "\n");
   write_text("config.json", config_text);

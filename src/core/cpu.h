@@ -18,6 +18,10 @@ const char* isa_name(Isa isa);
 // means F/BW/VL/DQ plus the BF16 dot-product extension.
 bool cpu_supports(Isa isa);
 
+// True when the CPU has AMX tiles with bf16 (AMX-TILE, AMX-BF16) and AVX512_BF16; the OS must
+// still grant the tile state (arch_prctl), which the AMX kernels ask for themselves.
+bool cpu_has_amx_bf16();
+
 // The best ISA the CPU supports, capped by DSINFER_ISA when set (an unknown name is an error).
 Isa best_isa();
 

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/error.h"
+#include "core/json_excerpt.h"
+#include "core/read_file.h"
+#include "io/json_file.h"
 
 namespace dsinfer {
 
@@ -46,28 +48,34 @@ std::vector<std::string> list_files_containing(const std::string& dir, const std
   return list_matching(dir, [&](const std::string& name) { return name.find(part) != std::string::npos; });
 }
 
+std::map<std::string, std::string> parse_weight_map(const std::string& text, const std::string& origin) {
+  const json index = parse_json(text, origin);
+  check(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(), origin,
+        " has no weight_map object");
+  std::map<std::string, std::string> weight_map;
+  for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
+    check(it.value().is_string(), origin, ": weight_map entry ", json_excerpt(json(it.key())), " is not a file name");
+    const std::string& file = it.value().get_ref<const std::string&>();
+    // a name like "../x" or "/x" would read a file outside the checkpoint
+    check(!file.empty() && file != "." && file != ".." && file.find('/') == std::string::npos &&
+              file.find('\0') == std::string::npos,
+          origin, ": weight_map entry ", json_excerpt(json(it.key())), " names ", json_excerpt(it.value(), 400),
+          ", not a file of the checkpoint directory");
+    weight_map[it.key()] = file;
+  }
+  return weight_map;
+}
+
 CheckpointDir::CheckpointDir(const std::string& dir) : dir_(dir) {
   const fs::path index_path = fs::path(dir) / "model.safetensors.index.json";
   std::map<std::string, std::string> weight_map;
   std::vector<std::string> paths;
-  if (fs::exists(index_path)) {
+  std::error_code ec;
+  if (fs::exists(index_path, ec)) {
     has_index_ = true;
-    std::ifstream in(index_path);
-    json index;
-    try {
-      index = json::parse(in);
-    } catch (const json::exception& e) {
-      fail(index_path.string(), " is not valid JSON (", e.what(), ")");
-    }
-    check(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(),
-          index_path.string(), " has no weight_map object");
+    weight_map = parse_weight_map(read_input_file(index_path.string(), "index", 256 << 20), index_path.string());
     std::set<std::string> names;
-    for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
-      check(it.value().is_string(), index_path.string(), ": weight_map entry ", it.key(),
-            " is not a file name");
-      weight_map[it.key()] = it.value().get<std::string>();
-      names.insert(it.value().get<std::string>());
-    }
+    for (const auto& [tensor, file] : weight_map) names.insert(file);
     for (const std::string& name : names) {
       fs::path p = fs::path(dir) / name;
       check(fs::exists(p), index_path.string(), " names ", name, ", which is missing from ", dir);

@@ -5,12 +5,102 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
+#include <mutex>
 
 #include "core/error.h"
 
 namespace dsinfer {
+
+namespace {
+
+// The live maps, for the SIGBUS handler: touching a page of a mapped file that has since been
+// truncated (or rewritten in place through a new, shorter file at the same inode) raises
+// SIGBUS, which would kill the process with no word. The handler names the file instead. Slots
+// are fixed and lock-free to read, as a signal handler needs; registering takes the mutex.
+constexpr int kSlots = 1024;
+constexpr size_t kPathBytes = 512;
+struct MapSlot {
+  std::atomic<uintptr_t> begin{0};  // 0: free
+  std::atomic<uintptr_t> end{0};
+  char path[kPathBytes] = {};
+};
+MapSlot g_maps[kSlots];
+std::mutex g_maps_mutex;
+struct sigaction g_previous_sigbus {};
+
+void write_stderr(const char* text) {
+  size_t n = std::strlen(text);
+  while (n > 0) {
+    const ssize_t done = ::write(STDERR_FILENO, text, n);
+    if (done <= 0) return;
+    text += done;
+    n -= static_cast<size_t>(done);
+  }
+}
+
+void on_sigbus(int sig, siginfo_t* info, void* context) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(info->si_addr);
+  // si_code > 0: raised by the kernel for an access (si_addr is meaningful); kill/raise are not
+  for (const MapSlot& slot : g_maps) {
+    if (info->si_code <= 0) break;
+    const uintptr_t begin = slot.begin.load(std::memory_order_acquire);
+    if (begin == 0 || address < begin || address >= slot.end.load(std::memory_order_acquire)) continue;
+    write_stderr("error: ");
+    write_stderr(slot.path);
+    write_stderr(" changed while dsinfer had it mapped (truncated or rewritten in place by another program); "
+                 "its data can no longer be read: restart once the file is complete\n");
+    ::_exit(1);
+  }
+  // Not one of ours: what would have happened without this handler.
+  if (g_previous_sigbus.sa_flags & SA_SIGINFO) {
+    g_previous_sigbus.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (g_previous_sigbus.sa_handler != SIG_DFL && g_previous_sigbus.sa_handler != SIG_IGN) {
+    g_previous_sigbus.sa_handler(sig);
+    return;
+  }
+  ::signal(SIGBUS, SIG_DFL);
+  ::raise(SIGBUS);  // blocked until this handler returns, then the default action
+}
+
+void install_sigbus_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action {};
+    action.sa_sigaction = on_sigbus;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGBUS, &action, &g_previous_sigbus);
+  });
+}
+
+int register_map(const uint8_t* data, size_t size, const std::string& path) {
+  install_sigbus_handler();
+  std::lock_guard<std::mutex> lock(g_maps_mutex);
+  for (int i = 0; i < kSlots; ++i) {
+    MapSlot& slot = g_maps[i];
+    if (slot.begin.load(std::memory_order_relaxed) != 0) continue;
+    std::strncpy(slot.path, path.c_str(), kPathBytes - 1);
+    slot.path[kPathBytes - 1] = '\0';
+    slot.end.store(reinterpret_cast<uintptr_t>(data) + size, std::memory_order_release);
+    slot.begin.store(reinterpret_cast<uintptr_t>(data), std::memory_order_release);
+    return i;
+  }
+  return -1;  // more maps than slots: this one faults unnamed, as before
+}
+
+void unregister_map(int slot) {
+  if (slot < 0) return;
+  std::lock_guard<std::mutex> lock(g_maps_mutex);
+  g_maps[slot].begin.store(0, std::memory_order_release);
+}
+
+}  // namespace
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   // O_NONBLOCK: a FIFO given as a shard fails the regular-file check below instead of blocking
@@ -36,11 +126,13 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
       fail("cannot map ", path, ": ", std::strerror(err));
     }
     data_ = static_cast<const uint8_t*>(addr);
+    slot_ = register_map(data_, size_, path_);
   }
   ::close(fd);
 }
 
 MappedFile::~MappedFile() {
+  unregister_map(slot_);
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 

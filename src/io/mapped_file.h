@@ -1,5 +1,7 @@
 // A read-only memory map of a whole file. Weights stay where mmap put them, so ranks on one
-// host share the page cache and nothing is copied at load.
+// host share the page cache and nothing is copied at load. A file truncated underneath a live map
+// (reading a page past its new end raises SIGBUS) ends the process with exit status 1 and an
+// "error:" line naming the file, not a bare "Bus error".
 #pragma once
 
 #include <cstddef>
@@ -24,6 +26,7 @@ class MappedFile {
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  int slot_ = -1;  // in the SIGBUS handler's table of maps
 };
 
 }  // namespace dsinfer

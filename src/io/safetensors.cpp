@@ -53,10 +53,14 @@ std::string TensorView::describe() const {
   return cat(name, " ", shape_string(shape), " ", dtype_name(dtype));
 }
 
-SafetensorsFile::SafetensorsFile(const std::string& path)
-    : file_(std::make_unique<MappedFile>(path)) {
-  const uint8_t* base = file_->data();
-  const uint64_t size = file_->size();
+SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_unique<MappedFile>(path)) {
+  SafetensorsContents contents = parse_safetensors(file_->data(), file_->size(), path);
+  tensors_ = std::move(contents.tensors);
+  metadata_ = std::move(contents.metadata);
+}
+
+SafetensorsContents parse_safetensors(const uint8_t* base, uint64_t size, const std::string& path) {
+  SafetensorsContents contents;
   check(size >= 8, path, ": not a safetensors file (", size, " bytes, shorter than the header length)");
   const uint64_t header_len = read_u64_le(base);
   check(header_len <= kMaxHeaderBytes, path, ": corrupt safetensors header length ", header_len);
@@ -80,7 +84,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
       check(entry.is_object(), path, ": __metadata__ is not an object");
       for (auto m = entry.begin(); m != entry.end(); ++m) {
         check(m.value().is_string(), path, ": __metadata__ value of ", m.key(), " is not a string");
-        metadata_[m.key()] = m.value().get<std::string>();
+        contents.metadata[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
@@ -126,12 +130,13 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
     view.data = base + data_start + begin;
     view.n_bytes = end - begin;
     if (begin < end) ranges.emplace_back(begin, end);
-    tensors_.emplace(name, std::move(view));
+    contents.tensors.emplace(name, std::move(view));
   }
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i)
     check(ranges[i].first >= ranges[i - 1].second, path, ": two tensors overlap at data offset ",
           ranges[i].first);
+  return contents;
 }
 
 const TensorView& SafetensorsFile::get(const std::string& name) const {

@@ -32,6 +32,15 @@ struct TensorView {
 
 std::string shape_string(const std::vector<int64_t>& shape);
 
+// The tensors and metadata of a whole safetensors file held in memory (`bytes`, `size`), validated
+// as above; the views point into `bytes`. `path` names it in errors. (The file class maps a file
+// and calls this; the fuzzer calls it on raw bytes.)
+struct SafetensorsContents {
+  std::map<std::string, TensorView> tensors;
+  std::map<std::string, std::string> metadata;
+};
+SafetensorsContents parse_safetensors(const uint8_t* bytes, uint64_t size, const std::string& path);
+
 class SafetensorsFile {
  public:
   // Maps and validates `path`; throws Error naming the file and the defect.

@@ -175,12 +175,22 @@ ModelConfig parse_hf_form(const json& j, const std::string& origin) {
   return c;
 }
 
+// An HF config.json, as opposed to the reference's ModelArgs form: hidden_size, or any key that
+// only HF configs have (so that one lacking hidden_size is reported as lacking it, not as a
+// ModelArgs file with an unknown key "architectures").
+bool is_hf_form(const json& j) {
+  for (const char* key : {"hidden_size", "architectures", "model_type", "num_hidden_layers", "num_attention_heads",
+                          "intermediate_size", "transformers_version", "torch_dtype"})
+    if (j.contains(key)) return true;
+  return false;
+}
+
 }  // namespace
 
 ModelConfig parse_config_json(const std::string& text, const std::string& origin) {
   const json j = parse_json(text, origin);
   check(j.is_object(), origin, " is not a JSON object");
-  ModelConfig c = j.contains("hidden_size") ? parse_hf_form(j, origin) : parse_reference_form(j, origin);
+  ModelConfig c = is_hf_form(j) ? parse_hf_form(j, origin) : parse_reference_form(j, origin);
   try {
     c.validate();
   } catch (const Error& e) {

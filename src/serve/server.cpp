@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "serve/connection_probe.h"
 #include "serve/metrics.h"
+#include "serve/request.h"
 #include "serve/stop_matcher.h"
 
 namespace dsinfer {
@@ -29,17 +30,6 @@ namespace dsinfer {
 namespace {
 
 using json = nlohmann::json;
-
-// An error the client caused or must see: its HTTP status and OpenAI error type.
-struct ApiError {
-  int status;
-  std::string type, message, param, code;
-};
-
-[[noreturn]] void reject(const std::string& message, const std::string& param = "", int status = 400,
-                         const std::string& type = "invalid_request_error", const std::string& code = "") {
-  throw ApiError{status, type, message, param, code};
-}
 
 std::string error_body(const ApiError& e) {
   return json{{"error",
@@ -86,18 +76,6 @@ struct Channel {
   int64_t reused = 0;
 };
 
-// One parsed request.
-struct Job {
-  bool chat = true;
-  std::vector<int32_t> prompt;
-  SamplingParams params;
-  std::vector<std::string> stop;
-  bool stream = false, include_usage = false;
-  bool logprobs = false;
-  int top_logprobs = 0;
-  OutputParserOptions parse;
-};
-
 TokenLogprob token_logprob(const float* row, int64_t vocab, int32_t token, int top) {
   float max = row[0];
   for (int64_t i = 1; i < vocab; ++i) max = std::max(max, row[i]);
@@ -111,86 +89,6 @@ TokenLogprob token_logprob(const float* row, int64_t vocab, int32_t token, int t
     std::partial_sort(ids.begin(), ids.begin() + top, ids.end(),
                       [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
     for (int k = 0; k < top; ++k) out.top.emplace_back(ids[k], static_cast<float>(row[ids[k]] - log_z));
-  }
-  return out;
-}
-
-template <class T>
-T field(const json& body, const char* name, T fallback, const char* what) {
-  if (!body.contains(name) || body[name].is_null()) return fallback;
-  try {
-    return body[name].get<T>();
-  } catch (const json::exception&) {
-    reject(std::string(name) + " must be " + what, name);
-  }
-}
-
-double number(const json& body, const char* name, double fallback, double lo, double hi) {
-  if (!body.contains(name) || body[name].is_null()) return fallback;
-  const json& v = body[name];
-  if (!v.is_number()) reject(std::string(name) + " must be a number", name);
-  const double d = v.get<double>();
-  if (!(d >= lo && d <= hi))
-    reject(cat(name, " must be between ", lo, " and ", hi, ", got ", json_excerpt(v)), name);
-  return d;
-}
-
-int64_t integer(const json& body, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
-  if (!body.contains(name) || body[name].is_null()) return fallback;
-  const json& v = body[name];
-  if (!v.is_number_integer()) reject(std::string(name) + " must be an integer", name);
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
-    reject(cat(name, " must be at most ", hi), name);
-  const int64_t i = v.get<int64_t>();
-  if (i < lo || i > hi) reject(cat(name, " must be between ", lo, " and ", hi, ", got ", i), name);
-  return i;
-}
-
-// "content" as a string or a list of text parts.
-std::string content_text(const json& content, size_t index) {
-  if (content.is_null()) return "";
-  if (content.is_string()) return content.get<std::string>();
-  const std::string where = "messages[" + std::to_string(index) + "].content";
-  if (!content.is_array()) reject(where + " must be a string or a list of text parts", where);
-  std::string text;
-  for (const json& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-      reject(where + " supports only text parts ({\"type\": \"text\", \"text\": ...})", where);
-    text += part["text"].get<std::string>();
-  }
-  return text;
-}
-
-json template_messages(const json& messages) {
-  if (!messages.is_array() || messages.empty()) reject("messages must be a non-empty list", "messages");
-  json out = json::array();
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const json& m = messages[i];
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) reject(where + " needs a role", where);
-    const std::string role = m["role"];
-    if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
-      reject(where + ".role must be system, user, assistant or tool, got \"" + role + "\"", where + ".role");
-    const json content = m.value("content", json());
-    // an assistant turn that only called tools has no content: the templates test `content is none`
-    json t = {{"role", role == "developer" ? "system" : role},
-              {"content", content.is_null() && role == "assistant" ? json(nullptr) : json(content_text(content, i))}};
-    for (const char* key : {"tool_calls", "tool_call_id", "name"})
-      if (m.contains(key) && !m[key].is_null()) t[key] = m[key];
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
-std::vector<std::string> stop_strings(const json& body) {
-  if (!body.contains("stop") || body["stop"].is_null()) return {};
-  const json& s = body["stop"];
-  if (s.is_string()) return {s.get<std::string>()};
-  if (!s.is_array() || s.size() > 16) reject("stop must be a string or a list of at most 16 strings", "stop");
-  std::vector<std::string> out;
-  for (const json& x : s) {
-    if (!x.is_string()) reject("stop must be a string or a list of at most 16 strings", "stop");
-    out.push_back(x.get<std::string>());
   }
   return out;
 }
@@ -218,7 +116,6 @@ class Server {
   enum State { kLoading, kReady, kDraining };
   // 503 unless the model is loaded and the server is not shutting down.
   void check_ready() const;
-  Job parse(const json& body, bool chat) const;
   void handle(const httplib::Request& req, httplib::Response& res, bool chat);
   void engine_loop();
   RequestId submit(const Job& job, const std::shared_ptr<Channel>& ch);
@@ -244,81 +141,6 @@ void Server::check_ready() const {
   const int state = state_;
   if (state == kLoading) reject("the model is still loading; retry shortly", "", 503, "server_error", "loading");
   if (state == kDraining) reject("the server is shutting down", "", 503, "server_error", "shutting_down");
-}
-
-Job Server::parse(const json& body, bool chat) const {
-  if (!body.is_object()) reject("the request body must be a JSON object");
-  if (body.contains("model") && !body["model"].is_null()) {
-    if (!body["model"].is_string()) reject("model must be a string", "model");
-    if (body["model"].get<std::string>() != o_.served_model_name)
-      reject("The model `" + body["model"].get<std::string>() + "` does not exist (this server serves `" +
-                 o_.served_model_name + "`)",
-             "model", 404, "invalid_request_error", "model_not_found");
-  }
-  if (integer(body, "n", 1, 1, 128) != 1) reject("n > 1 is not supported yet", "n");
-  Job job;
-  if (chat) {
-    job.logprobs = field<bool>(body, "logprobs", false, "a boolean");
-    job.top_logprobs = static_cast<int>(integer(body, "top_logprobs", 0, 0, 20));
-    if (job.top_logprobs > 0 && !job.logprobs) reject("top_logprobs needs logprobs: true", "top_logprobs");
-  } else {
-    if (body.contains("logprobs") && !body["logprobs"].is_null()) reject("logprobs is not supported yet on /v1/completions", "logprobs");
-    if (field<bool>(body, "echo", false, "a boolean")) reject("echo is not supported yet", "echo");
-  }
-  job.chat = chat;
-  const ModelConfig& c = model_->config();
-  if (chat) {
-    const json messages = template_messages(body.value("messages", json()));
-    json tools = body.value("tools", json());
-    if (!tools.is_null() && !tools.is_array()) reject("tools must be a list", "tools");
-    const json choice = body.value("tool_choice", json());
-    const bool tools_off = choice.is_string() && choice.get<std::string>() == "none";
-    json kwargs = body.value("chat_template_kwargs", json::object());
-    if (!kwargs.is_object()) reject("chat_template_kwargs must be an object", "chat_template_kwargs");
-    std::string text;
-    try {
-      text = chat_.render(messages, tools_off ? json() : tools, kwargs);
-    } catch (const Error& e) {
-      reject(std::string("the chat template failed on these messages: ") + e.what(), "messages");
-    }
-    job.prompt = tokenizer_.encode(text, /*add_special_tokens=*/false);
-    const size_t end = text.find_last_not_of(" \t\r\n");
-    job.parse.starts_in_reasoning = end != std::string::npos && end >= 6 && text.compare(end - 6, 7, "<think>") == 0;
-    job.parse.parse_tool_calls = tools.is_array() && !tools.empty() && !tools_off;
-  } else {
-    json prompt = body.value("prompt", json());
-    if (prompt.is_array() && prompt.size() == 1) prompt = prompt[0];
-    if (!prompt.is_string()) reject("prompt must be a string", "prompt");
-    job.prompt = tokenizer_.encode(prompt.get<std::string>(), /*add_special_tokens=*/true);
-    job.parse.parse_reasoning = false;
-    job.parse.parse_tool_calls = false;
-  }
-  const int64_t prompt_len = static_cast<int64_t>(job.prompt.size());
-  if (prompt_len == 0) reject("the prompt is empty", chat ? "messages" : "prompt");
-  if (prompt_len >= c.max_seq_len)
-    reject(cat("This model's maximum context length is ", c.max_seq_len, " tokens; the prompt has ", prompt_len,
-               " tokens (and needs room for at least one more)"),
-           chat ? "messages" : "prompt", 400, "invalid_request_error", "context_length_exceeded");
-  const int64_t room = c.max_seq_len - prompt_len;
-  int64_t max_tokens = integer(body, "max_tokens", room, 0, 1 << 30);
-  max_tokens = integer(body, "max_completion_tokens", max_tokens, 0, 1 << 30);
-  if (max_tokens > room)
-    reject(cat("max_tokens (", max_tokens, ") plus the prompt (", prompt_len, " tokens) exceed the context of ",
-               c.max_seq_len, " tokens"),
-           "max_tokens", 400, "invalid_request_error", "context_length_exceeded");
-  SamplingParams& p = job.params;
-  p.max_new_tokens = static_cast<int>(max_tokens);
-  p.temperature = static_cast<float>(number(body, "temperature", 1.0, 0, 2));
-  p.top_p = static_cast<float>(number(body, "top_p", 1.0, 1e-9, 1));
-  p.top_k = static_cast<int>(integer(body, "top_k", 0, 0, 1 << 30));
-  p.seed = static_cast<uint64_t>(integer(body, "seed", static_cast<int64_t>(p.seed), INT64_MIN, INT64_MAX));
-  // ignore_eos (vLLM's extension, for benchmarks): run to max_tokens whatever the model says
-  if (tokenizer_.eos_id() >= 0 && !field<bool>(body, "ignore_eos", false, "a boolean")) p.stop_ids = {tokenizer_.eos_id()};
-  job.stop = stop_strings(body);
-  job.stream = field<bool>(body, "stream", false, "a boolean");
-  const json so = body.value("stream_options", json());
-  if (so.is_object()) job.include_usage = field<bool>(so, "include_usage", false, "a boolean");
-  return job;
 }
 
 RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
@@ -514,7 +336,7 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
   } catch (const json::exception& e) {
     reject(std::string("the body is not valid JSON: ") + e.what());
   }
-  const Job job = parse(body, chat);
+  const Job job = parse_request(body, chat, chat_, o_.served_model_name, model_->config().max_seq_len);
   const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_response_++);
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   auto ch = std::make_shared<Channel>();
@@ -612,7 +434,8 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
       server->in_flight_.fetch_sub(1);
     }
   };
-  auto guard = std::make_shared<StreamGuard>(this, ch, rid);
+  // (new + braces: clang 14 has no parenthesized aggregate init for make_shared)
+  auto guard = std::shared_ptr<StreamGuard>(new StreamGuard{this, ch, rid});
   res.set_chunked_content_provider("text/event-stream", [=](size_t, httplib::DataSink& sink) {
     const Job* job = job_ptr.get();
     (void)guard;
@@ -776,15 +599,7 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
     };
   };
   http.Post("/tokenize", tool([&](const json& body) {
-    std::vector<int32_t> ids;
-    if (body.contains("messages")) {
-      ids = tokenizer_.encode(chat_.render(template_messages(body["messages"]), body.value("tools", json()),
-                                           body.value("chat_template_kwargs", json::object())),
-                              /*add_special_tokens=*/false);
-    } else {
-      if (!body.contains("prompt") || !body["prompt"].is_string()) reject("give prompt (a string) or messages", "prompt");
-      ids = tokenizer_.encode(body["prompt"].get<std::string>(), field<bool>(body, "add_special_tokens", true, "a boolean"));
-    }
+    const std::vector<int32_t> ids = tokenize_request(body, chat_);
     return json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", model_->config().max_seq_len}};
   }));
   http.Post("/detokenize", tool([&](const json& body) {

@@ -318,7 +318,7 @@ void load_added_tokens(Impl& t, const json& root) {
 
 std::string token_content(const json& v, const char* key) {
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && member(v, "content")) return v["content"].get<std::string>();
+  if (v.is_object() && member(v, "content") && v["content"].is_string()) return v["content"].get<std::string>();
   fail("tokenizer_config.json: \"", key, "\" is neither a string nor {\"content\": ...}");
 }
 
@@ -333,9 +333,14 @@ void load_config(Impl& t, const std::string& text) {
   if (!c.is_object()) fail("tokenizer_config.json is not a JSON object");
   auto special = [&](const char* key, std::string& token, int32_t& id) {
     const json* v = member(c, key);
-    if (!v) return;
+    if (!v || v->is_null()) return;
     token = token_content(*v, key);
-    id = t.lookup(token).value_or(-1);
+    // transformers would add it as a new token past the model's vocabulary; here BOS would just
+    // vanish from every prompt (or EOS never stop a completion): refuse the mismatch instead
+    const std::optional<int32_t> found = t.lookup(token);
+    check(found.has_value(), "tokenizer_config.json: ", key, " ", json_excerpt(json(token)),
+          " is not a token of tokenizer.json (neither in its vocabulary nor in its added_tokens)");
+    id = *found;
   };
   special("bos_token", t.bos_token, t.bos_id);
   special("eos_token", t.eos_token, t.eos_id);

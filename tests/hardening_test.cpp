@@ -1,0 +1,171 @@
+// Bad input at the command line, as a careless or hostile user gives it (issue 14): each case is
+// one "error:" line naming the culprit and exit status 1, within seconds and bounded memory; never
+// a crash, a hang or a silently wrong result. The in-process pieces have their own unit tests
+// (write_file_test, mapped_file_test, read_file_test, config_test, tokenizer_test).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "test_support.h"
+
+namespace dsinfer {
+namespace {
+
+namespace fs = std::filesystem;
+using test::data_path;
+using test::run_command;
+using test::run_dsinfer;
+using test::scratch_dir;
+using test::write_file;
+
+const std::string kBin = DSINFER_BIN;
+
+// tiny-v3-chat (the V3 vocabulary) at mp1 with the V3 tokenizer, converted once for the
+// read-only cases
+const std::string& tiny_ckpt() {
+  static const std::string ckpt = test::convert_golden("tiny-v3-chat", 1, /*with_tokenizer=*/true);
+  return ckpt;
+}
+
+void expect_error(const test::CommandResult& r, const std::string& message, double max_seconds = 20) {
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_CONTAINS(r.err, "error: " + message);
+  EXPECT_LT(r.seconds, max_seconds);
+}
+
+// ---- results on stdout are checked like any output file (they were lost with exit 0)
+
+TEST(Hardening, BatchResultsOnAFullStdoutAreAnError) {
+  const std::string prompts = scratch_dir("full-stdout") + "/prompts.txt";
+  write_file(prompts, "hello\n");
+  expect_error(run_command("sh -c '" + kBin + " generate --ckpt-path " + tiny_ckpt() + " --input-file " + prompts +
+                           " --max-new-tokens 3 >/dev/full'"),
+               "cannot write the results to stdout: No space left on device");
+}
+
+TEST(Hardening, OtherSubcommandsOnAFullStdoutToo) {
+  expect_error(run_command("sh -c '" + kBin + " tokenize --tokenizer-path " + tiny_ckpt() + " --text hello >/dev/full'"),
+               "cannot write the results to stdout: No space left on device");
+  // the chat ends at the next line when its answers cannot be written
+  expect_error(run_command("sh -c '" + kBin + " generate --ckpt-path " + tiny_ckpt() +
+                               " --interactive --max-new-tokens 3 >/dev/full'",
+                           "hello\nagain\nand again\n"),
+               "cannot write the results to stdout: No space left on device");
+}
+
+// ---- inputs without end (they grew until memory ran out)
+
+TEST(Hardening, AnEndlessChatLineIsAnError) {
+  expect_error(run_dsinfer("generate --ckpt-path " + tiny_ckpt() + " --interactive", std::string(3 << 20, 'a')),
+               "an input line on stdin is longer than 1048576 bytes");
+  expect_error(run_command("sh -c '" + kBin + " generate --ckpt-path " + tiny_ckpt() + " --interactive </dev/zero'"),
+               "an input line on stdin is longer than 1048576 bytes");
+}
+
+TEST(Hardening, PerplexityOfAnEndlessFileIsAnError) {
+  expect_error(run_dsinfer("perplexity --ckpt-path " + tiny_ckpt() + " --input-file /dev/zero"),
+               "--input-file /dev/zero is not a regular file or a pipe (a device)");
+  expect_error(run_dsinfer("perplexity --ckpt-path " + tiny_ckpt() + " --input-file " + tiny_ckpt()),
+               "--input-file " + tiny_ckpt() + " is a directory, not a file");
+}
+
+// ---- a prompt over the template's 1 MiB output limit is blamed on its length (it was "chat
+// template 3:204: string of ... bytes exceeds the limit")
+
+TEST(Hardening, APromptTooLongIsNamedAsSuch) {
+  const std::string prompts = scratch_dir("long-prompt") + "/prompts.txt";
+  write_file(prompts, std::string(1200000, 'a') + "\n");
+  expect_error(run_dsinfer("generate --ckpt-path " + tiny_ckpt() + " --input-file " + prompts),
+               "the prompt is too long: its messages hold 1200004 bytes of text");  // + "user"
+  // in a chat, with the system message: the turn fails, the chat goes on
+  const auto r = run_dsinfer("generate --ckpt-path " + tiny_ckpt() + " --interactive --max-new-tokens 2 --system " +
+                                 std::string(20000, 's'),
+                             std::string(1040000, 'b') + "\nhello\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.err, "error: the prompt is too long: its messages hold 1060010 bytes of text");
+  EXPECT_CONTAINS(r.err, "completion tokens");  // the next turn was answered
+}
+
+// ---- a --ckpt-path that is not a directory (it was "config.json does not exist" inside it)
+
+TEST(Hardening, ACkptPathThatIsNoDirectoryIsNamed) {
+  const std::string file = scratch_dir("ckpt-file") + "/model.safetensors";
+  write_file(file, "not a directory");
+  const std::string missing = scratch_dir("ckpt-missing") + "/nowhere";
+  for (const std::string& command : {std::string("generate --input-file /dev/null"), std::string("bench"),
+                                     std::string("serve --port 1"), std::string("perplexity --input-file /dev/null"),
+                                     std::string("eval --case " + data_path("golden/tiny-v3/ref-mp1-fp32.json") + " --out /dev/null")}) {
+    SCOPED_TRACE(command);
+    const std::string sub = command.substr(0, command.find(' '));
+    const std::string rest = command.substr(sub.size());
+    expect_error(run_dsinfer(sub + " --ckpt-path " + file + rest), "--ckpt-path " + file + " is not a directory");
+    expect_error(run_dsinfer(sub + " --ckpt-path " + missing + rest), "--ckpt-path " + missing + " does not exist");
+  }
+}
+
+// ---- convert refuses a --n-experts its checkpoint contradicts (it wrote shards that failed only
+// at load, as "another checkpoint")
+
+TEST(Hardening, ConvertRefusesAWrongNExperts) {
+  const std::string out = scratch_dir("wrong-experts");
+  const std::string golden = data_path("golden/tiny-v3/hf");
+  expect_error(run_dsinfer("convert --hf-ckpt-path " + golden + " --save-path " + out + " --n-experts 16 --model-parallel 2"),
+               "--n-experts 16 but " + golden + "/config.json says n_routed_experts 8");
+  EXPECT_TRUE(fs::is_empty(out));
+  const std::string lite = data_path("golden/tiny-v2-lite/hf");
+  expect_error(run_dsinfer("convert --hf-ckpt-path " + lite + " --save-path " + out + " --n-experts 64 --model-parallel 1"),
+               "--n-experts 64 but " + lite + "/config.json says n_routed_experts");
+}
+
+// ---- a write that fails (a full disk; here a file-size limit, the same path) names the file and
+// the system's reason, and leaves no half-written file (the tokenizer copy was EIO and half a file)
+
+TEST(Hardening, AFailedTokenizerCopyNamesItAndLeavesNoPart) {
+  const std::string hf = scratch_dir("hf-with-tokenizer");
+  for (const auto& e : fs::directory_iterator(data_path("golden/tiny-v2-lite/hf"))) fs::copy(e.path(), hf);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy(data_path(std::string("tokenizer/deepseek-v3/") + f), hf);
+  const std::string out = scratch_dir("limited-out");
+  const int experts = nlohmann::json::parse(test::read_file(hf + "/config.json"))["n_routed_experts"];
+  // 4 MiB (bash counts KiB): the shard (2.1 MB) fits, tokenizer.json (7.8 MB) does not
+  expect_error(run_command("bash -c 'ulimit -f 4096; " + kBin + " convert --hf-ckpt-path " + hf + " --save-path " + out +
+                           " --n-experts " + std::to_string(experts) + " --model-parallel 1'"),
+               "cannot write " + out + "/tokenizer.json: File too large");
+  for (const auto& e : fs::directory_iterator(out))
+    EXPECT_EQ(e.path().filename().string().find("tokenizer.json"), std::string::npos) << e.path();
+  // eval's outputs: a missing directory
+  expect_error(run_dsinfer("eval --ckpt-path " + tiny_ckpt() + " --case " + data_path("golden/tiny-v3/ref-mp1-fp32.json") +
+                           " --out " + out + "/no/such/dir/o"),
+               "cannot create " + out + "/no/such/dir/o.safetensors: No such file or directory");
+}
+
+// ---- a shard truncated while a chat has it mapped (it was a bare SIGBUS at the next prompt)
+
+TEST(Hardening, AShardTruncatedDuringAChatIsNamed) {
+  const std::string ckpt = test::convert_golden("tiny-v3-chat", 1, /*with_tokenizer=*/true);  // its own: truncated
+  const std::string dir = scratch_dir("truncated-shard");
+  write_file(dir + "/chat.sh",
+             "set -u\n"
+             "mkfifo " + dir + "/in\n" +
+             kBin + " --threads 1 generate --ckpt-path " + ckpt + " --interactive --max-new-tokens 3 --temperature 0 <" +
+             dir + "/in >" + dir + "/out 2>" + dir + "/err &\n"
+             "pid=$!\n"
+             "exec 3>" + dir + "/in\n"
+             "echo hello >&3\n"
+             "for i in $(seq 400); do grep -q 'completion tokens' " + dir + "/err && break; sleep 0.05; done\n"
+             "truncate -s 0 " + ckpt + "/model0-mp1.safetensors\n"
+             "echo again >&3\n"
+             "exec 3>&-\n"
+             "wait $pid\n"
+             "status=$?\n"
+             "cat " + dir + "/err >&2\n"
+             "exit $status\n");
+  const auto r = run_command("bash " + dir + "/chat.sh");
+  EXPECT_CONTAINS(r.err, "completion tokens");  // the first turn ran on the whole shard
+  expect_error(r, ckpt + "/model0-mp1.safetensors changed while dsinfer had it mapped");
+}
+
+}  // namespace
+}  // namespace dsinfer
