@@ -131,7 +131,9 @@ TEST(EngineMtp, GreedyAndSampledTokensAndLogitsAreThoseWithoutIt) {
     EXPECT_LT(b.stats.steps, a.stats.steps) << "accepted drafts take two tokens a step";
     // free-running greedy acceptance on these prompts, recorded when the module first ran here
     // (67 of 96): MTP bugs show as lost acceptance, not wrong tokens, so a drop of over 5% fails
-    if (t == 0) EXPECT_GE(b.stats.accepted * 100, 95 * 67) << b.stats.accepted << "/" << b.stats.drafted;
+    if (t == 0) {
+      EXPECT_GE(b.stats.accepted * 100, 95 * 67) << b.stats.accepted << "/" << b.stats.drafted;
+    }
     for (int k : {2, 3}) {  // chained drafts
       How chained = on;
       chained.draft_tokens = k;
@@ -139,7 +141,9 @@ TEST(EngineMtp, GreedyAndSampledTokensAndLogitsAreThoseWithoutIt) {
       expect_same(a, c, std::to_string(k) + " drafts, temperature " + std::to_string(t));
       std::cout << "  " << k << " drafts: accepted " << c.stats.accepted << "/" << c.stats.drafted << ", steps "
                 << c.stats.steps << "\n";
-      if (t == 0) EXPECT_GT(c.stats.accepted, b.stats.accepted) << k;
+      if (t == 0) {
+        EXPECT_GT(c.stats.accepted, b.stats.accepted) << k;
+      }
     }
     How automatic = on;
     automatic.mtp_auto = true;

@@ -88,6 +88,28 @@ TEST(Hardening, APromptTooLongIsNamedAsSuch) {
   EXPECT_CONTAINS(r.err, "completion tokens");  // the next turn was answered
 }
 
+// ---- numbers the math cannot take (nan gave an empty completion, exit 0)
+
+TEST(Hardening, SamplingNumbersOutOfRangeAreErrors) {
+  const std::string prompts = scratch_dir("numbers") + "/prompts.txt";
+  write_file(prompts, "hello\n");
+  const std::string generate = "generate --ckpt-path " + tiny_ckpt() + " --input-file " + prompts;
+  for (const char* t : {"nan", "inf", "-1"}) {
+    SCOPED_TRACE(t);
+    expect_error(run_dsinfer(generate + " --temperature " + t), "temperature must be a finite number >= 0");
+  }
+  // the largest int is a budget, not an overflow (UBSan watches this in the sanitizer suite); the
+  // trained story model ends its answer with EOS after a few dozen tokens
+  const std::string story = test::convert_golden("tiny-v3-story", 1, /*with_tokenizer=*/true);
+  const auto r = run_dsinfer("generate --ckpt-path " + story + " --input-file " + prompts +
+                             " --max-new-tokens 2147483647 --temperature 0");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "Completion: ");
+  const auto over = run_dsinfer(generate + " --max-new-tokens 2147483648");
+  EXPECT_EQ(over.exit_code, 1);
+  EXPECT_CONTAINS(over.err, "--max-new-tokens");
+}
+
 // ---- a --ckpt-path that is not a directory (it was "config.json does not exist" inside it)
 
 TEST(Hardening, ACkptPathThatIsNoDirectoryIsNamed) {
