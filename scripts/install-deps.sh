@@ -5,7 +5,14 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 packages=(cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libssl-dev libonig-dev libedit-dev pkg-config libopenmpi-dev openmpi-bin libgloo-dev iproute2 libcpp-httplib-dev curl)
 # --tests: also what only the tests use (Debian's torchrun, for the real-torchrun launch test)
-if [ "${1:-}" = "--tests" ]; then packages+=(python3-torch); fi
+# --fuzz: clang with libFuzzer and its sanitizer runtimes (the fuzz targets, tests/fuzz/README.md)
+for arg in "$@"; do
+  case $arg in
+    --tests) packages+=(python3-torch) ;;
+    --fuzz) packages+=(clang libclang-rt-dev) ;;
+    *) echo "usage: $0 [--tests] [--fuzz]" >&2; exit 1 ;;
+  esac
+done
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -10,7 +10,6 @@
 #include "commands.h"
 #include "comm/backends.h"
 #include "core/error.h"
-#include "core/json_excerpt.h"
 #include "core/log.h"
 #include "core/read_file.h"
 #include "engine/perplexity.h"
@@ -32,20 +31,6 @@ struct PerplexityOptions {
   bool as_json = false;
 };
 
-std::vector<std::vector<int32_t>> read_case_tokens(const std::string& path) {
-  const json j = read_json_file(path, "case file");
-  check(j.is_object() && j.contains("tokens") && j["tokens"].is_array(), path,
-        ": expected {\"tokens\": [[ids...], ...]}");
-  std::vector<std::vector<int32_t>> sequences;
-  for (const json& row : j["tokens"]) {
-    check(row.is_array(), path, ": tokens must be a list of token-id lists");
-    std::vector<int32_t> ids;
-    for (const json& t : row) ids.push_back(static_cast<int32_t>(json_integer(t, 0, INT32_MAX, path + ": a token")));
-    sequences.push_back(std::move(ids));
-  }
-  return sequences;
-}
-
 std::vector<std::vector<int32_t>> read_text_tokens(const std::string& path, const std::string& tokenizer_dir,
                                                    int max_seq_len) {
   // a regular file or a pipe, at most 256 MiB (was read whole whatever it was: /dev/zero forever)
@@ -65,7 +50,7 @@ void run_perplexity(const PerplexityOptions& o) {
   const ModelConfig config = o.model.load_config();
   const auto sequences = o.case_file.empty()
                              ? read_text_tokens(o.input_file, o.model.ckpt_path, config.max_seq_len)
-                             : read_case_tokens(o.case_file);
+                             : parse_perplexity_case(read_json_file(o.case_file, "case file"), o.case_file);
   auto comm = make_comm();
   auto model = o.model.load_model(config, *comm);
   json nll_rows = json::array();

@@ -31,8 +31,9 @@ std::vector<std::vector<int32_t>> token_rows(const json& j, const std::string& w
 
 }  // namespace
 
-EvalCase read_eval_case(const std::string& path) {
-  const json j = read_json_file(path, "case file");
+EvalCase read_eval_case(const std::string& path) { return parse_eval_case(read_json_file(path, "case file"), path); }
+
+EvalCase parse_eval_case(const json& j, const std::string& path) {
   check(j.is_object() && (j.contains("prefill_tokens") || j.contains("generate")), path,
         ": neither prefill_tokens nor generate");
   EvalCase c;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ struct EvalCase {
 
 // Reads and checks a case file; errors name the file and the field.
 EvalCase read_eval_case(const std::string& path);
+// The same for a parsed case (`origin` names it in errors).
+EvalCase parse_eval_case(const nlohmann::json& j, const std::string& origin);
 
 // The last position's logits after the prefill (rows from position 0) and after each decode
 // step, as the reference golden generator ran it: [1 + decode steps, batch, vocab]. Empty when

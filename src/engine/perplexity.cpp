@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "core/error.h"
+#include "core/json_excerpt.h"
 #include "engine/scoring.h"
 
 namespace dsinfer {
@@ -28,6 +30,19 @@ std::vector<double> sequence_nll(Transformer& model, const std::vector<int32_t>&
     if (position + 1 < n) nll[position] = token_nll(logits, c.vocab_size, tokens[position + 1]);
   });
   return nll;
+}
+
+std::vector<std::vector<int32_t>> parse_perplexity_case(const nlohmann::json& j, const std::string& path) {
+  check(j.is_object() && j.contains("tokens") && j["tokens"].is_array(), path,
+        ": expected {\"tokens\": [[ids...], ...]}");
+  std::vector<std::vector<int32_t>> sequences;
+  for (const nlohmann::json& row : j["tokens"]) {
+    check(row.is_array(), path, ": tokens must be a list of token-id lists");
+    std::vector<int32_t> ids;
+    for (const nlohmann::json& t : row) ids.push_back(static_cast<int32_t>(json_integer(t, 0, INT32_MAX, path + ": a token")));
+    sequences.push_back(std::move(ids));
+  }
+  return sequences;
 }
 
 }  // namespace dsinfer

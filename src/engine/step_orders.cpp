@@ -47,7 +47,7 @@ class Reader {
  private:
   void take(void* dst, size_t n) {
     check(n <= bytes_.size() - at_, "step orders from rank 0 are cut short");
-    std::memcpy(dst, bytes_.data() + at_, n);
+    if (n > 0) std::memcpy(dst, bytes_.data() + at_, n);  // (memcpy of nothing to a null vector is UB)
     at_ += n;
   }
   const std::string& bytes_;

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The sanitizer suite (part of the README's test command): builds dsinfer and its tests again in
+# ${SAN_BUILD_DIR:-build-san} with AddressSanitizer + UndefinedBehaviorSanitizer and runs the
+# unit and multi-process tests there (the golden tests are the Release build's: same code, 10x the
+# arithmetic). With clang (scripts/install-deps.sh --fuzz) that build also has the libFuzzer
+# targets, and each gets a short run (FUZZ_SECONDS, default 60; 0 skips). Extra arguments go to ctest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export SAN_BUILD_DIR=${SAN_BUILD_DIR:-build-san}
+fuzz=OFF
+compilers=()
+line_tables=-g1  # gcc's name for line tables only
+if command -v clang++ >/dev/null; then
+  fuzz=ON
+  compilers=(-DCMAKE_CXX_COMPILER=clang++)
+  line_tables=-gline-tables-only
+fi
+# -O1 with line tables only: cheaper to compile than -O2 -g, stack traces still have file:line
+BUILD_DIR=$SAN_BUILD_DIR BUILD_TYPE=RelWithDebInfo scripts/build.sh "${compilers[@]}" -DDSINFER_SANITIZE=ON \
+  -DDSINFER_FUZZ=$fuzz -DDSINFER_GOLDEN_TESTS=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 $line_tables -DNDEBUG"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=0
+export LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir "$SAN_BUILD_DIR" --output-on-failure -j "$(nproc)" -L "unit|process" --timeout 900 "$@"
+if [ "$fuzz" = ON ] && [ "${FUZZ_SECONDS:-60}" != 0 ]; then
+  BUILD_DIR=$SAN_BUILD_DIR scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+else
+  echo "fuzzers: skipped (no clang: scripts/install-deps.sh --fuzz installs it)" >&2
+fi

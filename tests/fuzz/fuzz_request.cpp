@@ -1,0 +1,44 @@
+// HTTP request bodies of the OpenAI-compatible server, parsed as the server parses them: first
+// byte picks the endpoint (chat completions, completions, tokenize), the rest is the body. The
+// answer to a bad body is an ApiError (an HTTP 4xx) or Error; a parsed request must fit the
+// context and carry sane sampling parameters.
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "chat/chat_formatter.h"
+#include "core/error.h"
+#include "fuzz_support.h"
+#include "serve/request.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace dsinfer;
+using json = nlohmann::json;
+
+namespace {
+constexpr int64_t kMaxSeqLen = 4096;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const Tokenizer tokenizer = Tokenizer::from_strings(
+      fuzz::read_data_file("tokenizer/deepseek-v3/tokenizer.json"),
+      fuzz::read_data_file("tokenizer/deepseek-v3/tokenizer_config.json"), "deepseek-v3");
+  static const ChatFormatter chat(tokenizer);
+  if (size == 0) return 0;
+  // as the server: a body that is not JSON is a 400 before any of this
+  const json body = json::parse(fuzz::as_text(data + 1, size - 1), nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) return 0;
+  try {
+    if (data[0] % 3 == 2) {
+      (void)tokenize_request(body, chat);
+      return 0;
+    }
+    const Job job = parse_request(body, /*chat=*/data[0] % 3 == 0, chat, "dsinfer", kMaxSeqLen);
+    if (job.prompt.empty() || static_cast<int64_t>(job.prompt.size()) + job.params.max_new_tokens > kMaxSeqLen)
+      fuzz::finding("a parsed request does not fit the context");
+    if (!(job.params.temperature >= 0) || !std::isfinite(job.params.temperature) || !(job.params.top_p > 0))
+      fuzz::finding("a parsed request has a bad temperature or top_p");
+  } catch (const ApiError&) {
+  } catch (const Error&) {
+  }
+  return 0;
+}
