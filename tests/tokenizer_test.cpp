@@ -737,6 +737,8 @@ TEST(TokenizerErrors, BadFilesNameTheProblem) {
   EXPECT_NE(bad(j.dump(), "{oops").find("tokenizer_config.json"), std::string::npos);
   EXPECT_NE(bad(j.dump(), R"({"bos_token": 5})").find("bos_token"), std::string::npos);
   EXPECT_NE(bad(j.dump(), R"({"bos_token": {"content": 5}})").find("bos_token"), std::string::npos);
+  // an id of 19 digits overflowed the fast JSON reader's int64 (UBSan, found by fuzz_tokenizer)
+  EXPECT_NE(with([](json& c) { c["model"]["vocab"]["zz"] = 3333333333333333333; }), "(no error)");
 }
 
 // A special token the vocabulary lacks was dropped in silence (no BOS in any prompt, or no EOS to

@@ -239,6 +239,8 @@ int64_t JsonReader::integer() {
   const size_t start = i_;
   int64_t v = 0;
   while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') {
+    // more than 15 digits leave the fast path before v can overflow (found by fuzz_tokenizer)
+    if (i_ - start == 15) throw FastPathFailed{};
     v = v * 10 + (s_[i_] - '0');
     ++i_;
   }

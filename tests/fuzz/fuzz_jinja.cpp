@@ -1,6 +1,6 @@
 // The chat template interpreter. First byte even: a template of strangers (up to a NUL) rendered
 // with a JSON context (after it; DeepSeek-style messages when there is none). Odd: one of the
-// real DeepSeek templates (tests/data/chat_templates) rendered with fuzzed messages, as the
+// real DeepSeek templates (V3 tokenizer_config.json, tests/data/chat_templates) rendered with fuzzed messages, as the
 // server and generate do. Templates are bounded (output, loops, depth, work): any input ends.
 #include <nlohmann/json.hpp>
 #include <string>
@@ -18,7 +18,10 @@ namespace {
 const std::vector<ChatTemplate>& real_templates() {
   static const std::vector<ChatTemplate> templates = [] {
     std::vector<ChatTemplate> out;
-    for (const char* name : {"deepseek-v3.jinja", "deepseek-v3.1.jinja", "deepseek-r1.jinja", "deepseek-v2.jinja",
+    // V3's own, from its tokenizer_config.json, then the others of tests/data/chat_templates
+    out.emplace_back(json::parse(fuzz::read_data_file("tokenizer/deepseek-v3/tokenizer_config.json"))["chat_template"]
+                         .get<std::string>());
+    for (const char* name : {"deepseek-v3.1.jinja", "deepseek-r1.jinja", "deepseek-v2.jinja",
                              "deepseek-r1-distill-qwen-32b.jinja"})
       out.emplace_back(fuzz::read_data_file(std::string("chat_templates/") + name));
     return out;
