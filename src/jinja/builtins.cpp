@@ -85,6 +85,8 @@ Dict dict_from(const std::string& fn, CallArgs& args) {
 
 constexpr int64_t kMaxRange = 100000;  // jinja2's sandbox MAX_RANGE
 
+thread_local std::vector<std::weak_ptr<NamespaceObj>> t_namespaces;
+
 Value call_global(const std::string& name, CallArgs& args) {
   if (name == "range") {
     if (!args.kwargs.empty()) throw RuntimeError("range() takes no keyword arguments");
@@ -116,6 +118,7 @@ Value call_global(const std::string& name, CallArgs& args) {
   if (name == "namespace") {
     auto ns = std::make_shared<NamespaceObj>();
     ns->attrs = dict_from(name, args);
+    t_namespaces.push_back(ns);
     Value v;
     v.kind = Kind::Namespace;
     v.ptr = std::move(ns);
@@ -136,6 +139,14 @@ Value lookup_global(const std::string& name) {
   for (const char* g : kGlobals)
     if (name == g) return callable(name);
   return Value::undefined("'" + name + "' is undefined");
+}
+
+void release_namespaces() {
+  // moved out first: clearing a namespace destroys values, which may be namespaces themselves
+  std::vector<std::weak_ptr<NamespaceObj>> made;
+  made.swap(t_namespaces);
+  for (const auto& weak : made)
+    if (auto ns = weak.lock()) ns->attrs.entries.clear();
 }
 
 Value call_value(const Value& fn, CallArgs& args) {

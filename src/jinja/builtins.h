@@ -17,6 +17,11 @@ struct CallArgs {
 };
 
 // --- methods.cpp ---
+// Every namespace() made by this thread's renders is remembered until release_namespaces(),
+// which empties them: `{% set ns.x = ns %}` makes a reference cycle that shared_ptr alone never
+// frees (a leak per render, found by fuzz_jinja). render() calls it when it ends.
+void release_namespaces();
+
 Value binary_op(const std::string& op, const Value& a, const Value& b);  // + - * / // % **
 Value unary_op(bool minus, const Value& v);                             // -v, +v
 Value get_attr(const Value& obj, const std::string& name);              // obj.name

@@ -328,9 +328,11 @@ std::string render(const std::string& source, const Body& body, const Value& con
   try {
     std::string out = Renderer(source, limits).run(body, context);
     set_value_limits(saved);
+    release_namespaces();
     return out;
   } catch (...) {
     set_value_limits(saved);
+    release_namespaces();
     throw;
   }
 }
