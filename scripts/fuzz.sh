@@ -35,13 +35,13 @@ run_one() {
   [ -n "$dict" ] && args=(-dict="$dict" "${args[@]}")
   if ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} "$build/tests/fuzz/$target" "${args[@]}" >"$dir/log" 2>&1; then
     local runs cov corpus
-    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$dir/log" | grep -o '[0-9]*$' || echo "?")
-    cov=$(grep -o 'cov: [0-9]*' "$dir/log" | tail -1 | grep -o '[0-9]*' || echo "?")
+    runs=$(grep -a -o 'stat::number_of_executed_units: *[0-9]*' "$dir/log" | tail -1 | grep -o '[0-9]*$' || echo "?")
+    cov=$(grep -a -o 'cov: [0-9]*' "$dir/log" | tail -1 | grep -o '[0-9]*' || echo "?")
     corpus=$(ls "$dir/corpus" | wc -l)
     printf '%-24s ok: %s executions in %ss, coverage %s edges, corpus %s\n' "$target" "$runs" "$seconds" "$cov" "$corpus"
   else
     printf '%-24s FINDING (see %s/log and the crash-* input there):\n' "$target" "$dir" >&2
-    grep -E 'ERROR|fuzz finding|==[0-9]+==|SUMMARY|terminate|what\(\)' "$dir/log" | head -8 >&2
+    grep -a -E 'ERROR|fuzz finding|==[0-9]+==|SUMMARY|terminate|what\(\)' "$dir/log" | head -8 >&2
     return 1
   fi
 }
