@@ -116,16 +116,22 @@ TEST(CliRunLocal, OnlyRankZeroReadsTheInput) {
   EXPECT_EQ(t.r.out, one.out);  // rank 1 read /dev/null: no line of its own
 }
 
+// The first lines of a shell script: a FIFO held open as rank 0's stdin (so it never ends) and
+// `<prefix>dsinfer run -n 2 --comm gloo tokenize` reading it in the background (out, err in dir).
+std::string blocked_tokenize_run(const std::string& dir, const std::string& tok, const std::string& prefix) {
+  return "mkfifo " + dir + "/fifo\n"
+         "exec 3<>" + dir + "/fifo\n" +
+         prefix + DSINFER_BIN + " --threads 1 run -n 2 --comm gloo tokenize --tokenizer-path " + tok +
+         " --input-file /dev/stdin <" + dir + "/fifo >" + dir + "/out 2>" + dir + "/err &\n";
+}
+
 // A rank killed by a signal while another waits on its input: the run ends at once and says so.
 TEST(CliRunLocal, RankKilledBySignalEndsTheRun) {
   const std::string tok = data_path("tokenizer/deepseek-v3");
   const std::string dir = test::scratch_dir("kill");
   const std::string script = dir + "/kill.sh";
   test::write_file(script,
-                   "mkfifo " + dir + "/fifo\n"
-                   "exec 3<>" + dir + "/fifo\n"  // held open: rank 0's stdin never ends
-                   "timeout 60 " + std::string(DSINFER_BIN) + " --threads 1 run -n 2 --comm gloo tokenize --tokenizer-path " +
-                   tok + " --input-file /dev/stdin <" + dir + "/fifo >" + dir + "/out 2>" + dir + "/err &\n"
+                   blocked_tokenize_run(dir, tok, "timeout 60 ") +
                    "guard=$!\n"
                    "sleep 2\n"
                    "for launcher in $(ps -o pid= --ppid $guard); do\n"  // timeout's child: dsinfer run
@@ -151,10 +157,7 @@ TEST(CliRunLocal, KillingTheLauncherEndsItsRanks) {
   const std::string dir = test::scratch_dir("orphans");
   const std::string script = dir + "/kill.sh";
   test::write_file(script,
-                   "mkfifo " + dir + "/fifo\n"
-                   "exec 3<>" + dir + "/fifo\n"  // held open: rank 0's stdin never ends
-                   + std::string(DSINFER_BIN) + " --threads 1 run -n 2 --comm gloo tokenize --tokenizer-path " + tok +
-                   " --input-file /dev/stdin <" + dir + "/fifo >" + dir + "/out 2>" + dir + "/err &\n"
+                   blocked_tokenize_run(dir, tok, "") +
                    "launcher=$!\n"
                    "sleep 2\n"
                    "ranks=$(ps -o pid= --ppid $launcher)\n"
