@@ -5,6 +5,8 @@
 # target; exits 1 on any finding (the input is kept as crash-*/timeout-*/leak-* in its work dir).
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (targets: fuzz_config, fuzz_jinja, ...; default all)
 # A long run (tests/fuzz/README.md): scripts/fuzz.sh 3600 fuzz_jinja
+# FUZZ_RUNS=N stops each target after N executions instead (SECONDS is then ignored):
+#   FUZZ_RUNS=10000000 scripts/fuzz.sh 0 fuzz_config
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-${SAN_BUILD_DIR:-build-san}}
@@ -30,15 +32,18 @@ run_one() {
     fuzz_jinja) dict=tests/fuzz/dict/jinja.dict ;;
     fuzz_tokenizer_encode) dict="" ;;
   esac
-  local args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+  local limit=(-max_total_time="$seconds")
+  [ -n "${FUZZ_RUNS:-}" ] && limit=(-runs="$FUZZ_RUNS")
+  local args=("${limit[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
               -artifact_prefix="$dir/" "$dir/corpus")
   [ -n "$dict" ] && args=(-dict="$dict" "${args[@]}")
+  local started=$SECONDS
   if ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} "$build/tests/fuzz/$target" "${args[@]}" >"$dir/log" 2>&1; then
     local runs cov corpus
     runs=$(grep -a -o 'stat::number_of_executed_units: *[0-9]*' "$dir/log" | tail -1 | grep -o '[0-9]*$' || echo "?")
     cov=$(grep -a -o 'cov: [0-9]*' "$dir/log" | tail -1 | grep -o '[0-9]*' || echo "?")
     corpus=$(ls "$dir/corpus" | wc -l)
-    printf '%-24s ok: %s executions in %ss, coverage %s edges, corpus %s\n' "$target" "$runs" "$seconds" "$cov" "$corpus"
+    printf '%-24s ok: %s executions in %ss, coverage %s edges, corpus %s\n' "$target" "$runs" "$((SECONDS - started))" "$cov" "$corpus"
   else
     printf '%-24s FINDING (see %s/log and the crash-* input there):\n' "$target" "$dir" >&2
     grep -a -E 'ERROR|fuzz finding|==[0-9]+==|SUMMARY|terminate|what\(\)' "$dir/log" | head -8 >&2
@@ -46,6 +51,7 @@ run_one() {
   fi
 }
 export -f run_one
+export FUZZ_RUNS
 for t in "${targets[@]}"; do
   [ -x "$BUILD_DIR/tests/fuzz/$t" ] || { echo "error: $BUILD_DIR/tests/fuzz/$t is not built (scripts/test-sanitized.sh)" >&2; exit 1; }
 done

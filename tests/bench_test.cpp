@@ -163,6 +163,19 @@ TEST(ForwardStats, MacsMatchAHandComputation) {
   EXPECT_GT(p.tokens_per_s(), 0);
 }
 
+// tiny-v3 (3 layers: 1 dense, 2 MoE) makes 7 all_reduces per forward call: the embedding's, one
+// per attention, one per MLP or MoE layer (its routed and shared experts' partial sums together),
+// and one all_gather of the vocabulary-parallel logits. Bytes are one rank's part.
+void expect_tiny_v3_collectives(const json& c, const ModelConfig& config, int64_t rows, int64_t logit_rows, int world) {
+  ASSERT_EQ(config.n_layers, 3);
+  ASSERT_EQ(config.n_dense_layers, 1);
+  EXPECT_EQ(c["all_reduce"]["calls"].get<double>(), 7) << c.dump();
+  EXPECT_EQ(c["all_reduce"]["bytes"].get<double>(), 7.0 * rows * config.dim * 4) << c.dump();
+  EXPECT_EQ(c["all_gather"]["calls"].get<double>(), 1) << c.dump();
+  EXPECT_EQ(c["all_gather"]["bytes"].get<double>(), 1.0 * logit_rows * config.vocab_size / world * 4) << c.dump();
+  EXPECT_GE(c["all_reduce"]["seconds"].get<double>(), 0);
+}
+
 const char* kSmall = " --decode-steps 3 --warmup-steps 1 --bw-mb 64 --fma-iterations 1000000 --passes 2";
 
 TEST(BenchCommand, PrintsTheFractionsLine) {
@@ -186,6 +199,8 @@ TEST(BenchCommand, PrintsTheFractionsLine) {
   // where the time goes, for the headline decode and prefill
   EXPECT_CONTAINS(r.out, "decode batch 1");
   EXPECT_CONTAINS(r.out, "prefill 512 tokens");
+  EXPECT_CONTAINS(r.out, "collectives (rank 0");
+  EXPECT_CONTAINS(r.out, "all_reduce");
   for (const char* part : {"attention", "dense mlp", "moe", "head", "other"}) EXPECT_CONTAINS(r.out, part);
 }
 
@@ -230,6 +245,12 @@ TEST(BenchCommand, JsonHasEveryKey) {
                 p["gflops"].get<double>() / j["ceilings"]["fma_f32_gflops"].get<double>(), 1e-9);
   // the headline numbers: batch-1 decode and (no 512 here) the longest prefill
   EXPECT_EQ(j["decode_bw_fraction"], j["decode"][0]["bw_fraction"]);
+  // a world of one makes no collectives (RunsUnderMpiAndSumsTheRanks counts two ranks')
+  for (const json& run : {j["decode"][0], j["prefill"][1]})
+    for (const char* kind : {"all_reduce", "all_gather"}) {
+      EXPECT_EQ(run["collectives_rank0"][kind]["calls"], 0) << kind;
+      EXPECT_EQ(run["collectives_rank0"][kind]["bytes"], 0) << kind;
+    }
   EXPECT_EQ(j["prefill_flop_fraction"], j["prefill"][1]["flop_fraction"]);
 }
 
@@ -274,6 +295,10 @@ TEST(BenchCommand, RunsUnderMpiAndSumsTheRanks) {
   EXPECT_NEAR(j["ceilings"]["read_gbps"].get<double>(), sum, 1e-3 * sum);
   EXPECT_GT(j["decode_bw_fraction"].get<double>(), 0);
   EXPECT_GT(j["prefill_flop_fraction"].get<double>(), 0);
+  const ModelConfig c = load_config(ckpt + "/config.json");
+  expect_tiny_v3_collectives(j["decode"][0]["collectives_rank0"], c, /*rows=*/1, /*logit_rows=*/1, /*world=*/2);
+  expect_tiny_v3_collectives(j["prefill"][0]["collectives_rank0"], c, 16, 1, 2);
+  EXPECT_GT(j["decode"][0]["collectives_rank0"]["all_reduce"]["seconds"].get<double>(), 0);
 }
 
 // --golden: exact mode reproduces the reference's fp32 logits, fast mode lands at least as close

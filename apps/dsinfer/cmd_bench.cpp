@@ -116,6 +116,26 @@ json parts_json(const PartTotals& totals, int calls) {
   return parts;
 }
 
+// Rank 0's collectives per forward call, per kind: calls, bytes (its own part) and seconds.
+json collectives_json(const CollectiveStats& c, int calls) {
+  auto kind = [&](const CollectiveCount& k) {
+    return json{{"calls", static_cast<double>(k.calls) / calls},
+                {"bytes", static_cast<double>(k.bytes) / calls},
+                {"seconds", k.seconds / calls}};
+  };
+  return {{"all_reduce", kind(c.all_reduce)}, {"all_gather", kind(c.all_gather)}};
+}
+
+void print_collectives(const char* title, const json& c, double step_seconds) {
+  std::printf("  %-22s %9s %9s %9s  share of the step\n", title, "calls", "KB", "ms");
+  for (const char* kind : {"all_reduce", "all_gather"}) {
+    const json& k = c[kind];
+    const double sec = k["seconds"];
+    std::printf("    %-20s %9.0f %9.1f %9.3f  %5.3f\n", kind, k["calls"].get<double>(), k["bytes"].get<double>() / 1e3,
+                1e3 * sec, step_seconds > 0 ? sec / step_seconds : 0.0);
+  }
+}
+
 // A table of where one forward call's time went: decode shows GB/s of weights, prefill GFLOP/s.
 void print_parts(const char* title, const json& parts, bool decode) {
   double total = 0;
@@ -176,7 +196,8 @@ void run_bench(const BenchOptions& o) {
                         {"flops", flops},
                         {"flops_rank0", 2.0 * static_cast<double>(r.macs)},
                         {"gflops", gflops},
-                        {"parts_rank0", parts_json(r.parts, 1)}});
+                        {"parts_rank0", parts_json(r.parts, 1)},
+                        {"collectives_rank0", collectives_json(r.collectives, 1)}});
   }
   json decodes = json::array();
   for (int b : o.batches) {
@@ -195,7 +216,8 @@ void run_bench(const BenchOptions& o) {
                        {"weight_bytes_per_token", bytes / r.steps / b},
                        {"weight_bytes_per_token_rank0", r.bytes_per_token()},
                        {"gbps", gbps},
-                       {"parts_rank0", parts_json(r.parts, r.steps)}});
+                       {"parts_rank0", parts_json(r.parts, r.steps)},
+                       {"collectives_rank0", collectives_json(r.collectives, r.steps)}});
   }
   json mtps = json::array();
   if (o.model.mtp_on())
@@ -347,6 +369,11 @@ void run_bench(const BenchOptions& o) {
   print_parts(decode_title.c_str(), (*headline_decode)["parts_rank0"], /*decode=*/true);
   const std::string prefill_title = "prefill " + std::to_string(best_len) + " tokens";
   print_parts(prefill_title.c_str(), (*headline_prefill)["parts_rank0"], /*decode=*/false);
+  std::printf("\ncollectives (rank 0, one forward call; bytes of its own part)\n");
+  print_collectives(decode_title.c_str(), (*headline_decode)["collectives_rank0"],
+                    (*headline_decode)["ms_per_step"].get<double>() / 1e3);
+  print_collectives(prefill_title.c_str(), (*headline_prefill)["collectives_rank0"],
+                    (*headline_prefill)["seconds"].get<double>());
   if (!golden.is_null()) print_golden_comparison(golden);
   std::printf("\ndecode_bw_fraction=%.3f prefill_flop_fraction=%.3f\n", (*headline_decode)["bw_fraction"].get<double>(),
               prefill_fraction);

@@ -103,11 +103,10 @@ void run_bench_comm(const BenchCommOptions& o) {
 
   if (o.config_path.empty()) return;
   // One decode step of batch 1 (transformer.cpp, attention.cpp, moe.cpp): the embedding's
-  // all_reduce, per layer one after wo and one after the dense MLP or, in MoE layers, one for the
-  // routed experts plus one for the shared experts; then the head's all_gather.
-  int reduces = 1;
-  for (int layer = 0; layer < config.n_layers; ++layer)
-    reduces += 1 + (config.is_moe_layer(layer) ? (config.n_shared_experts > 0 ? 2 : 1) : 1);
+  // all_reduce, per layer one after wo and one after the dense MLP or the MoE (its routed and
+  // shared experts' partial sums reduced together); then the head's all_gather. `dsinfer bench`
+  // counts what the model really makes (its collectives table); tests/bench_test.cpp checks both.
+  const int reduces = 1 + 2 * config.n_layers;
   const int64_t dim = config.dim;
   const int64_t vocab_local = config.vocab_size / world;
   std::vector<float> h(static_cast<size_t>(dim), 1.0f);

@@ -62,6 +62,7 @@ DecodeResult bench_decode(Transformer& model, int batch, int prompt_len, int war
     r.seconds += s.seconds;
     r.weight_bytes += model.stats().weight_bytes;
     r.parts.add(model.stats());
+    r.collectives.add(model.collective_stats());
   };
   Engine engine(model, cache, options);
   // sampled at temperature 1 (each row its own stream): the rows keep routing like real text
@@ -96,6 +97,7 @@ PrefillResult bench_prefill(Transformer& model, int tokens, uint64_t seed) {
     r.macs += model.stats().macs;
     r.weight_bytes += model.stats().weight_bytes;
     r.parts.add(model.stats());
+    r.collectives.add(model.collective_stats());
   };
   Engine engine(model, cache, options);
   SamplingParams params;

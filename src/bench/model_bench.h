@@ -28,6 +28,7 @@ struct DecodeResult {
   double seconds = 0;         // of the timed steps
   int64_t weight_bytes = 0;   // summed over the timed steps, this rank
   PartTotals parts;           // summed over the timed steps, this rank
+  CollectiveStats collectives;  // summed over the timed steps, this rank
   double tokens_per_s() const { return batch * steps / seconds; }
   double bytes_per_step() const { return static_cast<double>(weight_bytes) / steps; }
   double bytes_per_token() const { return bytes_per_step() / batch; }
@@ -45,6 +46,7 @@ struct PrefillResult {
   int64_t macs = 0;          // this rank
   int64_t weight_bytes = 0;  // this rank
   PartTotals parts;          // this rank
+  CollectiveStats collectives;  // this rank
   double tokens_per_s() const { return tokens / seconds; }
 };
 

@@ -33,7 +33,8 @@ void Transformer::forward_mtp(const Step& step, const float* hidden, KVCache& mt
   check(n >= 1 && !step.chunks.empty(), "forward_mtp: empty step");
   check_step(step, mtp_cache);
   const MtpWeights& m = *mtp_;
-  const ForwardContext ctx{config_, plan_, comm_, pool_};
+  collectives_.reset();
+  const ForwardContext ctx{config_, plan_, collectives_, pool_};
   float* h = grow(h_, n * dim);            // [n, dim] residual stream
   float* x = grow(x_, n * dim);            // [n, dim]
   float* y = grow(y_, n * dim);            // [n, dim]

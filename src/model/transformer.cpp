@@ -54,7 +54,7 @@ void Transformer::embed_with(const WeightMatrix& table, const int32_t* tokens, i
     else
       std::fill_n(h + i * config_.dim, config_.dim, 0.0f);
   }
-  comm_.all_reduce_sum(h, n * config_.dim);
+  collectives_.all_reduce_sum(h, n * config_.dim);
 }
 
 void Transformer::forward(const int32_t* tokens, int batch, int seqlen, int start_pos, KVCache& cache,
@@ -95,7 +95,8 @@ void Transformer::forward(const Step& step, KVCache& cache, StepOutput& output) 
   const int64_t n = static_cast<int64_t>(step.tokens.size()), dim = config_.dim;
   check(n >= 1 && !step.chunks.empty(), "forward: empty step");
   check_step(step, cache);
-  const ForwardContext ctx{config_, plan_, comm_, pool_};
+  collectives_.reset();
+  const ForwardContext ctx{config_, plan_, collectives_, pool_};
   float* h = grow(h_, n * dim);  // [n, dim] residual stream
   float* x = grow(x_, n * dim);  // [n, dim] normalised input of a block
   float* y = grow(y_, n * dim);  // [n, dim] output of a block
@@ -176,7 +177,7 @@ void Transformer::head_logits(const float* last, int64_t n_logits, const WeightM
     return;
   }
   float* gathered = grow(gathered_, plan_.world_size * n_logits * v_local);  // [world, n_logits, vocab_local]
-  comm_.all_gather(local_logits, n_logits * v_local, gathered);
+  collectives_.all_gather(local_logits, n_logits * v_local, gathered);
   for (int r = 0; r < plan_.world_size; ++r)
     for (int64_t b = 0; b < n_logits; ++b)
       std::copy_n(gathered + (static_cast<int64_t>(r) * n_logits + b) * v_local, v_local,

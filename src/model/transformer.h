@@ -16,6 +16,7 @@
 #include "model/step.h"
 #include "model/weights.h"
 #include "parallel/comm.h"
+#include "parallel/counting_comm.h"
 
 namespace dsinfer {
 
@@ -61,6 +62,8 @@ class Transformer {
   int64_t weight_bytes() const;
   // The counts of the last forward call (reset at its start).
   const ForwardStats& stats() const { return counter_.stats(); }
+  // The collectives the last forward call (or forward_mtp) made, per kind, on this rank.
+  const CollectiveStats& collective_stats() const { return collectives_.stats(); }
   // Observers told of every later forward call (not owned; remove before destroying one).
   void add_observer(ForwardObserver* observer);
   void remove_observer(ForwardObserver* observer);
@@ -81,6 +84,7 @@ class Transformer {
   ModelWeights weights_;
   ShardPlan plan_;
   Comm& comm_;
+  CountingComm collectives_{comm_};  // the forward pass's collectives go through it
   ThreadPool& pool_;
   Rope rope_;
   Scratch scratch_;
