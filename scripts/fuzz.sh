@@ -7,6 +7,8 @@
 # A long run (tests/fuzz/README.md): scripts/fuzz.sh 3600 fuzz_jinja
 # FUZZ_RUNS=N stops each target after N executions instead (SECONDS is then ignored):
 #   FUZZ_RUNS=10000000 scripts/fuzz.sh 0 fuzz_config
+# FUZZ_TIMEOUT (seconds, default 10) is how long one input may run before it counts as a hang: raise
+# it for runs beside other work (a starved process can take 10 s over an input that takes 1 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-${SAN_BUILD_DIR:-build-san}}
@@ -34,7 +36,7 @@ run_one() {
   esac
   local limit=(-max_total_time="$seconds")
   [ -n "${FUZZ_RUNS:-}" ] && limit=(-runs="$FUZZ_RUNS")
-  local args=("${limit[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+  local args=("${limit[@]}" -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -print_final_stats=1
               -artifact_prefix="$dir/" "$dir/corpus")
   [ -n "$dict" ] && args=(-dict="$dict" "${args[@]}")
   local started=$SECONDS
@@ -51,7 +53,7 @@ run_one() {
   fi
 }
 export -f run_one
-export FUZZ_RUNS
+export FUZZ_RUNS FUZZ_TIMEOUT
 for t in "${targets[@]}"; do
   [ -x "$BUILD_DIR/tests/fuzz/$t" ] || { echo "error: $BUILD_DIR/tests/fuzz/$t is not built (scripts/test-sanitized.sh)" >&2; exit 1; }
 done

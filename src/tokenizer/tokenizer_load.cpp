@@ -65,11 +65,15 @@ void load_model(Impl& t, const json& root, const FastTables* fast) {
 
   // vocab
   int64_t max_id = -1;
+  std::string max_token;
   auto add_token = [&](std::string_view token, int64_t id) {
     if (id < 0 || id >= (int64_t(1) << 24))
       fail("vocab entry \"", token, "\" has id ", id, " out of range");
     model.vocab.set(token, int32_t(id));
-    max_id = std::max(max_id, id);
+    if (id > max_id) {
+      max_id = id;
+      max_token = token;
+    }
   };
   if (fast) {
     JsonReader r(fast->text, fast->vocab.begin);
@@ -93,6 +97,12 @@ void load_model(Impl& t, const json& root, const FastTables* fast) {
       add_token(it.key(), it.value().get<int64_t>());
     }
   }
+  // The id tables are as long as the largest id: a few entries with huge ids would make a file of
+  // bytes cost gigabytes. Real vocabularies are dense (DeepSeek's: 0 .. 127999, no holes).
+  constexpr int64_t kMaxUnusedIds = int64_t(1) << 20;
+  if (max_id >= int64_t(model.vocab.size()) + kMaxUnusedIds)
+    fail("vocab entry \"", max_token, "\" has id ", max_id, ", far beyond the vocabulary's ", model.vocab.size(),
+         " entries (at most ", kMaxUnusedIds, " ids may be unused)");
   model.id_to_token.assign(size_t(max_id + 1), std::string());
   model.has_id.assign(size_t(max_id + 1), 0);
   for (size_t e = 0; e < model.vocab.size(); ++e) {
