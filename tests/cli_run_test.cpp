@@ -5,6 +5,7 @@
 // its process handling, which needs no collective backend.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -116,13 +117,15 @@ TEST(CliRunLocal, OnlyRankZeroReadsTheInput) {
   EXPECT_EQ(t.r.out, one.out);  // rank 1 read /dev/null: no line of its own
 }
 
-// The first lines of a shell script: a FIFO held open as rank 0's stdin (so it never ends) and
+// The first lines of a shell script: a FIFO held open as rank 0's stdin (so it never ends until the
+// script closes its fd 3; dsinfer does not inherit that fd) and
 // `<prefix>dsinfer run -n 2 --comm gloo tokenize` reading it in the background (out, err in dir).
-std::string blocked_tokenize_run(const std::string& dir, const std::string& tok, const std::string& prefix) {
+std::string blocked_tokenize_run(const std::string& dir, const std::string& tok, const std::string& prefix,
+                                 const std::string& run_args = "") {
   return "mkfifo " + dir + "/fifo\n"
          "exec 3<>" + dir + "/fifo\n" +
-         prefix + DSINFER_BIN + " --threads 1 run -n 2 --comm gloo tokenize --tokenizer-path " + tok +
-         " --input-file /dev/stdin <" + dir + "/fifo >" + dir + "/out 2>" + dir + "/err &\n";
+         prefix + DSINFER_BIN + " --threads 1 run -n 2 --comm gloo " + run_args + "tokenize --tokenizer-path " + tok +
+         " --input-file /dev/stdin <" + dir + "/fifo >" + dir + "/out 2>" + dir + "/err 3>&- &\n";
 }
 
 // A rank killed by a signal while another waits on its input: the run ends at once and says so.
@@ -184,6 +187,63 @@ TEST(CliRunLocal, SuccessfulRanksMakeASuccessfulRun) {
   const size_t first = t.r.out.find('\n');
   ASSERT_NE(first, std::string::npos) << t.r.out;
   EXPECT_EQ(t.r.out.substr(0, first + 1), t.r.out.substr(first + 1)) << t.r.out;
+}
+
+// --bind on this machine: it runs, logs the placement, and a one-node machine binds nothing.
+TEST(CliRunLocal, BindLogsThePlacement) {
+  const std::string tok = data_path("tokenizer/deepseek-v3");
+  for (const char* mode : {"numa", "socket", "none"}) {
+    auto t = launch(std::string("-n 2 --comm gloo --bind ") + mode + " tokenize --tokenizer-path " + tok + " --text hi", "", 60);
+    ASSERT_EQ(t.r.exit_code, 0) << t.r.err;
+    if (std::string(mode) != "none") {
+      EXPECT_CONTAINS(t.r.err, std::string("run: --bind ") + mode + ": ");
+      if (std::getenv("DSINFER_SYSFS_ROOT") == nullptr && !fs::exists("/sys/devices/system/node/node1"))
+        EXPECT_CONTAINS(t.r.err, "nothing to bind");
+    }
+  }
+  if (mpirun_installed()) {  // under mpirun, Open MPI's own mapping and its report of the bindings
+    auto t = launch("-n 2 --bind numa tokenize --tokenizer-path " + tok + " --text hi", "", 60);
+    ASSERT_EQ(t.r.exit_code, 0) << t.r.err;
+    EXPECT_CONTAINS(t.r.err, "mpirun --map-by numa --bind-to numa");
+    EXPECT_CONTAINS(t.r.err, "MCW rank 1");
+  }
+  auto bad = launch("-n 2 --comm gloo --bind cores tokenize --tokenizer-path " + tok + " --text hi", "", 30);
+  EXPECT_EQ(bad.r.exit_code, 1);
+  EXPECT_CONTAINS(bad.r.err, "--bind");
+}
+
+// --bind socket on a machine that says it has two sockets (a fake sysfs of this machine's CPUs 0
+// and 1, one NUMA node): rank 0 runs pinned to CPU 0, and the log says where each rank went.
+TEST(CliRunLocal, BindPinsEachRankToItsDomain) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "needs 2 CPUs";
+  const std::string tok = data_path("tokenizer/deepseek-v3");
+  const std::string dir = test::scratch_dir("bind");
+  const std::string sys = dir + "/sys/devices/system";
+  fs::create_directories(sys + "/node/node0");
+  test::write_file(sys + "/node/node0/cpulist", "0-1\n");
+  for (int c : {0, 1}) {
+    fs::create_directories(sys + "/cpu/cpu" + std::to_string(c) + "/topology");
+    test::write_file(sys + "/cpu/cpu" + std::to_string(c) + "/topology/physical_package_id", std::to_string(c));
+  }
+  test::write_file(sys + "/cpu/online", "0-1\n");
+  const std::string script = dir + "/bind.sh";
+  test::write_file(script,
+                   blocked_tokenize_run(dir, tok, "DSINFER_SYSFS_ROOT=" + dir + "/sys ", "--bind socket ") +
+                   "launcher=$!\n"
+                   "sleep 2\n"
+                   "for p in $(ps -o pid= --ppid $launcher); do\n"  // rank 0 waits on the FIFO; rank 1 may be done
+                   "  grep Cpus_allowed_list /proc/$p/status >>" + dir + "/allowed\n"
+                   "done\n"
+                   "exec 3>&-\n"  // end of rank 0's input
+                   "wait $launcher\n"
+                   "echo $? >" + dir + "/rc\n");
+  ASSERT_EQ(std::system(("sh " + script).c_str()), 0);
+  const std::string err = test::read_file(dir + "/err");
+  EXPECT_EQ(test::read_file(dir + "/rc"), "0\n") << err;
+  EXPECT_CONTAINS(err, "--bind socket: 1 NUMA node(s), 2 socket(s)");
+  EXPECT_CONTAINS(err, "rank 0: cpus 0, memory node 0");
+  EXPECT_CONTAINS(err, "rank 1: cpus 1, memory node 0");
+  EXPECT_CONTAINS(test::read_file(dir + "/allowed"), "Cpus_allowed_list:\t0\n");
 }
 
 TEST(CliRunLocal, WithoutASubcommandIsAnError) {

@@ -165,7 +165,7 @@ TEST(Serve, ConcurrentClientsGetTheirSoloAnswers) {
         b["seed"] = 7;
         auto r = server.post("/v1/chat/completions", b.dump());
         bool done = false;
-        return r ? stream_content(r->body, &done) : std::string("(no response)");
+        return r ? stream_content(r->body, &done) : "(no response: " + httplib::to_string(r.error()) + ")";
       }));
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].get(), solo[i % prompts.size()]) << i;
 }
@@ -199,7 +199,7 @@ TEST(Serve, MtpChangesNoAnswerAndMetricsCountItsDrafts) {
     got.push_back(std::async(std::launch::async, [&, p] {
       auto r = server.post("/v1/chat/completions", sampled(p, true));
       bool done = false;
-      return r ? stream_content(r->body, &done) : std::string("(no response)");
+      return r ? stream_content(r->body, &done) : "(no response: " + httplib::to_string(r.error()) + ")";
     }));
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].get(), plain[i]) << i;
   auto m = server.client().Get("/metrics");
@@ -495,7 +495,7 @@ TEST_P(ServeRanks, TwoRanksAnswerAsTheReferenceAtWorldSizeTwo) {
     got.push_back(std::async(std::launch::async, [&, p = prompt] {
       auto r = server.post("/v1/chat/completions", chat_body(p, golden["max_new_tokens"], true).dump());
       bool done = false;
-      return r ? stream_content(r->body, &done) : std::string("(no response)");
+      return r ? stream_content(r->body, &done) : "(no response: " + httplib::to_string(r.error()) + ")";
     }));
   for (size_t i = 0; i < pairs.size(); ++i) EXPECT_EQ(got[i].get(), pairs[i].second) << pairs[i].first;
   const int status = server.terminate();

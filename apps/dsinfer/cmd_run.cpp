@@ -4,6 +4,8 @@
 // others read /dev/null; stdout and stderr are shared. When one rank fails the others are ended
 // (SIGTERM, then SIGKILL after a grace period) and run fails naming that rank. With mpi it hands
 // over to `mpirun -n N --oversubscribe --bind-to none`, which forwards stdin to rank 0 itself.
+// --bind numa|socket pins each rank to one NUMA node or socket and prefers its memory there
+// (parallel/placement.h); under mpirun that is `--map-by numa --bind-to numa` (or socket).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -21,7 +23,9 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "parallel/free_port.h"
+#include "parallel/placement.h"
 
 namespace dsinfer::cli {
 
@@ -30,6 +34,7 @@ namespace {
 struct RunOptions {
   int ranks = 0;
   std::string comm;
+  std::string bind = "none";
   std::vector<std::string> args;  // the subcommand and its arguments
 };
 
@@ -67,8 +72,17 @@ std::vector<char*> to_argv(std::vector<std::string>& words) {
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   // no ptrace rights in containers: Open MPI's single-copy shared memory would fail
   setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
-  std::vector<std::string> words = {"mpirun", "-n", std::to_string(o.ranks), "--oversubscribe", "--bind-to", "none",
-                                    self_path()};
+  std::vector<std::string> words = {"mpirun", "-n", std::to_string(o.ranks), "--oversubscribe"};
+  const BindMode bind = parse_bind_mode(o.bind);
+  if (bind == BindMode::kNone) {
+    words.insert(words.end(), {"--bind-to", "none"});
+  } else {
+    // Open MPI maps and binds itself; --report-bindings logs where each rank landed
+    const std::string domain = bind_mode_name(bind);
+    words.insert(words.end(), {"--map-by", domain, "--bind-to", domain, "--report-bindings"});
+    log_info("run: --bind ", domain, ": mpirun --map-by ", domain, " --bind-to ", domain);
+  }
+  words.push_back(self_path());
   words.insert(words.end(), global.begin(), global.end());
   words.insert(words.end(), o.args.begin(), o.args.end());
   std::fflush(stdout);
@@ -117,6 +131,11 @@ void run_local(const RunOptions& o, const std::vector<std::string>& global) {
   words.insert(words.end(), global.begin(), global.end());
   words.insert(words.end(), o.args.begin(), o.args.end());
   std::vector<char*> argv = to_argv(words);
+  const BindMode bind = parse_bind_mode(o.bind);
+  const char* sysfs = std::getenv("DSINFER_SYSFS_ROOT");  // a fake topology, for tests
+  const Topology topology = read_topology(sysfs ? sysfs : "/sys");
+  const std::vector<RankPlacement> placement = plan_placement(bind, o.ranks, topology);
+  if (bind != BindMode::kNone) log_info("run: ", describe_placement(bind, placement, topology));
   const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   check(devnull >= 0, "run: cannot open /dev/null: ", std::strerror(errno));
 
@@ -145,6 +164,10 @@ void run_local(const RunOptions& o, const std::vector<std::string>& global) {
       // leaving them to wait for each other forever; and if it died before this line, go now
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (getppid() != launcher) _exit(1);
+      if (const int err = apply_placement(placement[static_cast<size_t>(rank)]); err != 0) {
+        std::fprintf(stderr, "error: run: cannot bind rank %d (--bind %s): %s\n", rank, o.bind.c_str(), std::strerror(err));
+        _exit(1);
+      }
       if (rank != 0) dup2(devnull, STDIN_FILENO);
       setenv("WORLD_SIZE", std::to_string(o.ranks).c_str(), 1);
       setenv("RANK", std::to_string(rank).c_str(), 1);
@@ -205,9 +228,13 @@ Command register_run(CLI::App& app, const std::vector<std::string>& global_args)
   sub->add_option("-n,--nproc", o->ranks, "number of ranks")->required()->check(CLI::Range(1, 1024));
   sub->add_option("--comm", o->comm, "backend of the ranks: mpi (via mpirun, the default) or gloo")
       ->check(CLI::IsMember({"mpi", "gloo"}));
+  sub->add_option("--bind", o->bind,
+                  "pin each rank to one NUMA node or socket, its memory preferred there: numa, socket or none "
+                  "(default none; a machine with one node binds nothing)")
+      ->check(CLI::IsMember({"numa", "socket", "none"}));
   // everything from the first word run does not know (the subcommand) on belongs to the ranks
   sub->prefix_command();
-  sub->footer("Usage: dsinfer [--threads N] [-q] [--debug] run -n N [--comm mpi|gloo] SUBCOMMAND [ARGS...]");
+  sub->footer("Usage: dsinfer [--threads N] [-q] [--debug] run -n N [--comm mpi|gloo] [--bind numa|socket|none] SUBCOMMAND [ARGS...]");
   return {sub, [o, sub, &global_args] {
             RunOptions opts = *o;
             opts.args = sub->remaining();
