@@ -235,11 +235,17 @@ TEST(CliRunLocal, BindPinsEachRankToItsDomain) {
                    "  grep Cpus_allowed_list /proc/$p/status >>" + dir + "/allowed\n"
                    "done\n"
                    "exec 3>&-\n"  // end of rank 0's input
+                   // at most 60 s; a run still going then is described (for the failure message) and ended
+                   "for i in $(seq 600); do kill -0 $launcher 2>/dev/null || break; sleep 0.1; done\n"
+                   "if kill -0 $launcher 2>/dev/null; then\n"
+                   "  ps -e -o pid,ppid,stat,wchan:24,args >" + dir + "/hung\n"
+                   "  for p in $(ps -o pid= --ppid $launcher) $launcher; do kill -KILL $p; done\n"
+                   "fi\n"
                    "wait $launcher\n"
                    "echo $? >" + dir + "/rc\n");
   ASSERT_EQ(std::system(("sh " + script).c_str()), 0);
   const std::string err = test::read_file(dir + "/err");
-  EXPECT_EQ(test::read_file(dir + "/rc"), "0\n") << err;
+  EXPECT_EQ(test::read_file(dir + "/rc"), "0\n") << err << (fs::exists(dir + "/hung") ? test::read_file(dir + "/hung") : "");
   EXPECT_CONTAINS(err, "--bind socket: 1 NUMA node(s), 2 socket(s)");
   EXPECT_CONTAINS(err, "rank 0: cpus 0, memory node 0");
   EXPECT_CONTAINS(err, "rank 1: cpus 1, memory node 0");

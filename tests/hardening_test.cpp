@@ -4,6 +4,8 @@
 // (write_file_test, mapped_file_test, read_file_test, config_test, tokenizer_test).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -69,6 +71,22 @@ TEST(Hardening, PerplexityOfAnEndlessFileIsAnError) {
                "--input-file /dev/zero is not a regular file or a pipe (a device)");
   expect_error(run_dsinfer("perplexity --ckpt-path " + tiny_ckpt() + " --input-file " + tiny_ckpt()),
                "--input-file " + tiny_ckpt() + " is a directory, not a file");
+}
+
+// tokenize read its --input-file with a plain ifstream: /dev/zero grew without end, a FIFO nobody
+// writes blocked in open
+TEST(Hardening, TokenizeInputFileIsReadAsGeneratesIs) {
+  const std::string tok = test::data_path("tokenizer/deepseek-v3");
+  expect_error(run_dsinfer("tokenize --tokenizer-path " + tok + " --input-file /dev/zero"),
+               "--input-file /dev/zero is not a regular file or a pipe (a device)");
+  const std::string dir = scratch_dir("tokenize-input");
+  expect_error(run_dsinfer("tokenize --tokenizer-path " + tok + " --input-file " + dir),
+               "--input-file " + dir + " is a directory, not a file");
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto r = run_dsinfer("tokenize --tokenizer-path " + tok + " --input-file " + fifo);  // no writer: no lines
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
 }
 
 // ---- a prompt over the template's 1 MiB output limit is blamed on its length (it was "chat

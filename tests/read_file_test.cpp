@@ -50,6 +50,12 @@ TEST(ReadInputFile, RefusesWhatIsNotAFileItCanRead) {
   EXPECT_EQ(read_input_file(big, "config", 5000).size(), 5000u);
 }
 
+// /dev/null is an empty input (what `dsinfer run` gives ranks other than 0 as stdin), not a device
+TEST(ReadInputFile, DevNullIsEmpty) {
+  EXPECT_EQ(read_input_file("/dev/null", "--input-file", 1 << 20, true), "");
+  EXPECT_EQ(read_input_file("/dev/null", "config", 1 << 20), "");
+}
+
 TEST(ReadInputFile, ReadsAPipeToItsEndWithinTheCap) {
   signal(SIGPIPE, SIG_IGN);
   const std::string fifo = test::scratch_dir("pipe") + "/fifo";

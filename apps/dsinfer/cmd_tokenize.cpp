@@ -1,12 +1,11 @@
 // dsinfer tokenize: the checkpoint's tokenizer from the command line. Prints the ids of each
 // input as one line of space-separated integers; --decode prints the text of given ids.
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/read_file.h"
 #include "chat/chat_formatter.h"
 #include "text_lines.h"
 
@@ -63,12 +62,11 @@ void run_tokenize(const TokenizeOptions& o) {
   if (o.has_text) {
     inputs.push_back(o.text);
   } else {
-    std::ifstream in(o.input_file, std::ios::binary);
-    check(in.good(), "cannot read input file ", o.input_file);
-    std::stringstream buffer;
-    buffer << in.rdbuf();
+    // as generate's --input-file: a regular file or a pipe, at most 256 MiB (never /dev/zero, a
+    // directory, or a FIFO nobody opens for writing)
+    const std::string text = read_input_file(o.input_file, "--input-file", 256 << 20, /*allow_streams=*/true);
     int line_number = 0;
-    for (const std::string& line : split_lines(buffer.str())) {
+    for (const std::string& line : split_lines(text)) {
       ++line_number;
       if (line.empty()) continue;
       json j;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +24,8 @@ std::string read_input_file(const std::string& path, const std::string& what, in
   if (::fstat(fd, &st) != 0) fail(what, " ", path, ": cannot stat it (", std::strerror(errno), ")");
   const bool stream = S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
   if (S_ISDIR(st.st_mode)) fail(what, " ", path, " is a directory, not a file");
+  // /dev/null is an empty input (a rank's stdin under `dsinfer run`), not an endless device
+  if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3)) return {};
   if (!S_ISREG(st.st_mode) && !(allow_streams && stream))
     fail(what, " ", path, " is not a regular file", allow_streams ? " or a pipe" : "",
          S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? " (a device)" : stream ? " (a pipe)" : "");
