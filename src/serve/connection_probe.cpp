@@ -55,6 +55,28 @@ ConnectionProbe::ConnectionProbe(const std::string& remote_addr, int remote_port
   closedir(dir);
 }
 
+bool raise_listen_backlog(int local_port, int backlog) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return false;
+  bool raised = false;
+  while (const dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage local{};
+    socklen_t ll = sizeof local;
+    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
+    std::string addr;
+    int port = -1;
+    if (describe(local, addr, port) && port == local_port && listen(static_cast<int>(fd), backlog) == 0) raised = true;
+  }
+  closedir(dir);
+  return raised;
+}
+
 bool ConnectionProbe::client_connected() const {
   if (fd_ < 0) return true;
   pollfd p{fd_, POLLIN | POLLRDHUP, 0};

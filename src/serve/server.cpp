@@ -624,6 +624,7 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   // "loading" instead of a refused connection.
   const int port = o_.port == 0 ? http.bind_to_any_port(o_.host) : (http.bind_to_port(o_.host, o_.port) ? o_.port : -1);
   check(port >= 0, "serve: cannot listen on ", o_.host, ":", o_.port, " (in use, or not an address of this machine)");
+  if (!raise_listen_backlog(port, 1024)) log_debug("serve: the listen backlog stays cpp-httplib's 5");
   if (o_.api_key.empty() && o_.host != "127.0.0.1" && o_.host != "localhost" && o_.host != "::1")
     log_info("warning: serve: listening on ", o_.host, " without an API key (--api-key): anyone who can reach it can use it");
   std::thread listener([&] { http.listen_after_bind(); });
