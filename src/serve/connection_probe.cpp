@@ -31,50 +31,53 @@ bool describe(const sockaddr_storage& a, std::string& addr, int& port) {
   return true;
 }
 
+// Calls visit(fd) for each open fd of this process until it returns true; false if none did.
+template <class Visit>
+bool find_fd(const Visit& visit) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return false;
+  bool found = false;
+  while (const dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
+    if ((found = visit(static_cast<int>(fd)))) break;
+  }
+  closedir(dir);
+  return found;
+}
+
+// The address and port a socket is bound to (peer: connected to); false for other fds.
+bool socket_end(int fd, bool peer, std::string& addr, int& port) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  const int r = peer ? getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len)
+                     : getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return r == 0 && describe(a, addr, port);
+}
+
 }  // namespace
 
 ConnectionProbe::ConnectionProbe(const std::string& remote_addr, int remote_port, int local_port) {
-  DIR* dir = opendir("/proc/self/fd");
-  if (!dir) return;
-  while (const dirent* e = readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
-    sockaddr_storage local{}, peer{};
-    socklen_t ll = sizeof local, pl = sizeof peer;
-    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
-    if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &pl) != 0) continue;
+  find_fd([&](int fd) {
     std::string laddr, paddr;
     int lport = -1, pport = -1;
-    if (!describe(local, laddr, lport) || !describe(peer, paddr, pport)) continue;
-    if (lport == local_port && pport == remote_port && paddr == remote_addr) {
-      fd_ = static_cast<int>(fd);
-      break;
-    }
-  }
-  closedir(dir);
+    if (!socket_end(fd, false, laddr, lport) || !socket_end(fd, true, paddr, pport)) return false;
+    if (lport != local_port || pport != remote_port || paddr != remote_addr) return false;
+    fd_ = fd;
+    return true;
+  });
 }
 
 bool raise_listen_backlog(int local_port, int backlog) {
-  DIR* dir = opendir("/proc/self/fd");
-  if (!dir) return false;
-  bool raised = false;
-  while (const dirent* e = readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
+  return find_fd([&](int fd) {
     int listening = 0;
     socklen_t len = sizeof listening;
-    if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
-    sockaddr_storage local{};
-    socklen_t ll = sizeof local;
-    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) return false;
     std::string addr;
     int port = -1;
-    if (describe(local, addr, port) && port == local_port && listen(static_cast<int>(fd), backlog) == 0) raised = true;
-  }
-  closedir(dir);
-  return raised;
+    return socket_end(fd, false, addr, port) && port == local_port && listen(fd, backlog) == 0;
+  });
 }
 
 bool ConnectionProbe::client_connected() const {
