@@ -12,6 +12,7 @@
 #include "core/cpu.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/matmul_bf16dot.h"
 
 namespace dsinfer {
 namespace {
@@ -292,13 +293,13 @@ TEST(Linear, EveryIsaMatchesDoubleReference) {
 }
 
 // Fast mode: the activations rounded to bf16 once, the weights exact, fp32 accumulation, on the
-// AMX tiles from kAmxMinTokens tokens on where the CPU has them (tokens not a multiple of the
-// 32-token tile pairs, rows not of the 32-row panels, columns not of the 32-wide k steps or the
-// 128-column scale blocks) and through the exact kernels below that or elsewhere.
+// AMX tiles or VDPBF16PS from kFastGemmMinTokens tokens on where the CPU has them (tokens not a
+// multiple of the tiles, rows not of the panels, columns not of the k steps or the 128-column
+// scale blocks, odd) and through the exact kernels below that or elsewhere.
 TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
   std::mt19937 rng(21);
-  const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {17, 3}, {257, 130}, {64, 512}, {45, 300}, {40, 2200}};
-  std::printf("fast mode on %s\n", fast_mode_uses_amx() ? "AMX tiles" : "the exact kernels");
+  const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {17, 3}, {257, 130}, {64, 512}, {45, 300}, {40, 2200}, {70, 129}};
+  std::printf("fast mode on %s\n", fast_mode_kernels_name(fast_mode_kernels()));
   ThreadPool pool(2);
   set_act_dtype(ActDType::kBF16);
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
@@ -316,7 +317,7 @@ TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
     }
   }
   // matmul_serial (attention's products, both sides activations, strided): on AMX from
-  // kAmxMinTokens on both operands rounded, else exact
+  // kFastGemmMinTokens on both operands rounded, else exact
   for (const auto& [rows, cols] : shapes) {
     TestMatrix m(DType::kF32, rows, cols, rng);
     TestMatrix rounded_w = m;
@@ -327,7 +328,7 @@ TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
       const auto x = random_floats(rng, static_cast<size_t>(n_tokens * x_stride));
       std::vector<float> y(static_cast<size_t>(n_tokens * y_stride), NAN);
       matmul_serial(x.data(), n_tokens, x_stride, m.w, y.data(), y_stride);
-      const bool both_rounded = fast_mode_uses_amx() && n_tokens >= kAmxMinTokens;
+      const bool both_rounded = fast_mode_kernels() != FastModeKernels::kExact && n_tokens >= kFastGemmMinTokens;
       std::vector<float> dense_x(static_cast<size_t>(n_tokens * cols)), dense_y(static_cast<size_t>(n_tokens * rows));
       for (int64_t t = 0; t < n_tokens; ++t) {
         for (int64_t c = 0; c < cols; ++c) {
@@ -341,6 +342,47 @@ TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
   }
   set_act_dtype(ActDType::kF32);
   EXPECT_THROW(parse_act_dtype("fp8"), Error);
+}
+
+// The VDPBF16PS kernels themselves, called directly so that they are tested on every CPU that
+// has AVX512_BF16 (on one with AMX, fast mode prefers the tiles): token counts across the 64-token
+// tiles and the 256-token groups, rows across the 6-row panels, 48-row chunks and 128-row scale
+// blocks, odd columns; strided x and y for the serial form, whose f32 weights are rounded too.
+TEST(Linear, Bf16DotKernelsAreTheProductOfBf16RoundedOperands) {
+  if (!bf16dot_usable()) GTEST_SKIP() << "no AVX512_BF16 here";
+  std::mt19937 rng(23);
+  const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {17, 3}, {257, 130}, {49, 512}, {40, 2200}, {133, 129}};
+  ThreadPool pool(2);
+  for (DType dtype : {DType::kBF16, DType::kF8E4M3, DType::kF32}) {
+    for (const auto& [rows, cols] : shapes) {
+      TestMatrix m(dtype, rows, cols, rng);
+      TestMatrix rounded_w = m;  // f32 weights rounded; fp8 (code x block scale) and bf16 stay exact
+      if (dtype == DType::kF32)
+        for (float& v : rounded_w.dense) v = bf16_to_f32(f32_to_bf16(v));
+      for (int64_t n_tokens : {1, 16, 63, 64, 65, 300}) {
+        SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols << " tokens " << n_tokens);
+        const int64_t x_stride = cols + 3, y_stride = rows + 5;
+        const auto x = random_floats(rng, static_cast<size_t>(n_tokens * x_stride));
+        std::vector<float> rounded(static_cast<size_t>(n_tokens * cols));
+        for (int64_t t = 0; t < n_tokens; ++t)
+          for (int64_t c = 0; c < cols; ++c)
+            rounded[static_cast<size_t>(t * cols + c)] = bf16_to_f32(f32_to_bf16(x[static_cast<size_t>(t * x_stride + c)]));
+        std::vector<float> y(static_cast<size_t>(n_tokens * y_stride), NAN), dense_y(static_cast<size_t>(n_tokens * rows));
+        bf16dot_matmul_serial(x.data(), n_tokens, x_stride, m.w, y.data(), y_stride);
+        for (int64_t t = 0; t < n_tokens; ++t)
+          for (int64_t r = 0; r < rows; ++r) dense_y[static_cast<size_t>(t * rows + r)] = y[static_cast<size_t>(t * y_stride + r)];
+        expect_linear_matches_reference(rounded_w, rounded, n_tokens, dense_y);
+        if (dtype == DType::kF32) continue;
+        std::vector<float> packed_x(static_cast<size_t>(n_tokens * cols)), y_linear(static_cast<size_t>(n_tokens * rows), NAN);
+        for (int64_t t = 0; t < n_tokens; ++t)
+          for (int64_t c = 0; c < cols; ++c) packed_x[static_cast<size_t>(t * cols + c)] = x[static_cast<size_t>(t * x_stride + c)];
+        bf16dot_linear(packed_x.data(), n_tokens, m.w, y_linear.data(), pool);
+        expect_linear_matches_reference(m, rounded, n_tokens, y_linear);
+        // the pool splits rows only: every row sums in one order, so threads change no bit
+        EXPECT_EQ(0, std::memcmp(y_linear.data(), dense_y.data(), y_linear.size() * sizeof(float)));
+      }
+    }
+  }
 }
 
 TEST(Linear, EveryIsaDequantizesEveryFp8CodeExactly) {

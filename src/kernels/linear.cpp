@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "kernels/matmul_amx.h"
+#include "kernels/matmul_bf16dot.h"
 #include "kernels/matmul_isa.h"
 
 namespace dsinfer {
@@ -96,10 +99,17 @@ const MatmulKernels& active_kernels() {
 ActDType g_act_dtype = ActDType::kF32;
 bool g_batch_invariant = true;
 
-// Fast mode's products go to the AMX tiles from kAmxMinTokens tokens on, when the kernels in use
-// are the AVX-512 ones (not a variant forced for a test) and the CPU lets us use the tiles.
-bool use_amx(const MatmulKernels& kernels, int64_t n_tokens) {
-  return g_act_dtype == ActDType::kBF16 && n_tokens >= kAmxMinTokens && kernels.isa == Isa::kAvx512 && amx_usable();
+// Fast mode's products go to its own kernels (AMX tiles where the CPU lets us use them, else
+// VDPBF16PS) from kFastGemmMinTokens tokens on, when the kernels in use are the AVX-512 ones (not
+// a variant forced for a test); below that they run the exact kernels on rounded activations.
+enum class FastGemm { kNone, kAmx, kBf16Dot };
+
+FastGemm fast_gemm(const MatmulKernels& kernels, int64_t n_tokens) {
+  if (g_act_dtype != ActDType::kBF16 || n_tokens < kFastGemmMinTokens || kernels.isa != Isa::kAvx512)
+    return FastGemm::kNone;
+  if (amx_usable()) return FastGemm::kAmx;
+  if (bf16dot_usable()) return FastGemm::kBf16Dot;
+  return FastGemm::kNone;
 }
 
 // n floats of `buffer` (grown as needed; per-thread buffers reused across calls), starting on a
@@ -125,8 +135,14 @@ const float* rounded_to_bf16(const float* x, int64_t n, int64_t cols, ThreadPool
 void linear_with(const MatmulKernels& kernels, const float* x, int64_t n_tokens, const WeightMatrix& w,
                  float* y, ThreadPool& pool) {
   if (g_act_dtype == ActDType::kBF16) {
-    // (f32 weights would lose bits in bf16 tiles: they take the exact kernels)
-    if (use_amx(kernels, n_tokens) && w.dtype != DType::kF32) return amx_linear(x, n_tokens, w, y, pool);
+    // (f32 weights would lose bits in bf16: they take the exact kernels)
+    if (w.dtype != DType::kF32) {
+      switch (fast_gemm(kernels, n_tokens)) {
+        case FastGemm::kAmx: return amx_linear(x, n_tokens, w, y, pool);
+        case FastGemm::kBf16Dot: return bf16dot_linear(x, n_tokens, w, y, pool);
+        case FastGemm::kNone: break;
+      }
+    }
     x = rounded_to_bf16(x, n_tokens, w.cols, pool);
   }
   MatmulTask task{x, n_tokens, w.cols, &w, y, w.rows, nullptr, !g_batch_invariant};
@@ -191,10 +207,37 @@ bool batch_invariant() { return g_batch_invariant; }
 ActDType act_dtype() { return g_act_dtype; }
 bool fast_mode_uses_amx() { return active_kernels().isa == Isa::kAvx512 && amx_usable(); }
 
+FastModeKernels fast_mode_kernels() {
+  if (active_kernels().isa != Isa::kAvx512) return FastModeKernels::kExact;
+  if (amx_usable()) return FastModeKernels::kAmx;
+  if (bf16dot_usable()) return FastModeKernels::kBf16Dot;
+  return FastModeKernels::kExact;
+}
+
+const char* fast_mode_kernels_name(FastModeKernels kernels) {
+  switch (kernels) {
+    case FastModeKernels::kAmx: return "AMX tiles";
+    case FastModeKernels::kBf16Dot: return "AVX-512 BF16 dot products";
+    default: return "the exact kernels";
+  }
+}
+
+bool bf16dot_usable() {
+  static const bool usable = [] {
+    if (const char* v = std::getenv("DSINFER_BF16DOT"); v && std::string(v) == "0") return false;
+    return cpu_supports(Isa::kAvx512);  // which includes AVX512_BF16 (core/cpu.h)
+  }();
+  return usable;
+}
+
 void matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
                    int64_t y_stride) {
   const MatmulKernels& kernels = active_kernels();
-  if (use_amx(kernels, n_tokens)) return amx_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
+  switch (fast_gemm(kernels, n_tokens)) {
+    case FastGemm::kAmx: return amx_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
+    case FastGemm::kBf16Dot: return bf16dot_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
+    case FastGemm::kNone: break;
+  }
   MatmulTask task{x, n_tokens, x_stride, &w, y, y_stride, nullptr, !g_batch_invariant};
   thread_local std::vector<float> packed, scratch;
   if (n_tokens >= kernels.gemm_min_tokens) {

@@ -42,9 +42,15 @@ ActDType act_dtype();
 void set_batch_invariant(bool on);
 bool batch_invariant();
 
-// Whether fast mode's products run on AMX here (and from how many tokens on).
+// Where fast mode's products of kFastGemmMinTokens tokens or more run on this CPU: AMX tiles
+// (matmul_amx.h), else VDPBF16PS on AVX512_BF16 (matmul_bf16dot.h; DSINFER_BF16DOT=0 turns it
+// off), else the exact kernels; products of fewer tokens (decode) always run the exact kernels on
+// the rounded activations, so fast mode's numbers depend on the batch (exact mode's never do).
+enum class FastModeKernels { kExact, kAmx, kBf16Dot };
+FastModeKernels fast_mode_kernels();
+const char* fast_mode_kernels_name(FastModeKernels kernels);
 bool fast_mode_uses_amx();
-inline constexpr int64_t kAmxMinTokens = 16;
+inline constexpr int64_t kFastGemmMinTokens = 16;
 
 // y[t * y_stride + r] = sum_c x[t * x_stride + c] * W[r, c] for every row r of w and t <
 // n_tokens, on the calling thread only: for callers that split other work across the pool

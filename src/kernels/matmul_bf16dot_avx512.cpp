@@ -1,0 +1,223 @@
+// VDPBF16PS kernels of fast mode (matmul_bf16dot.h; compiled with AVX-512 flags, reached only
+// after bf16dot_usable()). One instruction: acc[l] += a[2l] b[2l] + a[2l+1] b[2l+1] for 16 fp32
+// lanes l. Tokens fill the lanes: the activations are packed as bf16 pairs (x[t, 2p], x[t, 2p+1])
+// per token in tiles of 64 tokens, and each weight pair (W[r, 2p], W[r, 2p+1]) is broadcast to
+// every lane, so a micro-kernel of 6 rows x 4 token vectors keeps 24 accumulators in registers.
+// Each 128-column block (the fp8 scale block) is summed in registers from zero, then multiplied by
+// the row's block scale and added to the row's fp32 sums in a small L1/L2 buffer.
+#include "kernels/matmul_bf16dot.h"
+
+#include <immintrin.h>
+// GCC 12's AVX-512 headers: the same false -Wuninitialized positives as in matmul_avx512.cpp
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace dsinfer {
+namespace {
+
+constexpr int kLanes = 16;                              // fp32 lanes: tokens per vector
+constexpr int kRows = 6;                                // rows per micro-kernel panel
+constexpr int kVectors = 4;                             // token vectors per micro-kernel
+constexpr int64_t kTileTokens = kLanes * kVectors;      // 64 tokens per packed tile
+constexpr int64_t kBlockCols = kFp8Block;               // columns summed in registers at a time
+constexpr int64_t kBlockPairs = kBlockCols / 2;
+constexpr int64_t kChunkRows = 8 * kRows;               // rows whose block is converted at a time
+constexpr int64_t kGroupTiles = 4;                      // token tiles sharing each converted block
+
+// fp32 -> bf16 bits in the low half of each dword, round to nearest even (f32_to_bf16's rule,
+// NaN kept quiet); done with integer ops so no MXCSR or DAZ question arises.
+__m512i round_to_bf16(__m512 v) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
+  return _mm512_mask_blend_epi32(nan, rounded, quiet);
+}
+
+// 32 consecutive values -> 16 bf16 pairs in order (pair p = values 2p, 2p + 1).
+__m512i pairs_of(const float* p) {
+  const __m512i lo = round_to_bf16(_mm512_loadu_ps(p)), hi = round_to_bf16(_mm512_loadu_ps(p + 16));
+  // word m of the result = the low word of value m, which is word 2m of (lo, hi)
+  const __m512i even_words = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28,
+                                              26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  return _mm512_permutex2var_epi16(lo, even_words, hi);
+}
+
+int64_t pairs_of_cols(int64_t K) { return (K + 1) / 2; }
+
+// x [n, K] (rows x_stride apart) packed: tile j, pair p, token tt at xp[(j * pairs + p) * 64 + tt]
+// = bf16 pair (x[t, 2p], x[t, 2p + 1]) of token t = 64 j + tt; zero past n and past K. Tiles [j0, j1).
+void pack_tokens(const float* x, int64_t x_stride, int64_t n, int64_t K, int64_t j0, int64_t j1, uint32_t* xp) {
+  const int64_t pairs = pairs_of_cols(K);
+  const __m512i stride = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                            _mm512_set1_epi32(static_cast<int>(kTileTokens)));
+  for (int64_t j = j0; j < j1; ++j) {
+    uint32_t* tile = xp + j * pairs * kTileTokens;
+    const int64_t tokens = std::min(kTileTokens, n - j * kTileTokens);
+    if (tokens < kTileTokens) std::fill(tile, tile + pairs * kTileTokens, 0u);
+    for (int64_t tt = 0; tt < tokens; ++tt) {
+      const float* row = x + (j * kTileTokens + tt) * x_stride;
+      int64_t k = 0;
+      for (; k + 32 <= K; k += 32)  // 16 pairs to 16 places 64 dwords apart
+        _mm512_i32scatter_epi32(tile + (k / 2) * kTileTokens + tt, stride, pairs_of(row + k), 4);
+      for (; k < K; k += 2) {
+        const uint32_t a = f32_to_bf16(row[k]), b = k + 1 < K ? f32_to_bf16(row[k + 1]) : 0u;
+        tile[(k / 2) * kTileTokens + tt] = a | (b << 16);
+      }
+    }
+  }
+}
+
+// W[r, c0 : c0 + 128) as bf16 into out[0, 128) (zero past w.cols): fp8 exactly, through the fp16
+// bit pattern of value / 256 (code << 7, as the exact kernels), widened to fp32 and times 256, whose
+// upper half is then the bf16 number; bf16 as is; f32 rounded.
+void row_block_to_bf16(const WeightMatrix& w, int64_t r, int64_t c0, uint16_t* out) {
+  const int64_t K = w.cols, end = std::min(c0 + kBlockCols, K);
+  int64_t k = c0;
+  if (w.dtype == DType::kF8E4M3) {
+    const uint8_t* codes = w.data + r * K;
+    const __m512 bias = _mm512_set1_ps(256.0f);
+    const __m512i mask = _mm512_set1_epi16(static_cast<short>(0xBF80));
+    for (; k + 32 <= end; k += 32) {
+      const __m512i wide = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + k)));
+      const __m512i half = _mm512_and_si512(_mm512_slli_epi16(wide, 7), mask);
+      const __m512 lo = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(half)), bias);
+      const __m512 hi = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(half, 1)), bias);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (k - c0)),
+                          _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(lo), 16)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (k - c0) + 16),
+                          _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(hi), 16)));
+    }
+    for (; k < end; ++k) out[k - c0] = static_cast<uint16_t>(std::bit_cast<uint32_t>(fp8_e4m3_table()[codes[k]]) >> 16);
+  } else if (w.dtype == DType::kBF16) {
+    if (end > k) std::memcpy(out, w.data + (r * K + k) * 2, static_cast<size_t>(end - k) * 2);
+    k = std::max(k, end);
+  } else {
+    const float* v = reinterpret_cast<const float*>(w.data) + r * K;
+    for (; k + 16 <= end; k += 16)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (k - c0)), _mm512_cvtepi32_epi16(round_to_bf16(_mm512_loadu_ps(v + k))));
+    for (; k < end; ++k) out[k - c0] = f32_to_bf16(v[k]);
+  }
+  std::fill(out + (std::max(k, c0) - c0), out + kBlockCols, uint16_t{0});
+}
+
+// c[i * c_stride + 16 v + l] += scale[i] * sum over steps s of the pair products of w[i * 64 + s]
+// (a row's bf16 pair) and xp[s * 64 + 16 v + l] (a token's pair), i < 6 rows, v < NV vectors.
+template <int NV>
+void micro(const uint32_t* w, const uint32_t* xp, int64_t steps, const float* scale, float* c, int64_t c_stride) {
+  __m512 acc[kRows][NV];
+  for (int i = 0; i < kRows; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t s = 0; s < steps; ++s) {
+    __m512bh x[NV];
+    for (int v = 0; v < NV; ++v) x[v] = (__m512bh)_mm512_load_si512(xp + s * kTileTokens + v * kLanes);
+    for (int i = 0; i < kRows; ++i) {
+      const __m512bh b = (__m512bh)_mm512_set1_epi32(static_cast<int>(w[i * kBlockPairs + s]));
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], b, x[v]);
+    }
+  }
+  for (int i = 0; i < kRows; ++i) {
+    const __m512 s = _mm512_set1_ps(scale[i]);
+    for (int v = 0; v < NV; ++v) {
+      float* dst = c + i * c_stride + v * kLanes;
+      _mm512_store_ps(dst, _mm512_fmadd_ps(acc[i][v], s, _mm512_load_ps(dst)));
+    }
+  }
+}
+
+void micro_vectors(int nv, const uint32_t* w, const uint32_t* xp, int64_t steps, const float* scale, float* c,
+                   int64_t c_stride) {
+  switch (nv) {
+    case 1: return micro<1>(w, xp, steps, scale, c, c_stride);
+    case 2: return micro<2>(w, xp, steps, scale, c, c_stride);
+    case 3: return micro<3>(w, xp, steps, scale, c, c_stride);
+    default: return micro<4>(w, xp, steps, scale, c, c_stride);
+  }
+}
+
+// A buffer of at least n elements starting on a cache line (aligned vector loads and stores).
+template <class T>
+T* aligned(std::vector<T>& buffer, int64_t n) {
+  constexpr size_t kLine = 64 / sizeof(T);
+  if (buffer.size() < static_cast<size_t>(n) + kLine) buffer.resize(static_cast<size_t>(n) + kLine);
+  const uintptr_t address = reinterpret_cast<uintptr_t>(buffer.data());
+  return buffer.data() + (kLine - address / sizeof(T) % kLine) % kLine;
+}
+
+// Rows [r0, r1) of y for all n tokens. Token tiles in groups of kGroupTiles; per group, rows in
+// chunks of kChunkRows whose 128-column blocks are converted once and then serve every tile of
+// the group (a tile's block, 16 KB, stays in L1 while the chunk's 8 panels pass over it).
+void bf16dot_rows(const uint32_t* xp, int64_t n, const WeightMatrix& w, int64_t r0, int64_t r1, float* y,
+                  int64_t y_stride) {
+  const int64_t K = w.cols, pairs = pairs_of_cols(K), tiles = ceil_div(n, kTileTokens);
+  const int64_t c_stride = kGroupTiles * kTileTokens;
+  thread_local std::vector<uint32_t> wbuf_storage;
+  thread_local std::vector<float> cbuf_storage;
+  uint32_t* wbuf = aligned(wbuf_storage, kChunkRows * kBlockPairs);  // [chunk row][pair]
+  float* cbuf = aligned(cbuf_storage, kChunkRows * c_stride);        // [chunk row][group token]
+  alignas(64) float scales[kChunkRows];
+  for (int64_t g0 = 0; g0 < tiles; g0 += kGroupTiles) {
+    const int64_t group_tiles = std::min(kGroupTiles, tiles - g0);
+    const int64_t group_tokens = std::min(group_tiles * kTileTokens, n - g0 * kTileTokens);
+    for (int64_t rc = r0; rc < r1; rc += kChunkRows) {
+      const int64_t rows = std::min(kChunkRows, r1 - rc), panels = ceil_div(rows, kRows);
+      for (int64_t i = 0; i < panels * kRows; ++i) std::fill(cbuf + i * c_stride, cbuf + i * c_stride + group_tiles * kTileTokens, 0.0f);
+      for (int64_t c0 = 0; c0 < K; c0 += kBlockCols) {
+        const int64_t steps = pairs_of_cols(std::min(kBlockCols, K - c0));
+        for (int64_t i = 0; i < panels * kRows; ++i) {
+          uint32_t* dst = wbuf + i * kBlockPairs;
+          if (i < rows) {
+            row_block_to_bf16(w, rc + i, c0, reinterpret_cast<uint16_t*>(dst));
+            scales[i] = w.dtype == DType::kF8E4M3 ? w.scale[((rc + i) / kFp8Block) * w.scale_cols() + c0 / kFp8Block] : 1.0f;
+          } else {
+            std::fill(dst, dst + kBlockPairs, 0u);
+            scales[i] = 0.0f;
+          }
+        }
+        for (int64_t j = 0; j < group_tiles; ++j) {
+          const int64_t tokens = std::min(kTileTokens, n - (g0 + j) * kTileTokens);
+          const int nv = static_cast<int>(ceil_div(tokens, kLanes));
+          const uint32_t* x_block = xp + ((g0 + j) * pairs + c0 / 2) * kTileTokens;
+          for (int64_t p = 0; p < panels; ++p)
+            micro_vectors(nv, wbuf + p * kRows * kBlockPairs, x_block, steps, scales + p * kRows,
+                          cbuf + p * kRows * c_stride + j * kTileTokens, c_stride);
+        }
+      }
+      for (int64_t t = 0; t < group_tokens; ++t)
+        for (int64_t i = 0; i < rows; ++i) y[(g0 * kTileTokens + t) * y_stride + rc + i] = cbuf[i * c_stride + t];
+    }
+  }
+}
+
+}  // namespace
+
+void bf16dot_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool) {
+  check(bf16dot_usable(), "bf16dot_linear without AVX512_BF16");
+  const int64_t tiles = ceil_div(n_tokens, kTileTokens);
+  thread_local std::vector<uint32_t> xp_storage;
+  uint32_t* xp = aligned(xp_storage, tiles * pairs_of_cols(w.cols) * kTileTokens);
+  pool.parallel_for(tiles, [&](int64_t j0, int64_t j1) { pack_tokens(x, w.cols, n_tokens, w.cols, j0, j1, xp); });
+  pool.parallel_for(
+      w.rows, [&](int64_t begin, int64_t end) { bf16dot_rows(xp, n_tokens, w, begin, end, y, w.rows); }, kChunkRows);
+}
+
+void bf16dot_matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
+                           int64_t y_stride) {
+  check(bf16dot_usable(), "bf16dot_matmul_serial without AVX512_BF16");
+  const int64_t tiles = ceil_div(n_tokens, kTileTokens);
+  thread_local std::vector<uint32_t> xp_storage;
+  uint32_t* xp = aligned(xp_storage, tiles * pairs_of_cols(w.cols) * kTileTokens);
+  pack_tokens(x, x_stride, n_tokens, w.cols, 0, tiles, xp);
+  bf16dot_rows(xp, n_tokens, w, 0, w.rows, y, y_stride);
+}
+
+}  // namespace dsinfer
