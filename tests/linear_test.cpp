@@ -439,6 +439,24 @@ TEST(Linear, WeightMatrixBytes) {
   EXPECT_EQ(fp8.scale_cols(), 2);
   EXPECT_EQ(fp8.bytes(), 300 * 200 + 3 * 2 * 4);
   EXPECT_TRUE(fp8.empty());
+  EXPECT_EQ(fp8.row_bytes_read(), 200 + 2 * 4);
+  EXPECT_EQ(bf16.row_bytes_read(), 200 * 2);
+}
+
+// Row ranges share the matrix's memory; a block-scaled one must start on a scale block.
+TEST(Linear, RowRangesShareTheMatrixAndItsScales) {
+  std::vector<uint8_t> data(300 * 200 * 2);
+  std::vector<float> scales(3 * 2);
+  const WeightMatrix bf16{DType::kBF16, 300, 200, data.data(), nullptr};
+  const WeightMatrix part = bf16.row_range(7, 50);
+  EXPECT_EQ(part.data, data.data() + 7 * 200 * 2);
+  EXPECT_EQ(part.rows, 50);
+  EXPECT_EQ(part.cols, 200);
+  const WeightMatrix fp8{DType::kF8E4M3, 300, 200, data.data(), scales.data()};
+  EXPECT_TRUE(fp8.row_range(7, 50).empty());
+  const WeightMatrix block = fp8.row_range(256, 44);
+  EXPECT_EQ(block.data, data.data() + 256 * 200);
+  EXPECT_EQ(block.scale, scales.data() + 2 * 2);
 }
 
 }  // namespace

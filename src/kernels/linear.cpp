@@ -14,12 +14,6 @@
 
 namespace dsinfer {
 
-int64_t WeightMatrix::bytes() const {
-  int64_t n = rows * cols * static_cast<int64_t>(dtype_size(dtype));
-  if (dtype == DType::kF8E4M3) n += ceil_div(rows, kFp8Block) * scale_cols() * 4;
-  return n;
-}
-
 // The hot loops are compiled for several ISAs and picked at load time (GCC target_clones),
 // so the default build runs anywhere and still uses AVX-512/AVX2 where the CPU has them.
 #define DS_TARGET_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))

@@ -23,19 +23,19 @@ struct GemmBatchVariant {
   // dst[0, kc) = fp32 values of W[row, kb + c] (as the reference dequantizes: code x scale).
   template <WKind kind>
   static void convert_row(const WeightMatrix& w, int64_t row, int64_t kb, int64_t kc, float* dst) {
-    const int64_t elem = kind == WKind::kF32 ? 4 : kind == WKind::kBF16 ? 2 : 1;
+    constexpr int64_t elem = Format<kind>::kBytes;
     const uint8_t* src = w.data + row * w.cols * elem;
     for (int64_t c = 0; c < kc; c += kFp8Block) {
       const int64_t end = min64(c + kFp8Block, kc);
       float s = 1.0f;
-      if constexpr (kind == WKind::kFp8) s = w.scale[(row / kFp8Block) * w.scale_cols() + (kb + c) / kFp8Block] * kFp8Bias;
+      if constexpr (Format<kind>::kBlockScaled) s = w.scale[(row / kFp8Block) * w.scale_cols() + (kb + c) / kFp8Block] * kFp8Bias;
       const typename S::V sv = S::set1(s);
       int64_t k = c;
       for (; k + kW <= end; k += kW) {
         const typename S::V v = load_w<S, kind>(src, kb + k);
-        S::store(dst + k, kind == WKind::kFp8 ? S::mul(v, sv) : v);
+        S::store(dst + k, Format<kind>::kBlockScaled ? S::mul(v, sv) : v);
       }
-      for (; k < end; ++k) dst[k] = kind == WKind::kFp8 ? scalar_w<kind>(src, kb + k) * s : scalar_w<kind>(src, kb + k);
+      for (; k < end; ++k) dst[k] = Format<kind>::kBlockScaled ? scalar_w<kind>(src, kb + k) * s : scalar_w<kind>(src, kb + k);
     }
   }
 
@@ -85,7 +85,7 @@ struct GemmBatchVariant {
   template <WKind kind>
   static void prefetch_panel(const WeightMatrix& w, int64_t rp, int64_t kb, int64_t r_end) {
     if (kb >= w.cols) return;
-    const int64_t elem = kind == WKind::kF32 ? 4 : kind == WKind::kBF16 ? 2 : 1;
+    constexpr int64_t elem = Format<kind>::kBytes;
     const int64_t bytes = min64(kKC, w.cols - kb) * elem;
     for (int64_t r = rp; r < min64(rp + kR, r_end); ++r) {
       const uint8_t* row = w.data + (r * w.cols + kb) * elem;

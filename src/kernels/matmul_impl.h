@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/dtype.h"
@@ -49,19 +50,59 @@ inline float bf16_bits_to_f32(uint16_t bits) {
 
 enum class WKind { kF32, kBF16, kFp8 };
 
+// The weight formats, each described once: bytes per element, whether 128 x 128 block scales
+// apply (the activations or partial sums are then multiplied by scale * kFp8Bias), the vector
+// load of S::kWidth elements as fp32 and the one-element load (tails) that gives the same value.
+// A new format is one more specialization here plus its DType in for_format below.
+template <WKind kind>
+struct Format;
+
+template <>
+struct Format<WKind::kF32> {
+  static constexpr int64_t kBytes = 4;
+  static constexpr bool kBlockScaled = false;
+  template <class S>
+  static typename S::V load(const uint8_t* row, int64_t k) { return S::load(reinterpret_cast<const float*>(row) + k); }
+  static float scalar(const uint8_t* row, int64_t k) { return reinterpret_cast<const float*>(row)[k]; }
+};
+
+template <>
+struct Format<WKind::kBF16> {
+  static constexpr int64_t kBytes = 2;
+  static constexpr bool kBlockScaled = false;
+  template <class S>
+  static typename S::V load(const uint8_t* row, int64_t k) { return S::load_bf16(reinterpret_cast<const uint16_t*>(row) + k); }
+  static float scalar(const uint8_t* row, int64_t k) { return bf16_bits_to_f32(reinterpret_cast<const uint16_t*>(row)[k]); }
+};
+
+template <>
+struct Format<WKind::kFp8> {
+  static constexpr int64_t kBytes = 1;
+  static constexpr bool kBlockScaled = true;
+  template <class S>
+  static typename S::V load(const uint8_t* row, int64_t k) { return S::load_fp8(row + k); }
+  static float scalar(const uint8_t* row, int64_t k) { return fp8_e4m3_table()[row[k]] * (1.0f / kFp8Bias); }
+};
+
+// f(std::integral_constant<WKind, kind>{}) for the format of `dtype` (the loader admits these three).
+template <class F>
+inline void for_format(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF32: return f(std::integral_constant<WKind, WKind::kF32>{});
+    case DType::kBF16: return f(std::integral_constant<WKind, WKind::kBF16>{});
+    default: return f(std::integral_constant<WKind, WKind::kFp8>{});
+  }
+}
+
 template <class S, WKind kind>
 inline typename S::V load_w(const uint8_t* row, int64_t k) {
-  if constexpr (kind == WKind::kF32) return S::load(reinterpret_cast<const float*>(row) + k);
-  else if constexpr (kind == WKind::kBF16) return S::load_bf16(reinterpret_cast<const uint16_t*>(row) + k);
-  else return S::load_fp8(row + k);
+  return Format<kind>::template load<S>(row, k);
 }
 
 // The same value as load_w gives for one element (tails shorter than a vector).
 template <WKind kind>
 inline float scalar_w(const uint8_t* row, int64_t k) {
-  if constexpr (kind == WKind::kF32) return reinterpret_cast<const float*>(row)[k];
-  else if constexpr (kind == WKind::kBF16) return bf16_bits_to_f32(reinterpret_cast<const uint16_t*>(row)[k]);
-  else return fp8_e4m3_table()[row[k]] * (1.0f / kFp8Bias);
+  return Format<kind>::scalar(row, k);
 }
 
 // ---- GEMV: a group of R rows against T tokens, weights streamed once -------------------------
@@ -98,7 +139,7 @@ inline void gemv_group(const uint8_t* w0, int64_t row_bytes, int64_t K, const fl
       }
     }
   }
-  constexpr int64_t elem = kind == WKind::kF32 ? 4 : kind == WKind::kBF16 ? 2 : 1;
+  constexpr int64_t elem = Format<kind>::kBytes;
   for (; k + W <= K; k += W) {
     V xv[T];
     for (int t = 0; t < T; ++t) xv[t] = S::load(xs + t * xs_stride + k);
@@ -130,7 +171,7 @@ template <class S, WKind kind>
 void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
   const WeightMatrix& w = *task.w;
   const int64_t K = w.cols;
-  const int64_t elem = kind == WKind::kF32 ? 4 : kind == WKind::kBF16 ? 2 : 1;
+  constexpr int64_t elem = Format<kind>::kBytes;
   const int64_t row_bytes = K * elem;
   for (int64_t t0 = 0; t0 < task.n_tokens; t0 += 4) {
     const int T = static_cast<int>(min64(4, task.n_tokens - t0));
@@ -139,7 +180,7 @@ void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
     int64_t scaled_block = -1;
     for (int64_t r = r0; r < r1;) {
       bool four = r + 4 <= r1;
-      if constexpr (kind == WKind::kFp8) {
+      if constexpr (Format<kind>::kBlockScaled) {
         const int64_t block = r / kFp8Block;
         four = four && (r + 3) / kFp8Block == block;
         if (block != scaled_block) {
@@ -208,7 +249,7 @@ struct Gemm {
   // dst[0, kc) = fp32 values of W[row, kb + c] as the GEMV multiplies them (fp8: value / 256).
   template <WKind kind>
   static void convert_row(const WeightMatrix& w, int64_t row, int64_t kb, int64_t kc, float* dst) {
-    const int64_t elem = kind == WKind::kF32 ? 4 : kind == WKind::kBF16 ? 2 : 1;
+    constexpr int64_t elem = Format<kind>::kBytes;
     const uint8_t* src = w.data + row * w.cols * elem;
     for (int64_t k = 0; k < kc; k += kW) S::store(dst + k, load_w<S, kind>(src, kb + k));  // kc: a multiple of kW
   }
@@ -264,7 +305,7 @@ struct Gemm {
   template <WKind kind>
   static void prefetch_panel(const WeightMatrix& w, int64_t rp, int64_t kb, int64_t r_end, int64_t k_end) {
     if (kb >= k_end) return;
-    const int64_t elem = kind == WKind::kF32 ? 4 : kind == WKind::kBF16 ? 2 : 1;
+    constexpr int64_t elem = Format<kind>::kBytes;
     const int64_t bytes = min64(kKC, k_end - kb) * elem;
     for (int64_t r = rp; r < min64(rp + kR, r_end); ++r) {
       const uint8_t* row = w.data + (r * w.cols + kb) * elem;
@@ -277,7 +318,7 @@ struct Gemm {
     const WeightMatrix& w = *task.w;
     const int64_t K = w.cols, n = task.n_tokens, n_tiles = tiles(n);
     const int64_t K_vec = K - K % kW;  // what the phases cover; the rest is the in-order tail
-    const int64_t elem = kind == WKind::kF32 ? 4 : kind == WKind::kBF16 ? 2 : 1;
+    constexpr int64_t elem = Format<kind>::kBytes;
     float* wbuf = scratch;               // [kMC / kR panels, kR, kKC]
     float* cbuf = scratch + kMC * kKC;   // [kMC / kR panels, kNCT tiles, kW phases, kR, kNT]
     float* out = cbuf + kMC * kNCT * kNT * kW;  // [kNT] one row's results for a tile
@@ -287,8 +328,8 @@ struct Gemm {
       for (int64_t rc = r0, chunk_rows = 0; rc < r1; rc += chunk_rows) {
         chunk_rows = min64(kMC, r1 - rc);
         // fp8: a chunk's rows share one row of block scales (the activations are scaled by it)
-        if constexpr (kind == WKind::kFp8) chunk_rows = min64(chunk_rows, (rc / kFp8Block + 1) * kFp8Block - rc);
-        const float* scale_row = kind == WKind::kFp8 ? w.scale + (rc / kFp8Block) * w.scale_cols() : nullptr;
+        if constexpr (Format<kind>::kBlockScaled) chunk_rows = min64(chunk_rows, (rc / kFp8Block + 1) * kFp8Block - rc);
+        const float* scale_row = Format<kind>::kBlockScaled ? w.scale + (rc / kFp8Block) * w.scale_cols() : nullptr;
         const int64_t panels = (chunk_rows + kR - 1) / kR;
         std::memset(cbuf, 0, sizeof(float) * panels * nt * kW * kR * kNT);
         for (int64_t kb = 0; kb < K_vec; kb += kKC) {
@@ -301,7 +342,7 @@ struct Gemm {
             const int64_t tokens = min64(kNT, n - (j0 + j) * kNT);  // the last tile may be partial
             const int nv = static_cast<int>((tokens + kW - 1) / kW);
             const float* xp = task.x_packed + ((j0 + j) * K + kb) * kNT;
-            if constexpr (kind == WKind::kFp8) {
+            if constexpr (Format<kind>::kBlockScaled) {
               scale_tile(xp, scale_row, kb, kc, xs_tile);
               xp = xs_tile;
             }
@@ -331,7 +372,7 @@ struct Gemm {
                 V sum = phase[0];
                 for (int64_t k = K_vec; k < K; ++k) {
                   V xk = S::load(xp + k * kNT + v * kW);
-                  if constexpr (kind == WKind::kFp8) xk = S::mul(xk, S::set1(scale_row[k / kFp8Block] * kFp8Bias));
+                  if constexpr (Format<kind>::kBlockScaled) xk = S::mul(xk, S::set1(scale_row[k / kFp8Block] * kFp8Bias));
                   sum = S::fma(S::set1(scalar_w<kind>(row, k)), xk, sum);
                 }
                 S::store(out + v * kW, sum);
@@ -355,7 +396,7 @@ void combine_rows_kind(const WeightMatrix& w, int64_t first, int64_t n_rows, con
   constexpr int W = S::kWidth;
   constexpr int kBlockVectors = static_cast<int>(kFp8Block) / W;
   const int64_t K = w.cols;
-  const int64_t elem = kind == WKind::kF32 ? 4 : kind == WKind::kBF16 ? 2 : 1;
+  constexpr int64_t elem = Format<kind>::kBytes;
   for (int64_t t = 0; t < n_sets; ++t)
     for (int64_t c = 0; c < K; ++c) out[t * out_stride + c] = 0.0f;
   const int64_t row_bytes = K * elem;
@@ -370,7 +411,7 @@ void combine_rows_kind(const WeightMatrix& w, int64_t first, int64_t n_rows, con
       const int64_t end = min64(c0 + kFp8Block, K);
       const int n_vectors = static_cast<int>((end - c0) / W);
       float s = 1.0f;
-      if constexpr (kind == WKind::kFp8) s = w.scale[(r / kFp8Block) * w.scale_cols() + c0 / kFp8Block] * kFp8Bias;
+      if constexpr (Format<kind>::kBlockScaled) s = w.scale[(r / kFp8Block) * w.scale_cols() + c0 / kFp8Block] * kFp8Bias;
       V wv[kBlockVectors];
       for (int v = 0; v < n_vectors; ++v) wv[v] = load_w<S, kind>(row, c0 + v * W);
       for (int64_t t = 0; t < n_sets; ++t) {
@@ -403,9 +444,9 @@ void combine_block(const float* rows, const uint8_t* raw, int64_t row_stride, co
       if constexpr (kind == WKind::kBF16) wv[v] = load_w<S, kind>(raw + d * row_stride * 2, c + v * W);
       else wv[v] = S::load(rows + d * row_stride + c + v * W);
     }
-    const float s = kind == WKind::kFp8 ? scale_rows[d][c_block] * kFp8Bias : 1.0f;
+    const float s = Format<kind>::kBlockScaled ? scale_rows[d][c_block] * kFp8Bias : 1.0f;
     for (int t = 0; t < T; ++t) {
-      const float a = kind == WKind::kFp8 ? coef[t * coef_stride + d] * s : coef[t * coef_stride + d];
+      const float a = Format<kind>::kBlockScaled ? coef[t * coef_stride + d] * s : coef[t * coef_stride + d];
       const V av = S::set1(a);
       for (int v = 0; v < C; ++v) acc[t][v] = S::fma(wv[v], av, acc[t][v]);
     }
@@ -484,7 +525,7 @@ void combine_rows_blocked(const WeightMatrix& w, int64_t first, int64_t n_rows, 
                              : kind == WKind::kBF16 ? scalar_w<kind>(raw + d * K * 2, c)
                                                     : rows[d * K + c];
             const float a = coef_t[tt * coef_stride + d];
-            o = std::fma(wk, kind == WKind::kFp8 ? a * (scale_rows[d][c_block] * kFp8Bias) : a, o);
+            o = std::fma(wk, Format<kind>::kBlockScaled ? a * (scale_rows[d][c_block] * kFp8Bias) : a, o);
           }
           out_t[tt * out_stride + c] = o;
         }
@@ -495,40 +536,23 @@ void combine_rows_blocked(const WeightMatrix& w, int64_t first, int64_t n_rows, 
 template <class S>
 void combine_rows_impl(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
                        int64_t n_sets, float* out, int64_t out_stride) {
-  if (n_sets >= S::kCombineSets) {
-    switch (w.dtype) {
-      case DType::kF32: return combine_rows_blocked<S, WKind::kF32>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
-      case DType::kBF16: return combine_rows_blocked<S, WKind::kBF16>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
-      default: return combine_rows_blocked<S, WKind::kFp8>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
-    }
-  }
-  switch (w.dtype) {
-    case DType::kF32: return combine_rows_kind<S, WKind::kF32>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
-    case DType::kBF16: return combine_rows_kind<S, WKind::kBF16>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
-    default: return combine_rows_kind<S, WKind::kFp8>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
-  }
+  for_format(w.dtype, [&](auto format) {
+    constexpr WKind kind = decltype(format)::value;
+    if (n_sets >= S::kCombineSets) combine_rows_blocked<S, kind>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
+    else combine_rows_kind<S, kind>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
+  });
 }
 
 #include "kernels/matmul_gemm_variant.h"
 
 template <class S>
 void matmul_rows_impl(const MatmulTask& task, int64_t r0, int64_t r1, float* scratch) {
-  const bool gemm = task.x_packed != nullptr;
-  if (gemm && task.batch_variant) {
-    switch (task.w->dtype) {
-      case DType::kF32: return GemmBatchVariant<S>::template rows<WKind::kF32>(task, r0, r1, scratch);
-      case DType::kBF16: return GemmBatchVariant<S>::template rows<WKind::kBF16>(task, r0, r1, scratch);
-      default: return GemmBatchVariant<S>::template rows<WKind::kFp8>(task, r0, r1, scratch);
-    }
-  }
-  switch (task.w->dtype) {
-    case DType::kF32:
-      return gemm ? Gemm<S>::template rows<WKind::kF32>(task, r0, r1, scratch) : gemv_rows<S, WKind::kF32>(task, r0, r1, scratch);
-    case DType::kBF16:
-      return gemm ? Gemm<S>::template rows<WKind::kBF16>(task, r0, r1, scratch) : gemv_rows<S, WKind::kBF16>(task, r0, r1, scratch);
-    default:
-      return gemm ? Gemm<S>::template rows<WKind::kFp8>(task, r0, r1, scratch) : gemv_rows<S, WKind::kFp8>(task, r0, r1, scratch);
-  }
+  for_format(task.w->dtype, [&](auto format) {
+    constexpr WKind kind = decltype(format)::value;
+    if (task.x_packed == nullptr) gemv_rows<S, kind>(task, r0, r1, scratch);
+    else if (task.batch_variant) GemmBatchVariant<S>::template rows<kind>(task, r0, r1, scratch);
+    else Gemm<S>::template rows<kind>(task, r0, r1, scratch);
+  });
 }
 
 template <class S>

@@ -17,9 +17,18 @@ struct WeightMatrix {
   const float* scale = nullptr;  // fp8 only
 
   bool empty() const { return data == nullptr; }
+  // The format, described here once for code outside the kernels (the kernels' own description
+  // of each format is Format<kind> in matmul_impl.h).
+  int64_t element_bytes() const { return static_cast<int64_t>(dtype_size(dtype)); }
+  bool block_scaled() const { return dtype == DType::kF8E4M3; }
   int64_t scale_cols() const { return ceil_div(cols, kFp8Block); }
-  // Bytes of the weight data (plus fp8 scales): what one full pass reads from memory.
+  // Bytes of the weight data (plus block scales): what one full pass reads from memory.
   int64_t bytes() const;
+  // Bytes one row reads (an embedding lookup): its elements plus its block row of scales.
+  int64_t row_bytes_read() const;
+  // Rows [first, first + count) as a matrix of their own sharing this one's memory, when that
+  // needs no copy (block-scaled formats: `first` starts a scale block); else an empty matrix.
+  WeightMatrix row_range(int64_t first, int64_t count) const;
 };
 
 }  // namespace dsinfer

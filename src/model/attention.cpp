@@ -27,21 +27,12 @@ WeightMatrix f32_matrix(const float* data, int64_t rows, int64_t cols) {
   return {DType::kF32, rows, cols, reinterpret_cast<const uint8_t*>(data), nullptr};
 }
 
-// Rows [first, first + count) of w as a matrix of their own, when that needs no copy: always for
-// f32/bf16, for fp8 when the rows start a 128-row scale block (V3's and V2's heads: 128 + 128
-// rows). Else an empty matrix.
-WeightMatrix row_view(const WeightMatrix& w, int64_t first, int64_t count) {
-  if (w.dtype == DType::kF8E4M3 && first % kFp8Block != 0) return {};
-  const int64_t elem = static_cast<int64_t>(dtype_size(w.dtype));
-  return {w.dtype, count, w.cols, w.data + first * w.cols * elem,
-          w.dtype == DType::kF8E4M3 ? w.scale + (first / kFp8Block) * w.scale_cols() : nullptr};
-}
-
 // Head h's rows of wkv_b's value half (W_v, [v_dim, lora]) as a matrix: in place where
-// row_view allows, else dequantized into `buffer`.
+// WeightMatrix::row_range allows (f32/bf16 always; fp8 when the rows start a 128-row scale block,
+// as V3's and V2's heads of 128 + 128 rows do), else dequantized into `buffer`.
 WeightMatrix value_rows(const WeightMatrix& wkv_b, int64_t h, int64_t nope, int64_t v_dim, std::vector<float>& buffer) {
   const int64_t first = h * (nope + v_dim) + nope;
-  if (WeightMatrix view = row_view(wkv_b, first, v_dim); !view.empty()) return view;
+  if (WeightMatrix view = wkv_b.row_range(first, v_dim); !view.empty()) return view;
   buffer.resize(static_cast<size_t>(v_dim * wkv_b.cols));
   dequantize_rows(wkv_b, first, v_dim, buffer.data());
   return f32_matrix(buffer.data(), v_dim, wkv_b.cols);

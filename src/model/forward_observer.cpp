@@ -26,8 +26,7 @@ void ForwardStatsCounter::begin(const Step& step) {
   stats_ = {};
   // one embedding row per token of this rank's vocabulary block
   const WeightMatrix& e = weights_.embed;
-  const int64_t row_bytes = e.cols * static_cast<int64_t>(dtype_size(e.dtype)) +
-                            (e.dtype == DType::kF8E4M3 ? e.scale_cols() * 4 : 0);
+  const int64_t row_bytes = e.row_bytes_read();
   for (int32_t token : step.tokens) {
     const int64_t local = static_cast<int64_t>(token) - plan_.vocab_begin;
     if (local >= 0 && local < plan_.vocab_local) stats_.add(ForwardPart::kOther, row_bytes, 0);
