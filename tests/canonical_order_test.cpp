@@ -97,17 +97,21 @@ std::vector<float> random_x(std::mt19937& rng, int64_t n) {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-// Shapes with tails everywhere: rows not a multiple of the GEMV's 4 or the GEMM's 6-row panels,
+// Shapes with tails everywhere: rows not a multiple of the GEMV's 4 or 8 or the GEMM's 6-row panels,
 // chunks or fp8 row blocks; columns not a multiple of the lanes or of the 256-column panels.
 struct Shape {
   int64_t rows, cols;
 };
 constexpr Shape kShapes[] = {{300, 200}, {1, 9}, {131, 520}, {70, 1030}, {260, 128}};
 
+// Every GEMV tuning (kernels/linear.h: 4- or 8-row groups, software prefetch or not) on every CPU.
 TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
   std::mt19937 rng(3);
+  const GemvTuning saved = gemv_tuning();
   for (Isa isa : supported_isas()) {
     if (isa == Isa::kScalar) continue;
+    for (const GemvTuning tuning : {GemvTuning{false, true}, GemvTuning{true, false}, GemvTuning{true, true}}) {
+    set_gemv_tuning(tuning);
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
       for (const Shape& shape : kShapes) {
         const Matrix m(dtype, shape.rows, shape.cols, rng);
@@ -116,7 +120,8 @@ TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
           // GEMV tokens (1-7), the switch, and GEMM token counts over partial tiles and chunks
           for (int64_t n : {1, 3, 5, 7, 8, 9, 33, 150}) {
             SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " " << shape.rows << "x"
-                                            << shape.cols << " tokens " << n << " threads " << threads);
+                                            << shape.cols << " tokens " << n << " threads " << threads
+                                            << " gemv wide " << tuning.wide_groups << " prefetch " << tuning.prefetch);
             const std::vector<float> x = random_x(rng, n * shape.cols);
             std::vector<float> y(static_cast<size_t>(n * shape.rows));
             linear(x.data(), n, m.w, y.data(), pool, isa);
@@ -130,7 +135,9 @@ TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
         }
       }
     }
+    }
   }
+  set_gemv_tuning(saved);
 }
 
 // The property itself, for every variant including the scalar oracle: one token's row of the

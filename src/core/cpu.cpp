@@ -35,6 +35,8 @@ bool has_avx512_bf16() {
 }  // namespace
 #endif
 
+bool cpu_is_amd() { return __builtin_cpu_is("amd"); }
+
 bool cpu_has_amx_bf16() {
 #if defined(__x86_64__)
   unsigned a = 0, b = 0, c = 0, d = 0;

@@ -22,6 +22,9 @@ bool cpu_supports(Isa isa);
 // still grant the tile state (arch_prctl), which the AMX kernels ask for themselves.
 bool cpu_has_amx_bf16();
 
+// True on an AMD CPU (the kernels tune their memory access per vendor, kernels/linear.h).
+bool cpu_is_amd();
+
 // The best ISA the CPU supports, capped by DSINFER_ISA when set (an unknown name is an error).
 Isa best_isa();
 

@@ -91,6 +91,15 @@ const MatmulKernels& active_kernels() {
 }
 
 ActDType g_act_dtype = ActDType::kF32;
+
+GemvTuning initial_gemv_tuning() {
+  GemvTuning t;
+  if (cpu_is_amd()) t = {/*wide_groups=*/true, /*prefetch=*/false};
+  if (const char* v = std::getenv("DSINFER_GEMV_WIDE"); v && *v) t.wide_groups = std::string(v) != "0";
+  if (const char* v = std::getenv("DSINFER_GEMV_PREFETCH"); v && *v) t.prefetch = std::string(v) != "0";
+  return t;
+}
+GemvTuning g_gemv_tuning = initial_gemv_tuning();
 bool g_batch_invariant = true;
 
 // Fast mode's products go to its own kernels (AMX tiles where the CPU lets us use them, else
@@ -139,7 +148,7 @@ void linear_with(const MatmulKernels& kernels, const float* x, int64_t n_tokens,
     }
     x = rounded_to_bf16(x, n_tokens, w.cols, pool);
   }
-  MatmulTask task{x, n_tokens, w.cols, &w, y, w.rows, nullptr, !g_batch_invariant};
+  MatmulTask task{x, n_tokens, w.cols, &w, y, w.rows, nullptr, !g_batch_invariant, g_gemv_tuning};
   // Packed once here and shared by every thread (the activations are small next to the weights).
   thread_local std::vector<float> packed;
   if (n_tokens >= kernels.gemm_min_tokens) {
@@ -196,6 +205,8 @@ ActDType parse_act_dtype(const std::string& name) {
 }
 
 void set_act_dtype(ActDType act) { g_act_dtype = act; }
+const GemvTuning& gemv_tuning() { return g_gemv_tuning; }
+void set_gemv_tuning(const GemvTuning& tuning) { g_gemv_tuning = tuning; }
 void set_batch_invariant(bool on) { g_batch_invariant = on; }
 bool batch_invariant() { return g_batch_invariant; }
 ActDType act_dtype() { return g_act_dtype; }
@@ -232,7 +243,7 @@ void matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const Wei
     case FastGemm::kBf16Dot: return bf16dot_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
     case FastGemm::kNone: break;
   }
-  MatmulTask task{x, n_tokens, x_stride, &w, y, y_stride, nullptr, !g_batch_invariant};
+  MatmulTask task{x, n_tokens, x_stride, &w, y, y_stride, nullptr, !g_batch_invariant, g_gemv_tuning};
   thread_local std::vector<float> packed, scratch;
   if (n_tokens >= kernels.gemm_min_tokens) {
     float* out = at_least(packed, kernels.packed_x_size(n_tokens, w.cols));

@@ -25,6 +25,22 @@ void linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, T
 // The ISA that linear() uses.
 Isa linear_isa();
 
+// How the GEMV streams bf16 and f32 weights, per CPU family (picked at start from the CPU's vendor;
+// DSINFER_GEMV_WIDE=0|1 and DSINFER_GEMV_PREFETCH=0|1 override it; the numbers are the same
+// either way, bit for bit, only the speed differs). Intel: 4-row groups and software prefetch ahead of
+// each row (short rows end before its hardware prefetcher catches on); AMD Zen 4: 8-row groups
+// for up to 2 tokens and no software prefetch, which measured 0.95-1.0 of a plain read's
+// bandwidth against 0.75-0.8 (bf16 rows, 2 threads) and the slice's bf16 head at 25.3-27.7 GB/s
+// against 22.7-25.0 in decode. fp8 rows keep 4-row groups and both prefetches everywhere: on Zen
+// 4 without them decode batch 4 lost 10-15% and the short rows of wq_b (1.5 KB) ~30%.
+struct GemvTuning {
+  bool wide_groups = false;  // 8-row groups for up to 2 tokens (bf16, f32)
+  bool prefetch = true;      // software prefetch 4 KB ahead in each row (bf16, f32)
+};
+
+const GemvTuning& gemv_tuning();
+void set_gemv_tuning(const GemvTuning& tuning);  // tests and benchmarks
+
 // Precision of the activations entering linear(): kF32 is exact mode (the default: fp32
 // activations, weights dequantized exactly, fp32 accumulation); kBF16 is fast mode (activations
 // rounded to bf16 first, weights still exact, fp32 accumulation), which runs on AMX tiles where

@@ -107,7 +107,7 @@ inline float scalar_w(const uint8_t* row, int64_t k) {
 
 // ---- GEMV: a group of R rows against T tokens, weights streamed once -------------------------
 // y[t * y_stride + i] = sum_k W_i[k] * xs[t * xs_stride + k] for i < R, t < T.
-template <class S, WKind kind, int T, int R>
+template <class S, WKind kind, int T, int R, bool kPrefetch>
 inline void gemv_group(const uint8_t* w0, int64_t row_bytes, int64_t K, const float* xs,
                        int64_t xs_stride, float* y, int64_t y_stride) {
   using V = typename S::V;
@@ -143,7 +143,7 @@ inline void gemv_group(const uint8_t* w0, int64_t row_bytes, int64_t K, const fl
   for (; k + W <= K; k += W) {
     V xv[T];
     for (int t = 0; t < T; ++t) xv[t] = S::load(xs + t * xs_stride + k);
-    if constexpr (kind != WKind::kFp8)
+    if constexpr (kPrefetch && kind != WKind::kFp8)
       for (int i = 0; i < R; ++i) __builtin_prefetch(w0 + i * row_bytes + k * elem + 4096, 0, 3);
     for (int i = 0; i < R; ++i) {
       const V wv = load_w<S, kind>(w0 + i * row_bytes, k);
@@ -158,15 +158,27 @@ inline void gemv_group(const uint8_t* w0, int64_t row_bytes, int64_t K, const fl
     }
 }
 
-template <class S, WKind kind, int T>
-inline void gemv_dispatch_rows(bool four, const uint8_t* w0, int64_t row_bytes, int64_t K, const float* xs,
+template <class S, WKind kind, int T, bool kPrefetch>
+inline void gemv_dispatch_rows(int group, const uint8_t* w0, int64_t row_bytes, int64_t K, const float* xs,
                                int64_t xs_stride, float* y, int64_t y_stride) {
-  if (four) gemv_group<S, kind, T, 4>(w0, row_bytes, K, xs, xs_stride, y, y_stride);
-  else gemv_group<S, kind, T, 1>(w0, row_bytes, K, xs, xs_stride, y, y_stride);
+  if constexpr (T <= 2) {
+    if (group == 8) return gemv_group<S, kind, T, 8, kPrefetch>(w0, row_bytes, K, xs, xs_stride, y, y_stride);
+  }
+  if (group == 4) gemv_group<S, kind, T, 4, kPrefetch>(w0, row_bytes, K, xs, xs_stride, y, y_stride);
+  else gemv_group<S, kind, T, 1, kPrefetch>(w0, row_bytes, K, xs, xs_stride, y, y_stride);
 }
 
-// Tokens in groups of up to 4, rows in groups of 4 (never straddling an fp8 scale block, since
-// fp8 activations are pre-multiplied by the block's scales: xs[t, k] = x[t, k] * scale[k/128] * 256).
+template <class S, WKind kind, int T>
+inline void gemv_dispatch(const GemvTuning& tuning, int group, const uint8_t* w0, int64_t row_bytes, int64_t K,
+                          const float* xs, int64_t xs_stride, float* y, int64_t y_stride) {
+  if (tuning.prefetch || Format<kind>::kBlockScaled) gemv_dispatch_rows<S, kind, T, true>(group, w0, row_bytes, K, xs, xs_stride, y, y_stride);
+  else gemv_dispatch_rows<S, kind, T, false>(group, w0, row_bytes, K, xs, xs_stride, y, y_stride);
+}
+
+// Tokens in groups of up to 4, rows in groups of 4, or 8 for up to 2 tokens where the tuning says
+// so (never straddling an fp8 scale block, since fp8 activations are pre-multiplied by the
+// block's scales: xs[t, k] = x[t, k] * scale[k/128] * 256). Each row sums alone, in the canonical
+// order, whatever its group.
 template <class S, WKind kind>
 void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
   const WeightMatrix& w = *task.w;
@@ -179,10 +191,11 @@ void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
     int64_t xs_stride = task.x_stride;
     int64_t scaled_block = -1;
     for (int64_t r = r0; r < r1;) {
-      bool four = r + 4 <= r1;
+      const int wide = T <= 2 && task.gemv.wide_groups && !Format<kind>::kBlockScaled ? 8 : 4;
+      int group = r + wide <= r1 ? wide : r + 4 <= r1 ? 4 : 1;
       if constexpr (Format<kind>::kBlockScaled) {
         const int64_t block = r / kFp8Block;
-        four = four && (r + 3) / kFp8Block == block;
+        while (group > 1 && (r + group - 1) / kFp8Block != block) group = group == 8 ? 4 : 1;
         if (block != scaled_block) {
           const float* scales = w.scale + block * w.scale_cols();
           for (int t = 0; t < T; ++t)
@@ -202,12 +215,12 @@ void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
       const uint8_t* w0 = w.data + r * row_bytes;
       float* y = task.y + t0 * task.y_stride + r;
       switch (T) {
-        case 1: gemv_dispatch_rows<S, kind, 1>(four, w0, row_bytes, K, xs, xs_stride, y, task.y_stride); break;
-        case 2: gemv_dispatch_rows<S, kind, 2>(four, w0, row_bytes, K, xs, xs_stride, y, task.y_stride); break;
-        case 3: gemv_dispatch_rows<S, kind, 3>(four, w0, row_bytes, K, xs, xs_stride, y, task.y_stride); break;
-        default: gemv_dispatch_rows<S, kind, 4>(four, w0, row_bytes, K, xs, xs_stride, y, task.y_stride); break;
+        case 1: gemv_dispatch<S, kind, 1>(task.gemv, group, w0, row_bytes, K, xs, xs_stride, y, task.y_stride); break;
+        case 2: gemv_dispatch<S, kind, 2>(task.gemv, group, w0, row_bytes, K, xs, xs_stride, y, task.y_stride); break;
+        case 3: gemv_dispatch<S, kind, 3>(task.gemv, group, w0, row_bytes, K, xs, xs_stride, y, task.y_stride); break;
+        default: gemv_dispatch<S, kind, 4>(task.gemv, group, w0, row_bytes, K, xs, xs_stride, y, task.y_stride); break;
       }
-      r += four ? 4 : 1;
+      r += group;
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/cpu.h"
+#include "kernels/linear.h"
 #include "kernels/weight_matrix.h"
 
 namespace dsinfer {
@@ -23,6 +24,7 @@ struct MatmulTask {
   const float* x_packed = nullptr;
   // The GEMM in the faster batch-variant order (set_batch_invariant(false)) instead of the canonical one.
   bool batch_variant = false;
+  GemvTuning gemv;
 };
 
 struct MatmulKernels {
