@@ -6,11 +6,13 @@ if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 packages=(cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libssl-dev libonig-dev libedit-dev pkg-config libopenmpi-dev openmpi-bin libgloo-dev iproute2 libcpp-httplib-dev curl)
 # --tests: also what only the tests use (Debian's torchrun, for the real-torchrun launch test)
 # --fuzz: clang with libFuzzer and its sanitizer runtimes (the fuzz targets, tests/fuzz/README.md)
+# --peer: what the peer benchmarks (bench/peer/) need beyond the build: numpy for make_gguf.py
 for arg in "$@"; do
   case $arg in
     --tests) packages+=(python3-torch) ;;
     --fuzz) packages+=(clang libclang-rt-dev) ;;
-    *) echo "usage: $0 [--tests] [--fuzz]" >&2; exit 1 ;;
+    --peer) packages+=(python3-numpy) ;;
+    *) echo "usage: $0 [--tests] [--fuzz] [--peer]" >&2; exit 1 ;;
   esac
 done
 missing=()

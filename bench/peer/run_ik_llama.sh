@@ -14,35 +14,9 @@
 #      PY=/usr/bin/python3 (needs python3-numpy), REPS=2
 set -euo pipefail
 W=${1:-/work/peer}
-HF=${HF:-/work/bench-slice/hf}
-MIRROR=${MIRROR:-/work/.mirror/ikawrakow+ik_llama.cpp/repo}
-PY=${PY:-/usr/bin/python3}
 REPS=${REPS:-2}
-HERE=$(cd "$(dirname "$0")" && pwd)
-IK=$W/ik_llama.cpp
-GGUF=$W/slice-q8_0.gguf
-mkdir -p "$W"
-
-if [ ! -d "$IK" ]; then
-  git clone -q --no-checkout "$MIRROR" "$IK"
-  git -C "$IK" restore --source=HEAD --staged --worktree -- . ':(exclude)models/*.gguf' \
-    ':(exclude)examples/server/public_llamacpp' ':(exclude)examples/server/webui/dist'
-fi
-echo "ik_llama.cpp commit: $(git -C "$IK" rev-parse HEAD)"
-
-if [ ! -x "$IK/build/bin/llama-bench" ]; then
-  time ( cmake -S "$IK" -B "$IK/build" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF \
-           -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null &&
-         cmake --build "$IK/build" -j2 --target llama-bench llama-quantize >/dev/null )
-fi
-
-if [ ! -f "$GGUF" ]; then
-  time PYTHONPATH="$IK/gguf-py" "$PY" "$HERE/make_gguf.py" "$HF" "$GGUF.tmp"
-  mv "$GGUF.tmp" "$GGUF"
-fi
-GGUF16=$W/slice-q8_0-headbf16.gguf
-[ -f "$GGUF16" ] || "$IK/build/bin/llama-quantize" --allow-requantize --output-tensor-type bf16 \
-  "$GGUF" "$GGUF16" Q8_0 2 >/dev/null 2>&1
+source "$(dirname "$0")/peer_setup.sh"
+peer_setup llama-bench llama-quantize
 ls -l "$GGUF" "$GGUF16"
 
 for M in "$GGUF" "$GGUF16"; do

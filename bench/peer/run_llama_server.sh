@@ -13,9 +13,6 @@
 #      EXTRA="-rtr 1" (llama-server options)
 set -euo pipefail
 W=${1:-/work/peer}
-HF=${HF:-/work/bench-slice/hf}
-MIRROR=${MIRROR:-/work/.mirror/ikawrakow+ik_llama.cpp/repo}
-PY=${PY:-/usr/bin/python3}
 CONC=${CONC:-1,4,8}
 REQUESTS=${REQUESTS:-8}
 WORDS=${WORDS:-32}
@@ -23,31 +20,8 @@ TOKENS=${TOKENS:-16}
 PORT=${PORT:-8090}
 SERVE_BENCH=${SERVE_BENCH:-build/serve_bench}
 EXTRA=${EXTRA:-}
-HERE=$(cd "$(dirname "$0")" && pwd)
-IK=$W/ik_llama.cpp
-GGUF=$W/slice-q8_0.gguf
-GGUF16=$W/slice-q8_0-headbf16.gguf
-mkdir -p "$W"
-
-if [ ! -d "$IK" ]; then
-  git clone -q --no-checkout "$MIRROR" "$IK"
-  # the mirror lacks a few large files (vocab .gguf test files, two web-UI pages): skip only those;
-  # the server embeds the rest of its web UI at build time
-  git -C "$IK" restore --source=HEAD --staged --worktree -- . ':(exclude)models/*.gguf' \
-    ':(exclude)examples/server/public_llamacpp/index_llamacpp.html' ':(exclude)examples/server/webui/dist/index.html'
-fi
-echo "ik_llama.cpp commit: $(git -C "$IK" rev-parse HEAD)"
-if [ ! -x "$IK/build/bin/llama-server" ]; then
-  time ( cmake -S "$IK" -B "$IK/build" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF -DLLAMA_CURL=OFF \
-           -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON >/dev/null &&
-         cmake --build "$IK/build" -j2 --target llama-server llama-quantize >/dev/null )
-fi
-if [ ! -f "$GGUF" ]; then
-  time PYTHONPATH="$IK/gguf-py" "$PY" "$HERE/make_gguf.py" "$HF" "$GGUF.tmp"
-  mv "$GGUF.tmp" "$GGUF"
-fi
-[ -f "$GGUF16" ] || "$IK/build/bin/llama-quantize" --allow-requantize --output-tensor-type bf16 \
-  "$GGUF" "$GGUF16" Q8_0 2 >/dev/null 2>&1
+source "$(dirname "$0")/peer_setup.sh"
+peer_setup llama-server llama-quantize
 MODEL=${MODEL:-$GGUF16}
 slots=$(echo "$CONC" | tr ',' '\n' | sort -n | tail -1)
 # room per slot for a prompt and its answer (the template adds a few tokens)
