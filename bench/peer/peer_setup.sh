@@ -36,6 +36,10 @@ peer_setup() {
     "$PY" -c "import numpy" 2>/dev/null ||
       { echo "error: $PY has no numpy (make_gguf.py needs it): scripts/install-deps.sh --peer" >&2; return 1; }
     [ -f "$HF/config.json" ] || { echo "error: no HF slice at $HF (bench/README.md: make-random)" >&2; return 1; }
+    if [ ! -f "$HF/tokenizer.json" ]; then  # make-random writes none; the GGUF needs DeepSeek-V3's
+      echo "copying DeepSeek-V3's tokenizer (tests/data/tokenizer/deepseek-v3) into $HF" >&2
+      cp "$PEER_HERE/../../tests/data/tokenizer/deepseek-v3/"tokenizer*.json "$HF/"
+    fi
     echo "writing $GGUF from $HF" >&2
     PYTHONPATH="$IK/gguf-py" "$PY" "$PEER_HERE/make_gguf.py" "$HF" "$GGUF.tmp" >&2
     mv "$GGUF.tmp" "$GGUF"
