@@ -35,7 +35,10 @@ bool has_avx512_bf16() {
 }  // namespace
 #endif
 
-bool cpu_is_amd() { return __builtin_cpu_is("amd"); }
+bool cpu_is_amd() {
+  __builtin_cpu_init();  // callers may run during static initialization, before libgcc's own
+  return __builtin_cpu_is("amd");
+}
 
 bool cpu_has_amx_bf16() {
 #if defined(__x86_64__)
