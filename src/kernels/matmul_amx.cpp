@@ -24,6 +24,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/amx_tiles.h"
+#include "kernels/fp8_bf16_avx512.h"
 
 namespace dsinfer {
 namespace {
@@ -49,21 +50,11 @@ void row_to_bf16(const WeightMatrix& w, int64_t r, int64_t c0, int64_t c1, uint1
   int64_t k = c0;
   if (w.dtype == DType::kF8E4M3) {
     const uint8_t* codes = w.data + r * K;
-    const __m512 bias = _mm512_set1_ps(256.0f);
-    const __m512i mask = _mm512_set1_epi16(static_cast<short>(0xBF80));
     for (; k + 32 <= end; k += 32) {
       // the same columns a few rows down: a block's rows are K apart, a stride the hardware
       // prefetcher does not follow across 1 KB pieces
       _mm_prefetch(reinterpret_cast<const char*>(codes + 4 * K + k), _MM_HINT_T0);
-      const __m512i wide = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + k)));
-      const __m512i half = _mm512_and_si512(_mm512_slli_epi16(wide, 7), mask);
-      const __m512 lo = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(half)), bias);
-      const __m512 hi = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(half, 1)), bias);
-      // exact values: the upper halves of the fp32 bits are the bf16 numbers
-      const __m512i lo16 = _mm512_srli_epi32(_mm512_castps_si512(lo), 16);
-      const __m512i hi16 = _mm512_srli_epi32(_mm512_castps_si512(hi), 16);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (k - c0)), _mm512_cvtepi32_epi16(lo16));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (k - c0) + 16), _mm512_cvtepi32_epi16(hi16));
+      fp8x32_to_bf16(codes + k, out + (k - c0));
     }
     for (; k < end; ++k) out[k - c0] = static_cast<uint16_t>(std::bit_cast<uint32_t>(fp8_e4m3_table()[codes[k]]) >> 16);
   } else if (w.dtype == DType::kBF16) {

@@ -19,6 +19,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/fp8_bf16_avx512.h"
 
 namespace dsinfer {
 namespace {
@@ -77,26 +78,14 @@ void pack_tokens(const float* x, int64_t x_stride, int64_t n, int64_t K, int64_t
   }
 }
 
-// W[r, c0 : c0 + 128) as bf16 into out[0, 128) (zero past w.cols): fp8 exactly, through the fp16
-// bit pattern of value / 256 (code << 7, as the exact kernels), widened to fp32 and times 256, whose
-// upper half is then the bf16 number; bf16 as is; f32 rounded.
+// W[r, c0 : c0 + 128) as bf16 into out[0, 128) (zero past w.cols): fp8 exactly (fp8x32_to_bf16),
+// bf16 as is, f32 rounded.
 void row_block_to_bf16(const WeightMatrix& w, int64_t r, int64_t c0, uint16_t* out) {
   const int64_t K = w.cols, end = std::min(c0 + kBlockCols, K);
   int64_t k = c0;
   if (w.dtype == DType::kF8E4M3) {
     const uint8_t* codes = w.data + r * K;
-    const __m512 bias = _mm512_set1_ps(256.0f);
-    const __m512i mask = _mm512_set1_epi16(static_cast<short>(0xBF80));
-    for (; k + 32 <= end; k += 32) {
-      const __m512i wide = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + k)));
-      const __m512i half = _mm512_and_si512(_mm512_slli_epi16(wide, 7), mask);
-      const __m512 lo = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(half)), bias);
-      const __m512 hi = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(half, 1)), bias);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (k - c0)),
-                          _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(lo), 16)));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (k - c0) + 16),
-                          _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(hi), 16)));
-    }
+    for (; k + 32 <= end; k += 32) fp8x32_to_bf16(codes + k, out + (k - c0));
     for (; k < end; ++k) out[k - c0] = static_cast<uint16_t>(std::bit_cast<uint32_t>(fp8_e4m3_table()[codes[k]]) >> 16);
   } else if (w.dtype == DType::kBF16) {
     if (end > k) std::memcpy(out, w.data + (r * K + k) * 2, static_cast<size_t>(end - k) * 2);
