@@ -24,7 +24,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/amx_tiles.h"
-#include "kernels/fp8_bf16_avx512.h"
+#include "kernels/weights_to_bf16_avx512.h"
 
 namespace dsinfer {
 namespace {
@@ -40,31 +40,6 @@ void configure_tiles() {
   if (configured) return;
   load_tile_config();
   configured = true;
-}
-
-// W[r, c0:c1) as bf16 bits into out[0, c1 - c0) (zero past w.cols; c0 a multiple of 32): fp8
-// codes exactly (through the fp16 bit pattern of value / 256, then x 256, both exact), bf16 as
-// is; f32 rounded (linear() sends f32 weights to the exact kernels instead).
-void row_to_bf16(const WeightMatrix& w, int64_t r, int64_t c0, int64_t c1, uint16_t* out) {
-  const int64_t K = w.cols, end = std::min(c1, K);
-  int64_t k = c0;
-  if (w.dtype == DType::kF8E4M3) {
-    const uint8_t* codes = w.data + r * K;
-    for (; k + 32 <= end; k += 32) {
-      // the same columns a few rows down: a block's rows are K apart, a stride the hardware
-      // prefetcher does not follow across 1 KB pieces
-      _mm_prefetch(reinterpret_cast<const char*>(codes + 4 * K + k), _MM_HINT_T0);
-      fp8x32_to_bf16(codes + k, out + (k - c0));
-    }
-    for (; k < end; ++k) out[k - c0] = static_cast<uint16_t>(std::bit_cast<uint32_t>(fp8_e4m3_table()[codes[k]]) >> 16);
-  } else if (w.dtype == DType::kBF16) {
-    if (end > k) std::memcpy(out, w.data + (r * K + k) * 2, static_cast<size_t>(end - k) * 2);
-    k = std::max(k, end);
-  } else {
-    const float* v = reinterpret_cast<const float*>(w.data) + r * K;
-    for (; k < end; ++k) out[k - c0] = f32_to_bf16(v[k]);
-  }
-  std::fill(out + (std::max(k, c0) - c0), out + (c1 - c0), uint16_t{0});
 }
 
 // Activations x [n, K] (rows x_stride apart) as B tiles: tile (j, s) = tokens [16 j, 16 j + 16)

@@ -19,7 +19,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "kernels/fp8_bf16_avx512.h"
+#include "kernels/weights_to_bf16_avx512.h"
 
 namespace dsinfer {
 namespace {
@@ -32,17 +32,6 @@ constexpr int64_t kBlockCols = kFp8Block;               // columns summed in reg
 constexpr int64_t kBlockPairs = kBlockCols / 2;
 constexpr int64_t kChunkRows = 8 * kRows;               // rows whose block is converted at a time
 constexpr int64_t kGroupTiles = 4;                      // token tiles sharing each converted block
-
-// fp32 -> bf16 bits in the low half of each dword, round to nearest even (f32_to_bf16's rule,
-// NaN kept quiet); done with integer ops so no MXCSR or DAZ question arises.
-__m512i round_to_bf16(__m512 v) {
-  const __m512i bits = _mm512_castps_si512(v);
-  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
-  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
-  return _mm512_mask_blend_epi32(nan, rounded, quiet);
-}
 
 // 32 consecutive values -> 16 bf16 pairs in order (pair p = values 2p, 2p + 1).
 __m512i pairs_of(const float* p) {
@@ -76,27 +65,6 @@ void pack_tokens(const float* x, int64_t x_stride, int64_t n, int64_t K, int64_t
       }
     }
   }
-}
-
-// W[r, c0 : c0 + 128) as bf16 into out[0, 128) (zero past w.cols): fp8 exactly (fp8x32_to_bf16),
-// bf16 as is, f32 rounded.
-void row_block_to_bf16(const WeightMatrix& w, int64_t r, int64_t c0, uint16_t* out) {
-  const int64_t K = w.cols, end = std::min(c0 + kBlockCols, K);
-  int64_t k = c0;
-  if (w.dtype == DType::kF8E4M3) {
-    const uint8_t* codes = w.data + r * K;
-    for (; k + 32 <= end; k += 32) fp8x32_to_bf16(codes + k, out + (k - c0));
-    for (; k < end; ++k) out[k - c0] = static_cast<uint16_t>(std::bit_cast<uint32_t>(fp8_e4m3_table()[codes[k]]) >> 16);
-  } else if (w.dtype == DType::kBF16) {
-    if (end > k) std::memcpy(out, w.data + (r * K + k) * 2, static_cast<size_t>(end - k) * 2);
-    k = std::max(k, end);
-  } else {
-    const float* v = reinterpret_cast<const float*>(w.data) + r * K;
-    for (; k + 16 <= end; k += 16)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (k - c0)), _mm512_cvtepi32_epi16(round_to_bf16(_mm512_loadu_ps(v + k))));
-    for (; k < end; ++k) out[k - c0] = f32_to_bf16(v[k]);
-  }
-  std::fill(out + (std::max(k, c0) - c0), out + kBlockCols, uint16_t{0});
 }
 
 // c[i * c_stride + 16 v + l] += scale[i] * sum over steps s of the pair products of w[i * 64 + s]
@@ -165,7 +133,7 @@ void bf16dot_rows(const uint32_t* xp, int64_t n, const WeightMatrix& w, int64_t 
         for (int64_t i = 0; i < panels * kRows; ++i) {
           uint32_t* dst = wbuf + i * kBlockPairs;
           if (i < rows) {
-            row_block_to_bf16(w, rc + i, c0, reinterpret_cast<uint16_t*>(dst));
+            row_to_bf16(w, rc + i, c0, c0 + kBlockCols, reinterpret_cast<uint16_t*>(dst));
             scales[i] = w.dtype == DType::kF8E4M3 ? w.scale[((rc + i) / kFp8Block) * w.scale_cols() + c0 / kFp8Block] : 1.0f;
           } else {
             std::fill(dst, dst + kBlockPairs, 0u);

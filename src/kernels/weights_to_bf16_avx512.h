@@ -1,0 +1,73 @@
+// Weight rows to bf16 (fp8 e4m3 codes exactly), for the AVX-512 translation units that feed bf16 products
+// (matmul_amx.cpp, matmul_bf16dot_avx512.cpp; include it only there). Internal linkage, so each
+// unit keeps its own copy built with its own flags.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "kernels/weight_matrix.h"
+
+namespace dsinfer {
+namespace {
+
+// out[0, 32) = bf16 bits of codes[0, 32): code << 7 (sign moved to bit 15, the copy at bit 14
+// cleared) is the fp16 bit pattern of value / 256, subnormals included; widened to fp32 and
+// times 256 (both exact), the upper half of the fp32 bits is the bf16 number (every e4m3 value
+// has at most 4 significant bits).
+inline void fp8x32_to_bf16(const uint8_t* codes, uint16_t* out) {
+  const __m512i wide = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)));
+  const __m512i half = _mm512_and_si512(_mm512_slli_epi16(wide, 7), _mm512_set1_epi16(static_cast<short>(0xBF80)));
+  const __m512 bias = _mm512_set1_ps(256.0f);
+  const __m512 lo = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(half)), bias);
+  const __m512 hi = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(half, 1)), bias);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(lo), 16)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16),
+                      _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(hi), 16)));
+}
+
+// fp32 -> bf16 bits in the low half of each dword, round to nearest even (f32_to_bf16's rule,
+// NaN kept quiet); integer ops, so no MXCSR or DAZ question arises.
+inline __m512i round_to_bf16(__m512 v) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
+  return _mm512_mask_blend_epi32(nan, rounded, quiet);
+}
+
+// W[r, c0:c1) as bf16 bits into out[0, c1 - c0) (zero past w.cols): fp8 codes exactly, bf16 as
+// is, f32 rounded (only where both sides of a product are activations: linear() sends f32
+// weights to the exact kernels).
+inline void row_to_bf16(const WeightMatrix& w, int64_t r, int64_t c0, int64_t c1, uint16_t* out) {
+  const int64_t K = w.cols, end = std::min(c1, K);
+  int64_t k = c0;
+  if (w.dtype == DType::kF8E4M3) {
+    const uint8_t* codes = w.data + r * K;
+    for (; k + 32 <= end; k += 32) {
+      // the same columns a few rows down: a block's rows are K apart, a stride the hardware
+      // prefetcher does not follow across 1 KB pieces
+      _mm_prefetch(reinterpret_cast<const char*>(codes + 4 * K + k), _MM_HINT_T0);
+      fp8x32_to_bf16(codes + k, out + (k - c0));
+    }
+    for (; k < end; ++k) out[k - c0] = static_cast<uint16_t>(std::bit_cast<uint32_t>(fp8_e4m3_table()[codes[k]]) >> 16);
+  } else if (w.dtype == DType::kBF16) {
+    if (end > k) std::memcpy(out, w.data + (r * K + k) * 2, static_cast<size_t>(end - k) * 2);
+    k = std::max(k, end);
+  } else {
+    const float* v = reinterpret_cast<const float*>(w.data) + r * K;
+    for (; k + 16 <= end; k += 16)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (k - c0)), _mm512_cvtepi32_epi16(round_to_bf16(_mm512_loadu_ps(v + k))));
+    for (; k < end; ++k) out[k - c0] = f32_to_bf16(v[k]);
+  }
+  std::fill(out + (std::max(k, c0) - c0), out + (c1 - c0), uint16_t{0});
+}
+
+}  // namespace
+}  // namespace dsinfer
