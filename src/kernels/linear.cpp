@@ -102,17 +102,21 @@ GemvTuning initial_gemv_tuning() {
 GemvTuning g_gemv_tuning = initial_gemv_tuning();
 bool g_batch_invariant = true;
 
-// Fast mode's products go to its own kernels (AMX tiles where the CPU lets us use them, else
-// VDPBF16PS) from kFastGemmMinTokens tokens on, when the kernels in use are the AVX-512 ones (not
-// a variant forced for a test); below that they run the exact kernels on rounded activations.
-enum class FastGemm { kNone, kAmx, kBf16Dot };
+// Where fast mode's products of kFastGemmMinTokens or more tokens go with these kernels: their
+// own (AMX tiles where the CPU lets us use them, else VDPBF16PS) only when the kernels in use are
+// the AVX-512 ones (not a variant forced for a test).
+FastModeKernels fast_kernels_for(const MatmulKernels& kernels) {
+  if (kernels.isa != Isa::kAvx512) return FastModeKernels::kExact;
+  if (amx_usable()) return FastModeKernels::kAmx;
+  if (bf16dot_usable()) return FastModeKernels::kBf16Dot;
+  return FastModeKernels::kExact;
+}
 
-FastGemm fast_gemm(const MatmulKernels& kernels, int64_t n_tokens) {
-  if (g_act_dtype != ActDType::kBF16 || n_tokens < kFastGemmMinTokens || kernels.isa != Isa::kAvx512)
-    return FastGemm::kNone;
-  if (amx_usable()) return FastGemm::kAmx;
-  if (bf16dot_usable()) return FastGemm::kBf16Dot;
-  return FastGemm::kNone;
+// The fast kernels for this product, or kExact: exact mode, or too few tokens (then the exact
+// kernels run on the rounded activations).
+FastModeKernels fast_gemm(const MatmulKernels& kernels, int64_t n_tokens) {
+  if (g_act_dtype != ActDType::kBF16 || n_tokens < kFastGemmMinTokens) return FastModeKernels::kExact;
+  return fast_kernels_for(kernels);
 }
 
 // n floats of `buffer` (grown as needed; per-thread buffers reused across calls), starting on a
@@ -141,9 +145,9 @@ void linear_with(const MatmulKernels& kernels, const float* x, int64_t n_tokens,
     // (f32 weights would lose bits in bf16: they take the exact kernels)
     if (w.dtype != DType::kF32) {
       switch (fast_gemm(kernels, n_tokens)) {
-        case FastGemm::kAmx: return amx_linear(x, n_tokens, w, y, pool);
-        case FastGemm::kBf16Dot: return bf16dot_linear(x, n_tokens, w, y, pool);
-        case FastGemm::kNone: break;
+        case FastModeKernels::kAmx: return amx_linear(x, n_tokens, w, y, pool);
+        case FastModeKernels::kBf16Dot: return bf16dot_linear(x, n_tokens, w, y, pool);
+        case FastModeKernels::kExact: break;
       }
     }
     x = rounded_to_bf16(x, n_tokens, w.cols, pool);
@@ -210,14 +214,8 @@ void set_gemv_tuning(const GemvTuning& tuning) { g_gemv_tuning = tuning; }
 void set_batch_invariant(bool on) { g_batch_invariant = on; }
 bool batch_invariant() { return g_batch_invariant; }
 ActDType act_dtype() { return g_act_dtype; }
-bool fast_mode_uses_amx() { return active_kernels().isa == Isa::kAvx512 && amx_usable(); }
-
-FastModeKernels fast_mode_kernels() {
-  if (active_kernels().isa != Isa::kAvx512) return FastModeKernels::kExact;
-  if (amx_usable()) return FastModeKernels::kAmx;
-  if (bf16dot_usable()) return FastModeKernels::kBf16Dot;
-  return FastModeKernels::kExact;
-}
+bool fast_mode_uses_amx() { return fast_mode_kernels() == FastModeKernels::kAmx; }
+FastModeKernels fast_mode_kernels() { return fast_kernels_for(active_kernels()); }
 
 const char* fast_mode_kernels_name(FastModeKernels kernels) {
   switch (kernels) {
@@ -227,6 +225,8 @@ const char* fast_mode_kernels_name(FastModeKernels kernels) {
   }
 }
 
+// Here rather than in matmul_bf16dot_avx512.cpp: it runs before the CPU check, so it must not be
+// built with AVX-512 flags.
 bool bf16dot_usable() {
   static const bool usable = [] {
     if (const char* v = std::getenv("DSINFER_BF16DOT"); v && std::string(v) == "0") return false;
@@ -239,9 +239,9 @@ void matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const Wei
                    int64_t y_stride) {
   const MatmulKernels& kernels = active_kernels();
   switch (fast_gemm(kernels, n_tokens)) {
-    case FastGemm::kAmx: return amx_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
-    case FastGemm::kBf16Dot: return bf16dot_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
-    case FastGemm::kNone: break;
+    case FastModeKernels::kAmx: return amx_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
+    case FastModeKernels::kBf16Dot: return bf16dot_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
+    case FastModeKernels::kExact: break;
   }
   MatmulTask task{x, n_tokens, x_stride, &w, y, y_stride, nullptr, !g_batch_invariant, g_gemv_tuning};
   thread_local std::vector<float> packed, scratch;

@@ -171,6 +171,7 @@ inline void gemv_dispatch_rows(int group, const uint8_t* w0, int64_t row_bytes, 
 template <class S, WKind kind, int T>
 inline void gemv_dispatch(const GemvTuning& tuning, int group, const uint8_t* w0, int64_t row_bytes, int64_t K,
                           const float* xs, int64_t xs_stride, float* y, int64_t y_stride) {
+  // (fp8 rows always prefetch: one instantiation for them)
   if (tuning.prefetch || Format<kind>::kBlockScaled) gemv_dispatch_rows<S, kind, T, true>(group, w0, row_bytes, K, xs, xs_stride, y, y_stride);
   else gemv_dispatch_rows<S, kind, T, false>(group, w0, row_bytes, K, xs, xs_stride, y, y_stride);
 }
@@ -195,7 +196,7 @@ void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
       int group = r + wide <= r1 ? wide : r + 4 <= r1 ? 4 : 1;
       if constexpr (Format<kind>::kBlockScaled) {
         const int64_t block = r / kFp8Block;
-        while (group > 1 && (r + group - 1) / kFp8Block != block) group = group == 8 ? 4 : 1;
+        if ((r + group - 1) / kFp8Block != block) group = 1;  // (fp8 groups are 4 rows at most)
         if (block != scaled_block) {
           const float* scales = w.scale + block * w.scale_cols();
           for (int t = 0; t < T; ++t)
