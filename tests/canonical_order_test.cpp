@@ -26,9 +26,29 @@ struct Matrix {
   WeightMatrix w;
   std::vector<uint8_t> bytes;
   std::vector<float> scales;
+  std::vector<uint16_t> group_scales;  // int4 / int8: quantize_row's fp16 scales
+  std::vector<float> values;           // int4 / int8: [rows, cols] q x scale (dequantize_quant_row)
 
   Matrix(DType dtype, int64_t rows, int64_t cols, std::mt19937& rng) {
     w = {dtype, rows, cols, nullptr, nullptr};
+    if (w.group_scaled()) {
+      std::normal_distribution<float> normal(0.0f, 0.5f);
+      bytes.resize(static_cast<size_t>(rows * w.row_stride()));
+      group_scales.resize(static_cast<size_t>(rows * quant_groups(cols)));
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (float& v : row) v = normal(rng);
+        quantize_row(w.quant_format(), row.data(), cols, &bytes[static_cast<size_t>(r * w.row_stride())],
+                     &group_scales[static_cast<size_t>(r * quant_groups(cols))]);
+      }
+      values.resize(static_cast<size_t>(rows * cols));
+      for (int64_t r = 0; r < rows; ++r)
+        dequantize_quant_row(w.quant_format(), &bytes[static_cast<size_t>(r * w.row_stride())],
+                             &group_scales[static_cast<size_t>(r * quant_groups(cols))], cols, &values[static_cast<size_t>(r * cols)]);
+      w.data = bytes.data();
+      w.group_scale = group_scales.data();
+      return;
+    }
     bytes.resize(static_cast<size_t>(rows * cols) * dtype_size(dtype));
     std::normal_distribution<float> normal(0.0f, 0.5f);
     for (size_t i = 0; i < static_cast<size_t>(rows * cols); ++i) {
@@ -53,8 +73,10 @@ struct Matrix {
     w.data = bytes.data();
   }
 
-  // The weight as the kernels multiply it (fp8: the code's value / 256, exact) ...
+  // The weight as the kernels multiply it (fp8: the code's value / 256, exact; int4, int8: q x
+  // scale, exact) ...
   float weight(int64_t r, int64_t k) const {
+    if (w.group_scaled()) return values[static_cast<size_t>(r * w.cols + k)];
     const size_t i = static_cast<size_t>(r * w.cols + k);
     if (w.dtype == DType::kF32) {
       float v;
@@ -112,7 +134,7 @@ TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
     if (isa == Isa::kScalar) continue;
     for (const GemvTuning tuning : {GemvTuning{false, true}, GemvTuning{true, false}, GemvTuning{true, true}}) {
     set_gemv_tuning(tuning);
-    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3, kInt4Storage, kInt8Storage}) {
       for (const Shape& shape : kShapes) {
         const Matrix m(dtype, shape.rows, shape.cols, rng);
         for (int threads : {1, 3}) {
@@ -145,7 +167,7 @@ TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
 TEST(CanonicalOrder, ARowDoesNotDependOnItsBatchMates) {
   std::mt19937 rng(4);
   for (Isa isa : supported_isas()) {
-    for (DType dtype : {DType::kBF16, DType::kF8E4M3}) {
+    for (DType dtype : {DType::kBF16, DType::kF8E4M3, kInt4Storage}) {
       const Matrix m(dtype, 140, 300, rng);
       const int64_t n = 40;
       const std::vector<float> x = random_x(rng, n * 300);
@@ -176,7 +198,7 @@ TEST(CanonicalOrder, TheBatchVariantOptOutLeavesTheOrderButNotTheValues) {
   ThreadPool pool(2);
   for (Isa isa : supported_isas()) {
     if (isa == Isa::kScalar) continue;
-    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3, kInt4Storage, kInt8Storage}) {
       const Matrix m(dtype, 131, 520, rng);
       for (int64_t n : {int64_t{3}, int64_t{40}}) {
         SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " tokens " << n);
@@ -208,7 +230,7 @@ TEST(CanonicalOrder, CombineRowsIsOneChainPerOutputBitForBit) {
   std::mt19937 rng(5);
   for (Isa isa : supported_isas()) {
     if (isa == Isa::kScalar) continue;
-    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3, kInt4Storage, kInt8Storage}) {
       for (const Shape& shape : {Shape{300, 200}, Shape{130, 576}, Shape{17, 3}}) {
         const Matrix m(dtype, shape.rows, shape.cols, rng);
         const int64_t first = shape.rows / 5, n_rows = shape.rows - first;

@@ -75,6 +75,7 @@ struct TestMatrix {
   WeightMatrix w;
   std::vector<uint8_t> bytes;
   std::vector<float> scales;
+  std::vector<uint16_t> group_scales;  // int4 / int8
   std::vector<float> dense;  // [rows, cols], dequantized by the naive rule
 
   TestMatrix(DType dtype, int64_t rows, int64_t cols, std::mt19937& rng) {
@@ -82,6 +83,10 @@ struct TestMatrix {
     w.rows = rows;
     w.cols = cols;
     dense.resize(static_cast<size_t>(rows * cols));
+    if (dtype == kInt4Storage || dtype == kInt8Storage) {
+      make_quantized(rng);
+      return;
+    }
     bytes.resize(static_cast<size_t>(rows * cols) * dtype_size(dtype));
     std::normal_distribution<float> normal(0.0f, 0.5f);
     std::uniform_int_distribution<int> code(0, 255);
@@ -126,7 +131,43 @@ struct TestMatrix {
     w.data = bytes.data();
     w.scale = scales.empty() ? nullptr : scales.data();
   }
+
+  // int4 / int8: normal values quantized by quantize_row (every 13th row ten times larger, so
+  // groups' scales differ), then read back by the layout written out here: int4 column c of a row
+  // is the low (c % 32 < 16) or high nibble of byte 16 (c / 32) + c % 16, minus 8.
+  void make_quantized(std::mt19937& rng) {
+    const QuantFormat format = w.dtype == kInt4Storage ? QuantFormat::kInt4 : QuantFormat::kInt8;
+    const int64_t rows = w.rows, cols = w.cols, stride = quant_row_bytes(format, cols), groups = quant_groups(cols);
+    EXPECT_EQ(stride, format == QuantFormat::kInt4 ? (cols + 31) / 32 * 16 : cols);
+    bytes.assign(static_cast<size_t>(rows * stride), 0);
+    group_scales.assign(static_cast<size_t>(rows * groups), 0);
+    std::normal_distribution<float> normal(0.0f, 0.5f);
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (float& v : row) v = normal(rng) * (r % 13 == 0 ? 10.0f : 1.0f);
+      quantize_row(format, row.data(), cols, &bytes[static_cast<size_t>(r * stride)], &group_scales[static_cast<size_t>(r * groups)]);
+      for (int64_t c = 0; c < cols; ++c) {
+        int q;
+        if (format == QuantFormat::kInt4) {
+          const uint8_t b = bytes[static_cast<size_t>(r * stride + 16 * (c / 32) + c % 16)];
+          q = (c % 32 < 16 ? b & 15 : b >> 4) - 8;
+        } else {
+          q = static_cast<int8_t>(bytes[static_cast<size_t>(r * stride + c)]);
+        }
+        dense[static_cast<size_t>(r * cols + c)] = static_cast<float>(q) * f16_to_f32(group_scales[static_cast<size_t>(r * groups + c / 128)]);
+      }
+    }
+    w.data = bytes.data();
+    w.group_scale = group_scales.data();
+  }
 };
+
+// Every weight format, the group-scaled integer ones included.
+constexpr DType kAllFormats[] = {DType::kF32, DType::kBF16, DType::kF8E4M3, kInt4Storage, kInt8Storage};
+
+const char* format_name(DType dtype) {
+  return dtype == kInt4Storage ? "int4" : dtype == kInt8Storage ? "int8" : dtype_name(dtype).data();
+}
 
 TEST(Linear, DequantizeRowMatchesNaiveIncludingPartialEdgeBlocks) {
   std::mt19937 rng(13);
@@ -134,7 +175,7 @@ TEST(Linear, DequantizeRowMatchesNaiveIncludingPartialEdgeBlocks) {
                                                 {1, 5},     {5, 1},     {256, 384}};
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
     for (const auto& [rows, cols] : shapes) {
-      SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols);
+      SCOPED_TRACE(testing::Message() << format_name(dtype) << " " << rows << "x" << cols);
       TestMatrix m(dtype, rows, cols, rng);
       std::vector<float> out(static_cast<size_t>(cols) + 1);
       for (int64_t r = 0; r < rows; ++r) {
@@ -218,12 +259,12 @@ TEST(Linear, CombineRowsMatchesDoubleReferenceOnEveryIsa) {
   std::mt19937 rng(31);
   const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {256, 512}, {17, 3}, {140, 129}};
   for (Isa isa : supported_isas()) {
-    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+    for (DType dtype : kAllFormats) {
       for (const auto& [rows, cols] : shapes) {
         TestMatrix m(dtype, rows, cols, rng);
         for (const auto& [first, n_rows] : {std::pair<int64_t, int64_t>{0, rows}, {rows / 3, rows - rows / 3}, {rows - 1, 1}}) {
           for (int64_t n_sets : {1, 3, 5}) {
-            SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " " << rows << "x" << cols
+            SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << format_name(dtype) << " " << rows << "x" << cols
                                             << " rows [" << first << ", +" << n_rows << ") sets " << n_sets);
             const int64_t coef_stride = n_rows + 7, out_stride = cols + 5;
             const auto coef = random_floats(rng, static_cast<size_t>(n_sets * coef_stride));
@@ -260,7 +301,7 @@ TEST(Linear, EveryIsaMatchesDoubleReference) {
   const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {16, 128}, {17, 3},     {1, 129},
                                                 {257, 130}, {700, 520}, {130, 600}, {13, 17}};
   for (Isa isa : supported_isas()) {
-    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+    for (DType dtype : kAllFormats) {
       for (const auto& [rows, cols] : shapes) {
         TestMatrix m(dtype, rows, cols, rng);
         for (int64_t n_tokens : {1, 2, 3, 4, 5, 7, 8, 9, 33, 70, 290, 600}) {
@@ -270,7 +311,7 @@ TEST(Linear, EveryIsaMatchesDoubleReference) {
           const auto x = random_floats(rng, static_cast<size_t>(n_tokens * cols));
           std::vector<float> first;
           for (int threads : {1, 2, 3}) {
-            SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " " << rows << "x"
+            SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << format_name(dtype) << " " << rows << "x"
                                             << cols << " tokens " << n_tokens << " threads " << threads);
             ThreadPool pool(threads);
             std::vector<float> y(static_cast<size_t>(n_tokens * rows) + 1, NAN);
@@ -302,11 +343,11 @@ TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
   std::printf("fast mode on %s\n", fast_mode_kernels_name(fast_mode_kernels()));
   ThreadPool pool(2);
   set_act_dtype(ActDType::kBF16);
-  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+  for (DType dtype : kAllFormats) {
     for (const auto& [rows, cols] : shapes) {
       TestMatrix m(dtype, rows, cols, rng);
       for (int64_t n_tokens : {1, 4, 15, 16, 33, 70}) {
-        SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols << " tokens " << n_tokens);
+        SCOPED_TRACE(testing::Message() << format_name(dtype) << " " << rows << "x" << cols << " tokens " << n_tokens);
         const auto x = random_floats(rng, static_cast<size_t>(n_tokens * cols));
         std::vector<float> rounded(x.size());
         for (size_t i = 0; i < x.size(); ++i) rounded[i] = bf16_to_f32(f32_to_bf16(x[i]));
@@ -353,14 +394,14 @@ TEST(Linear, Bf16DotKernelsAreTheProductOfBf16RoundedOperands) {
   std::mt19937 rng(23);
   const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {17, 3}, {257, 130}, {49, 512}, {40, 2200}, {133, 129}};
   ThreadPool pool(2);
-  for (DType dtype : {DType::kBF16, DType::kF8E4M3, DType::kF32}) {
+  for (DType dtype : {DType::kBF16, DType::kF8E4M3, DType::kF32, kInt4Storage, kInt8Storage}) {
     for (const auto& [rows, cols] : shapes) {
       TestMatrix m(dtype, rows, cols, rng);
       TestMatrix rounded_w = m;  // f32 weights rounded; fp8 (code x block scale) and bf16 stay exact
       if (dtype == DType::kF32)
         for (float& v : rounded_w.dense) v = bf16_to_f32(f32_to_bf16(v));
       for (int64_t n_tokens : {1, 16, 63, 64, 65, 300}) {
-        SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols << " tokens " << n_tokens);
+        SCOPED_TRACE(testing::Message() << format_name(dtype) << " " << rows << "x" << cols << " tokens " << n_tokens);
         const int64_t x_stride = cols + 3, y_stride = rows + 5;
         const auto x = random_floats(rng, static_cast<size_t>(n_tokens * x_stride));
         std::vector<float> rounded(static_cast<size_t>(n_tokens * cols));

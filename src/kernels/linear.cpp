@@ -77,8 +77,14 @@ void dequantize_row(const WeightMatrix& w, int64_t row, float* out) {
       }
       return;
     }
+    case kInt4Storage:
+    case kInt8Storage: {
+      dequantize_quant_row(w.quant_format(), w.data + row * w.row_stride(), w.group_scale + row * quant_groups(w.cols),
+                           w.cols, out);
+      return;
+    }
     default:
-      // the loader admits only the three dtypes above; anything else is a programming error
+      // the loader admits only the five formats above; anything else is a programming error
       fail("dequantize_row: unsupported weight dtype ", dtype_name(w.dtype));
   }
 }
@@ -113,10 +119,13 @@ FastModeKernels fast_kernels_for(const MatmulKernels& kernels) {
 }
 
 // The fast kernels for this product, or kExact: exact mode, or too few tokens (then the exact
-// kernels run on the rounded activations).
-FastModeKernels fast_gemm(const MatmulKernels& kernels, int64_t n_tokens) {
+// kernels run on the rounded activations). The int4 and int8 formats take the VDPBF16PS kernels
+// even where AMX is there (every AMX CPU has AVX512_BF16): only those scale partial sums per row.
+FastModeKernels fast_gemm(const MatmulKernels& kernels, int64_t n_tokens, const WeightMatrix& w) {
   if (g_act_dtype != ActDType::kBF16 || n_tokens < kFastGemmMinTokens) return FastModeKernels::kExact;
-  return fast_kernels_for(kernels);
+  const FastModeKernels fast = fast_kernels_for(kernels);
+  if (fast == FastModeKernels::kAmx && w.group_scaled()) return bf16dot_usable() ? FastModeKernels::kBf16Dot : FastModeKernels::kExact;
+  return fast;
 }
 
 // n floats of `buffer` (grown as needed; per-thread buffers reused across calls), starting on a
@@ -144,7 +153,7 @@ void linear_with(const MatmulKernels& kernels, const float* x, int64_t n_tokens,
   if (g_act_dtype == ActDType::kBF16) {
     // (f32 weights would lose bits in bf16: they take the exact kernels)
     if (w.dtype != DType::kF32) {
-      switch (fast_gemm(kernels, n_tokens)) {
+      switch (fast_gemm(kernels, n_tokens, w)) {
         case FastModeKernels::kAmx: return amx_linear(x, n_tokens, w, y, pool);
         case FastModeKernels::kBf16Dot: return bf16dot_linear(x, n_tokens, w, y, pool);
         case FastModeKernels::kExact: break;
@@ -238,7 +247,7 @@ bool bf16dot_usable() {
 void matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
                    int64_t y_stride) {
   const MatmulKernels& kernels = active_kernels();
-  switch (fast_gemm(kernels, n_tokens)) {
+  switch (fast_gemm(kernels, n_tokens, w)) {
     case FastModeKernels::kAmx: return amx_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
     case FastModeKernels::kBf16Dot: return bf16dot_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
     case FastModeKernels::kExact: break;

@@ -161,6 +161,7 @@ bool amx_usable() {
 
 void amx_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool) {
   check(amx_usable(), "amx_linear without AMX");
+  check(!w.group_scaled(), "amx_linear: int4 / int8 weights take the VDPBF16PS kernels (linear.cpp)");
   const int64_t K = w.cols, Kp = ceil_div(K, kTileK) * kTileK;
   const int64_t token_tiles = ceil_div(n_tokens, kPairTokens) * 2;  // whole pairs, zero past n
   thread_local std::vector<uint16_t> xv_buffer;
@@ -174,6 +175,7 @@ void amx_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* 
 void amx_matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
                        int64_t y_stride) {
   check(amx_usable(), "amx_matmul_serial without AMX");
+  check(!w.group_scaled(), "amx_matmul_serial: int4 / int8 weights take the VDPBF16PS kernels (linear.cpp)");
   const int64_t K = w.cols, Kp = ceil_div(K, kTileK) * kTileK;
   const int64_t token_tiles = ceil_div(n_tokens, kPairTokens) * 2;
   thread_local std::vector<uint16_t> xv;

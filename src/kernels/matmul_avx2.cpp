@@ -42,6 +42,17 @@ struct Avx2 {
     const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
+  // the 8 nibbles (low or high) of 8 bytes as q = nibble - 8 (kernels/group_quant.h)
+  static V load_int4(const uint8_t* p, bool high) {
+    __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    if (high) b = _mm256_srli_epi32(b, 4);
+    b = _mm256_and_si256(b, _mm256_set1_epi32(15));
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(b, _mm256_set1_epi32(8)));
+  }
+  static V load_int8(const uint8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static float half(uint16_t bits) { return _cvtsh_ss(bits); }  // fp16 -> fp32, exact
 };
 
 }  // namespace

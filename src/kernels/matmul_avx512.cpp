@@ -59,6 +59,17 @@ struct Avx512 {
     const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
   }
+  // the 16 nibbles (low or high) of 16 bytes as q = nibble - 8 (kernels/group_quant.h)
+  static V load_int4(const uint8_t* p, bool high) {
+    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    if (high) b = _mm512_srli_epi32(b, 4);
+    b = _mm512_and_si512(b, _mm512_set1_epi32(15));
+    return _mm512_cvtepi32_ps(_mm512_sub_epi32(b, _mm512_set1_epi32(8)));
+  }
+  static V load_int8(const uint8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  static float half(uint16_t bits) { return _cvtsh_ss(bits); }  // fp16 -> fp32, exact
 };
 
 }  // namespace

@@ -3,8 +3,9 @@
 // lanes l. Tokens fill the lanes: the activations are packed as bf16 pairs (x[t, 2p], x[t, 2p+1])
 // per token in tiles of 64 tokens, and each weight pair (W[r, 2p], W[r, 2p+1]) is broadcast to
 // every lane, so a micro-kernel of 6 rows x 4 token vectors keeps 24 accumulators in registers.
-// Each 128-column block (the fp8 scale block) is summed in registers from zero, then multiplied by
-// the row's block scale and added to the row's fp32 sums in a small L1/L2 buffer.
+// Each 128-column block (the fp8 scale block, the int4 / int8 scale group) is summed in registers
+// from zero, then multiplied by the row's block or group scale and added to the row's fp32 sums in
+// a small L1/L2 buffer.
 #include "kernels/matmul_bf16dot.h"
 
 #include <immintrin.h>
@@ -110,6 +111,14 @@ T* aligned(std::vector<T>& buffer, int64_t n) {
   return buffer.data() + (kLine - address / sizeof(T) % kLine) % kLine;
 }
 
+// What the block sums of row r, columns [c0, c0 + 128), are multiplied by: the fp8 block scale,
+// the int4 / int8 row's group scale (group_quant.h: groups are the same 128 columns), else 1.
+float block_scale(const WeightMatrix& w, int64_t r, int64_t c0) {
+  if (w.block_scaled()) return w.scale[(r / kFp8Block) * w.scale_cols() + c0 / kFp8Block];
+  if (w.group_scaled()) return _cvtsh_ss(w.group_scale[r * ceil_div(w.cols, kQuantGroup) + c0 / kQuantGroup]);
+  return 1.0f;
+}
+
 // Rows [r0, r1) of y for all n tokens. Token tiles in groups of kGroupTiles; per group, rows in
 // chunks of kChunkRows whose 128-column blocks are converted once and then serve every tile of
 // the group (a tile's block, 16 KB, stays in L1 while the chunk's 8 panels pass over it).
@@ -134,7 +143,7 @@ void bf16dot_rows(const uint32_t* xp, int64_t n, const WeightMatrix& w, int64_t 
           uint32_t* dst = wbuf + i * kBlockPairs;
           if (i < rows) {
             row_to_bf16(w, rc + i, c0, c0 + kBlockCols, reinterpret_cast<uint16_t*>(dst));
-            scales[i] = w.dtype == DType::kF8E4M3 ? w.scale[((rc + i) / kFp8Block) * w.scale_cols() + c0 / kFp8Block] : 1.0f;
+            scales[i] = block_scale(w, rc + i, c0);
           } else {
             std::fill(dst, dst + kBlockPairs, 0u);
             scales[i] = 0.0f;

@@ -23,8 +23,7 @@ struct GemmBatchVariant {
   // dst[0, kc) = fp32 values of W[row, kb + c] (as the reference dequantizes: code x scale).
   template <WKind kind>
   static void convert_row(const WeightMatrix& w, int64_t row, int64_t kb, int64_t kc, float* dst) {
-    constexpr int64_t elem = Format<kind>::kBytes;
-    const uint8_t* src = w.data + row * w.cols * elem;
+    const WRow src = row_of(w, row);
     for (int64_t c = 0; c < kc; c += kFp8Block) {
       const int64_t end = min64(c + kFp8Block, kc);
       float s = 1.0f;
@@ -85,10 +84,9 @@ struct GemmBatchVariant {
   template <WKind kind>
   static void prefetch_panel(const WeightMatrix& w, int64_t rp, int64_t kb, int64_t r_end) {
     if (kb >= w.cols) return;
-    constexpr int64_t elem = Format<kind>::kBytes;
-    const int64_t bytes = min64(kKC, w.cols - kb) * elem;
+    const int64_t bytes = Format<kind>::offset(min64(kKC, w.cols - kb));
     for (int64_t r = rp; r < min64(rp + kR, r_end); ++r) {
-      const uint8_t* row = w.data + (r * w.cols + kb) * elem;
+      const uint8_t* row = row_of(w, r).data + Format<kind>::offset(kb);
       for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 2);
     }
   }

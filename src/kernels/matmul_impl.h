@@ -48,67 +48,132 @@ inline float bf16_bits_to_f32(uint16_t bits) {
   return f;
 }
 
-enum class WKind { kF32, kBF16, kFp8 };
+enum class WKind { kF32, kBF16, kFp8, kInt4, kInt8 };
 
-// The weight formats, each described once: bytes per element, whether 128 x 128 block scales
-// apply (the activations or partial sums are then multiplied by scale * kFp8Bias), the vector
-// load of S::kWidth elements as fp32 and the one-element load (tails) that gives the same value.
-// A new format is one more specialization here plus its DType in for_format below.
+// One weight row as the kernels read it: its bytes and, for the group-scaled formats (int4,
+// int8), its fp16 scales, one per kQuantGroup columns.
+struct WRow {
+  const uint8_t* data;
+  const uint16_t* scales;
+};
+
+inline WRow row_of(const WeightMatrix& w, int64_t r) {
+  const int64_t stride = w.row_stride();
+  return {w.data + r * stride, w.group_scale ? w.group_scale + r * ceil_div(w.cols, kQuantGroup) : nullptr};
+}
+
+// Local copies (see bf16_bits_to_f32) of the int4 layout of kernels/group_quant.h.
+inline int64_t int4_byte_of(int64_t k) { return (k / kInt4Block) * (kInt4Block / 2) + k % (kInt4Block / 2); }
+inline int int4_value(const uint8_t* row, int64_t k) {
+  const uint8_t byte = row[int4_byte_of(k)];
+  return (k % kInt4Block >= kInt4Block / 2 ? byte >> 4 : byte & 15) - 8;
+}
+
+// The weight formats, each described once: the bytes of a row of K columns and the byte offset
+// of column k (prefetching), whether 128 x 128 block scales apply (the activations or partial sums
+// are then multiplied by scale * kFp8Bias), whether per-row group scales do (the loads then give
+// q x scale, exact), the vector load of S::kWidth columns as fp32 from column k (a multiple of
+// S::kWidth) and the one-element load (tails) that gives the same value. A new format is one more
+// specialization here plus its DType in for_format below.
 template <WKind kind>
 struct Format;
 
 template <>
 struct Format<WKind::kF32> {
-  static constexpr int64_t kBytes = 4;
-  static constexpr bool kBlockScaled = false;
+  static constexpr bool kBlockScaled = false, kGroupScaled = false;
+  static constexpr int64_t offset(int64_t k) { return 4 * k; }
   template <class S>
-  static typename S::V load(const uint8_t* row, int64_t k) { return S::load(reinterpret_cast<const float*>(row) + k); }
-  static float scalar(const uint8_t* row, int64_t k) { return reinterpret_cast<const float*>(row)[k]; }
+  static typename S::V load(WRow row, int64_t k) { return S::load(reinterpret_cast<const float*>(row.data) + k); }
+  static float scalar(WRow row, int64_t k) { return reinterpret_cast<const float*>(row.data)[k]; }
 };
 
 template <>
 struct Format<WKind::kBF16> {
-  static constexpr int64_t kBytes = 2;
-  static constexpr bool kBlockScaled = false;
+  static constexpr bool kBlockScaled = false, kGroupScaled = false;
+  static constexpr int64_t offset(int64_t k) { return 2 * k; }
   template <class S>
-  static typename S::V load(const uint8_t* row, int64_t k) { return S::load_bf16(reinterpret_cast<const uint16_t*>(row) + k); }
-  static float scalar(const uint8_t* row, int64_t k) { return bf16_bits_to_f32(reinterpret_cast<const uint16_t*>(row)[k]); }
+  static typename S::V load(WRow row, int64_t k) { return S::load_bf16(reinterpret_cast<const uint16_t*>(row.data) + k); }
+  static float scalar(WRow row, int64_t k) { return bf16_bits_to_f32(reinterpret_cast<const uint16_t*>(row.data)[k]); }
 };
 
 template <>
 struct Format<WKind::kFp8> {
-  static constexpr int64_t kBytes = 1;
-  static constexpr bool kBlockScaled = true;
+  static constexpr bool kBlockScaled = true, kGroupScaled = false;
+  static constexpr int64_t offset(int64_t k) { return k; }
   template <class S>
-  static typename S::V load(const uint8_t* row, int64_t k) { return S::load_fp8(row + k); }
-  static float scalar(const uint8_t* row, int64_t k) { return fp8_e4m3_table()[row[k]] * (1.0f / kFp8Bias); }
+  static typename S::V load(WRow row, int64_t k) { return S::load_fp8(row.data + k); }
+  static float scalar(WRow row, int64_t k) { return fp8_e4m3_table()[row.data[k]] * (1.0f / kFp8Bias); }
 };
 
-// f(std::integral_constant<WKind, kind>{}) for the format of `dtype` (the loader admits these three).
+// int4: S::load_int4(bytes, high) gives the kWidth values q (as floats) of the low or high nibbles
+// of the kWidth bytes from `bytes` (16 columns per 16 bytes' nibbles: a vector never straddles).
+template <>
+struct Format<WKind::kInt4> {
+  static constexpr bool kBlockScaled = false, kGroupScaled = true;
+  static constexpr int64_t offset(int64_t k) { return k / 2; }
+  template <class S>
+  static typename S::V load(WRow row, int64_t k) {
+    const typename S::V q = S::load_int4(row.data + int4_byte_of(k), k % kInt4Block >= kInt4Block / 2);
+    return S::mul(q, S::set1(S::half(row.scales[k / kQuantGroup])));
+  }
+  static float scalar(WRow row, int64_t k) {
+    return static_cast<float>(int4_value(row.data, k)) * f16_to_f32(row.scales[k / kQuantGroup]);
+  }
+};
+
+template <>
+struct Format<WKind::kInt8> {
+  static constexpr bool kBlockScaled = false, kGroupScaled = true;
+  static constexpr int64_t offset(int64_t k) { return k; }
+  template <class S>
+  static typename S::V load(WRow row, int64_t k) {
+    return S::mul(S::load_int8(row.data + k), S::set1(S::half(row.scales[k / kQuantGroup])));
+  }
+  static float scalar(WRow row, int64_t k) {
+    return static_cast<float>(static_cast<int8_t>(row.data[k])) * f16_to_f32(row.scales[k / kQuantGroup]);
+  }
+};
+
+// f(std::integral_constant<WKind, kind>{}) for the format of `dtype` (the loader admits these five).
 template <class F>
 inline void for_format(DType dtype, F&& f) {
   switch (dtype) {
     case DType::kF32: return f(std::integral_constant<WKind, WKind::kF32>{});
     case DType::kBF16: return f(std::integral_constant<WKind, WKind::kBF16>{});
+    case kInt4Storage: return f(std::integral_constant<WKind, WKind::kInt4>{});
+    case kInt8Storage: return f(std::integral_constant<WKind, WKind::kInt8>{});
     default: return f(std::integral_constant<WKind, WKind::kFp8>{});
   }
 }
 
 template <class S, WKind kind>
-inline typename S::V load_w(const uint8_t* row, int64_t k) {
+inline typename S::V load_w(WRow row, int64_t k) {
   return Format<kind>::template load<S>(row, k);
 }
 
 // The same value as load_w gives for one element (tails shorter than a vector).
 template <WKind kind>
-inline float scalar_w(const uint8_t* row, int64_t k) {
+inline float scalar_w(WRow row, int64_t k) {
   return Format<kind>::scalar(row, k);
 }
 
+// Consecutive rows of one matrix: rows[i] is row first + i.
+struct WRows {
+  const uint8_t* data;
+  int64_t stride;
+  const uint16_t* scales;
+  int64_t scale_stride;
+  WRow operator[](int64_t i) const { return {data + i * stride, scales ? scales + i * scale_stride : nullptr}; }
+};
+
+inline WRows rows_from(const WeightMatrix& w, int64_t first) {
+  const WRow row = row_of(w, first);
+  return {row.data, w.row_stride(), row.scales, ceil_div(w.cols, kQuantGroup)};
+}
 // ---- GEMV: a group of R rows against T tokens, weights streamed once -------------------------
 // y[t * y_stride + i] = sum_k W_i[k] * xs[t * xs_stride + k] for i < R, t < T.
 template <class S, WKind kind, int T, int R, bool kPrefetch>
-inline void gemv_group(const uint8_t* w0, int64_t row_bytes, int64_t K, const float* xs,
+inline void gemv_group(WRows rows, int64_t K, const float* xs,
                        int64_t xs_stride, float* y, int64_t y_stride) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
@@ -118,7 +183,7 @@ inline void gemv_group(const uint8_t* w0, int64_t row_bytes, int64_t K, const fl
   int64_t k = 0;
   // The next group of rows, prefetched at the pace this one is read (R rows x 2W codes an
   // iteration): rows shorter than a few KB end before the hardware prefetcher has caught on.
-  const uint8_t* next = w0 + R * row_bytes;
+  const uint8_t* next = rows[R].data;
   if constexpr (kind == WKind::kFp8 && S::kFp8ThroughL1) {
     // 2W codes a row at a time: widened to fp16 patterns in one wide integer step and stored,
     // then converted to fp32 straight from L1 (a memory-operand conversion needs no shuffle
@@ -130,50 +195,49 @@ inline void gemv_group(const uint8_t* w0, int64_t row_bytes, int64_t K, const fl
         x0[t] = S::load(xs + t * xs_stride + k);
         x1[t] = S::load(xs + t * xs_stride + k + W);
       }
-      for (int i = 0; i < R; ++i) S::fp8_to_half_2x(w0 + i * row_bytes + k, half[i]);
+      for (int i = 0; i < R; ++i) S::fp8_to_half_2x(rows[i].data + k, half[i]);
       for (int i = 0; i < R; ++i) __builtin_prefetch(next + R * k + i * 2 * W, 0, 2);
-      for (int i = 0; i < R; ++i) __builtin_prefetch(w0 + i * row_bytes + k + 4096, 0, 3);
+      for (int i = 0; i < R; ++i) __builtin_prefetch(rows[i].data + k + 4096, 0, 3);
       for (int i = 0; i < R; ++i) {
         const V a = S::load_half(half[i]), b = S::load_half(half[i] + W);
         for (int t = 0; t < T; ++t) acc[i][t] = S::fma(b, x1[t], S::fma(a, x0[t], acc[i][t]));
       }
     }
   }
-  constexpr int64_t elem = Format<kind>::kBytes;
   for (; k + W <= K; k += W) {
     V xv[T];
     for (int t = 0; t < T; ++t) xv[t] = S::load(xs + t * xs_stride + k);
     if constexpr (kPrefetch && kind != WKind::kFp8)
-      for (int i = 0; i < R; ++i) __builtin_prefetch(w0 + i * row_bytes + k * elem + 4096, 0, 3);
+      for (int i = 0; i < R; ++i) __builtin_prefetch(rows[i].data + Format<kind>::offset(k) + 4096, 0, 3);
     for (int i = 0; i < R; ++i) {
-      const V wv = load_w<S, kind>(w0 + i * row_bytes, k);
+      const V wv = load_w<S, kind>(rows[i], k);
       for (int t = 0; t < T; ++t) acc[i][t] = S::fma(wv, xv[t], acc[i][t]);
     }
   }
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) {
       float s = S::reduce(acc[i][t]);
-      for (int64_t kk = k; kk < K; ++kk) s = std::fma(scalar_w<kind>(w0 + i * row_bytes, kk), xs[t * xs_stride + kk], s);
+      for (int64_t kk = k; kk < K; ++kk) s = std::fma(scalar_w<kind>(rows[i], kk), xs[t * xs_stride + kk], s);
       y[t * y_stride + i] = s;
     }
 }
 
 template <class S, WKind kind, int T, bool kPrefetch>
-inline void gemv_dispatch_rows(int group, const uint8_t* w0, int64_t row_bytes, int64_t K, const float* xs,
+inline void gemv_dispatch_rows(int group, WRows rows, int64_t K, const float* xs,
                                int64_t xs_stride, float* y, int64_t y_stride) {
   if constexpr (T <= 2) {
-    if (group == 8) return gemv_group<S, kind, T, 8, kPrefetch>(w0, row_bytes, K, xs, xs_stride, y, y_stride);
+    if (group == 8) return gemv_group<S, kind, T, 8, kPrefetch>(rows, K, xs, xs_stride, y, y_stride);
   }
-  if (group == 4) gemv_group<S, kind, T, 4, kPrefetch>(w0, row_bytes, K, xs, xs_stride, y, y_stride);
-  else gemv_group<S, kind, T, 1, kPrefetch>(w0, row_bytes, K, xs, xs_stride, y, y_stride);
+  if (group == 4) gemv_group<S, kind, T, 4, kPrefetch>(rows, K, xs, xs_stride, y, y_stride);
+  else gemv_group<S, kind, T, 1, kPrefetch>(rows, K, xs, xs_stride, y, y_stride);
 }
 
 template <class S, WKind kind, int T>
-inline void gemv_dispatch(const GemvTuning& tuning, int group, const uint8_t* w0, int64_t row_bytes, int64_t K,
+inline void gemv_dispatch(const GemvTuning& tuning, int group, WRows rows, int64_t K,
                           const float* xs, int64_t xs_stride, float* y, int64_t y_stride) {
   // (fp8 rows always prefetch: one instantiation for them)
-  if (tuning.prefetch || Format<kind>::kBlockScaled) gemv_dispatch_rows<S, kind, T, true>(group, w0, row_bytes, K, xs, xs_stride, y, y_stride);
-  else gemv_dispatch_rows<S, kind, T, false>(group, w0, row_bytes, K, xs, xs_stride, y, y_stride);
+  if (tuning.prefetch || Format<kind>::kBlockScaled) gemv_dispatch_rows<S, kind, T, true>(group, rows, K, xs, xs_stride, y, y_stride);
+  else gemv_dispatch_rows<S, kind, T, false>(group, rows, K, xs, xs_stride, y, y_stride);
 }
 
 // Tokens in groups of up to 4, rows in groups of 4, or 8 for up to 2 tokens where the tuning says
@@ -184,8 +248,6 @@ template <class S, WKind kind>
 void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
   const WeightMatrix& w = *task.w;
   const int64_t K = w.cols;
-  constexpr int64_t elem = Format<kind>::kBytes;
-  const int64_t row_bytes = K * elem;
   for (int64_t t0 = 0; t0 < task.n_tokens; t0 += 4) {
     const int T = static_cast<int>(min64(4, task.n_tokens - t0));
     const float* xs = task.x + t0 * task.x_stride;
@@ -213,13 +275,13 @@ void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
           scaled_block = block;
         }
       }
-      const uint8_t* w0 = w.data + r * row_bytes;
+      const WRows rows = rows_from(w, r);
       float* y = task.y + t0 * task.y_stride + r;
       switch (T) {
-        case 1: gemv_dispatch<S, kind, 1>(task.gemv, group, w0, row_bytes, K, xs, xs_stride, y, task.y_stride); break;
-        case 2: gemv_dispatch<S, kind, 2>(task.gemv, group, w0, row_bytes, K, xs, xs_stride, y, task.y_stride); break;
-        case 3: gemv_dispatch<S, kind, 3>(task.gemv, group, w0, row_bytes, K, xs, xs_stride, y, task.y_stride); break;
-        default: gemv_dispatch<S, kind, 4>(task.gemv, group, w0, row_bytes, K, xs, xs_stride, y, task.y_stride); break;
+        case 1: gemv_dispatch<S, kind, 1>(task.gemv, group, rows, K, xs, xs_stride, y, task.y_stride); break;
+        case 2: gemv_dispatch<S, kind, 2>(task.gemv, group, rows, K, xs, xs_stride, y, task.y_stride); break;
+        case 3: gemv_dispatch<S, kind, 3>(task.gemv, group, rows, K, xs, xs_stride, y, task.y_stride); break;
+        default: gemv_dispatch<S, kind, 4>(task.gemv, group, rows, K, xs, xs_stride, y, task.y_stride); break;
       }
       r += group;
     }
@@ -263,8 +325,7 @@ struct Gemm {
   // dst[0, kc) = fp32 values of W[row, kb + c] as the GEMV multiplies them (fp8: value / 256).
   template <WKind kind>
   static void convert_row(const WeightMatrix& w, int64_t row, int64_t kb, int64_t kc, float* dst) {
-    constexpr int64_t elem = Format<kind>::kBytes;
-    const uint8_t* src = w.data + row * w.cols * elem;
+    const WRow src = row_of(w, row);
     for (int64_t k = 0; k < kc; k += kW) S::store(dst + k, load_w<S, kind>(src, kb + k));  // kc: a multiple of kW
   }
 
@@ -319,10 +380,9 @@ struct Gemm {
   template <WKind kind>
   static void prefetch_panel(const WeightMatrix& w, int64_t rp, int64_t kb, int64_t r_end, int64_t k_end) {
     if (kb >= k_end) return;
-    constexpr int64_t elem = Format<kind>::kBytes;
-    const int64_t bytes = min64(kKC, k_end - kb) * elem;
+    const int64_t bytes = Format<kind>::offset(min64(kKC, k_end - kb));
     for (int64_t r = rp; r < min64(rp + kR, r_end); ++r) {
-      const uint8_t* row = w.data + (r * w.cols + kb) * elem;
+      const uint8_t* row = row_of(w, r).data + Format<kind>::offset(kb);
       for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 2);
     }
   }
@@ -332,7 +392,6 @@ struct Gemm {
     const WeightMatrix& w = *task.w;
     const int64_t K = w.cols, n = task.n_tokens, n_tiles = tiles(n);
     const int64_t K_vec = K - K % kW;  // what the phases cover; the rest is the in-order tail
-    constexpr int64_t elem = Format<kind>::kBytes;
     float* wbuf = scratch;               // [kMC / kR panels, kR, kKC]
     float* cbuf = scratch + kMC * kKC;   // [kMC / kR panels, kNCT tiles, kW phases, kR, kNT]
     float* out = cbuf + kMC * kNCT * kNT * kW;  // [kNT] one row's results for a tile
@@ -377,7 +436,7 @@ struct Gemm {
             const float* xp = task.x_packed + (j0 + j) * K * kNT;
             const float* c = cbuf + (p * nt + j) * kW * kR * kNT;
             for (int64_t i = 0; i < n_rows; ++i) {
-              const uint8_t* row = w.data + (rp + i) * w.cols * elem;
+              const WRow row = row_of(w, rp + i);
               for (int v = 0; v < kNV; ++v) {
                 V phase[kW];
                 for (int l = 0; l < kW; ++l) phase[l] = S::load(c + (l * kR + i) * kNT + v * kW);
@@ -410,17 +469,16 @@ void combine_rows_kind(const WeightMatrix& w, int64_t first, int64_t n_rows, con
   constexpr int W = S::kWidth;
   constexpr int kBlockVectors = static_cast<int>(kFp8Block) / W;
   const int64_t K = w.cols;
-  constexpr int64_t elem = Format<kind>::kBytes;
   for (int64_t t = 0; t < n_sets; ++t)
     for (int64_t c = 0; c < K; ++c) out[t * out_stride + c] = 0.0f;
-  const int64_t row_bytes = K * elem;
+  const int64_t row_bytes = w.row_stride();
   for (int64_t d = 0; d < n_rows; ++d) {
     const int64_t r = first + d;
-    const uint8_t* row = w.data + r * row_bytes;
+    const WRow row = row_of(w, r);
     // rows a few ahead (decode reads these straight from memory, a few hundred bytes a row: too
     // short a stream for the hardware prefetcher to get going)
     if (d + 4 < n_rows)
-      for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(row + 4 * row_bytes + b, 0, 3);
+      for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(row.data + 4 * row_bytes + b, 0, 3);
     for (int64_t c0 = 0; c0 < K; c0 += kFp8Block) {
       const int64_t end = min64(c0 + kFp8Block, K);
       const int n_vectors = static_cast<int>((end - c0) / W);
@@ -455,7 +513,7 @@ void combine_block(const float* rows, const uint8_t* raw, int64_t row_stride, co
   for (int64_t d = 0; d < n_rows; ++d) {
     V wv[C];
     for (int v = 0; v < C; ++v) {
-      if constexpr (kind == WKind::kBF16) wv[v] = load_w<S, kind>(raw + d * row_stride * 2, c + v * W);
+      if constexpr (kind == WKind::kBF16) wv[v] = load_w<S, kind>(WRow{raw + d * row_stride * 2, nullptr}, c + v * W);
       else wv[v] = S::load(rows + d * row_stride + c + v * W);
     }
     const float s = Format<kind>::kBlockScaled ? scale_rows[d][c_block] * kFp8Bias : 1.0f;
@@ -494,7 +552,7 @@ void combine_rows_blocked(const WeightMatrix& w, int64_t first, int64_t n_rows, 
   const int64_t K = w.cols;
   const float* rows = nullptr;
   const uint8_t* raw = nullptr;
-  thread_local std::vector<float> widened;  // fp8: [n_rows, K] values / 256
+  thread_local std::vector<float> widened;  // fp8: [n_rows, K] values / 256; int4, int8: q x scale
   thread_local std::vector<const float*> scale_rows;
   if constexpr (kind == WKind::kF32) {
     rows = reinterpret_cast<const float*>(w.data) + first * K;
@@ -504,12 +562,12 @@ void combine_rows_blocked(const WeightMatrix& w, int64_t first, int64_t n_rows, 
     widened.resize(static_cast<size_t>(n_rows * K));
     scale_rows.resize(static_cast<size_t>(n_rows));
     for (int64_t d = 0; d < n_rows; ++d) {
-      const uint8_t* row = w.data + (first + d) * K;
+      const WRow row = row_of(w, first + d);
       float* dst = widened.data() + d * K;
       int64_t k = 0;
-      for (; k + W <= K; k += W) S::store(dst + k, S::load_fp8(row + k));
+      for (; k + W <= K; k += W) S::store(dst + k, load_w<S, kind>(row, k));
       for (; k < K; ++k) dst[k] = scalar_w<kind>(row, k);
-      scale_rows[d] = w.scale + ((first + d) / kFp8Block) * w.scale_cols();
+      if constexpr (Format<kind>::kBlockScaled) scale_rows[d] = w.scale + ((first + d) / kFp8Block) * w.scale_cols();
     }
     rows = widened.data();
   }
@@ -536,7 +594,7 @@ void combine_rows_blocked(const WeightMatrix& w, int64_t first, int64_t n_rows, 
           float o = 0.0f;
           for (int64_t d = 0; d < n_rows; ++d) {
             const float wk = kind == WKind::kFp8 ? rows[d * K + c]
-                             : kind == WKind::kBF16 ? scalar_w<kind>(raw + d * K * 2, c)
+                             : kind == WKind::kBF16 ? scalar_w<kind>(WRow{raw + d * K * 2, nullptr}, c)
                                                     : rows[d * K + c];
             const float a = coef_t[tt * coef_stride + d];
             o = std::fma(wk, Format<kind>::kBlockScaled ? a * (scale_rows[d][c_block] * kFp8Bias) : a, o);

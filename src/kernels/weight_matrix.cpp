@@ -2,20 +2,31 @@
 
 namespace dsinfer {
 
+int64_t WeightMatrix::row_stride() const {
+  if (group_scaled()) return quant_row_bytes(quant_format(), cols);
+  return cols * static_cast<int64_t>(dtype_size(dtype));
+}
+
 int64_t WeightMatrix::bytes() const {
-  int64_t n = rows * cols * element_bytes();
+  int64_t n = rows * row_stride();
   if (block_scaled()) n += ceil_div(rows, kFp8Block) * scale_cols() * static_cast<int64_t>(sizeof(float));
+  if (group_scaled()) n += rows * quant_groups(cols) * static_cast<int64_t>(sizeof(uint16_t));
   return n;
 }
 
 int64_t WeightMatrix::row_bytes_read() const {
-  return cols * element_bytes() + (block_scaled() ? scale_cols() * static_cast<int64_t>(sizeof(float)) : 0);
+  int64_t n = row_stride();
+  if (block_scaled()) n += scale_cols() * static_cast<int64_t>(sizeof(float));
+  if (group_scaled()) n += quant_groups(cols) * static_cast<int64_t>(sizeof(uint16_t));
+  return n;
 }
 
 WeightMatrix WeightMatrix::row_range(int64_t first, int64_t count) const {
   if (block_scaled() && first % kFp8Block != 0) return {};
-  return {dtype, count, cols, data + first * cols * element_bytes(),
-          block_scaled() ? scale + (first / kFp8Block) * scale_cols() : nullptr};
+  WeightMatrix part{dtype, count, cols, data + first * row_stride(), nullptr, nullptr};
+  if (block_scaled()) part.scale = scale + (first / kFp8Block) * scale_cols();
+  if (group_scaled()) part.group_scale = group_scale + first * quant_groups(cols);
+  return part;
 }
 
 }  // namespace dsinfer

@@ -1,11 +1,16 @@
-// A weight matrix as it sits in the mapped checkpoint: row-major [rows, cols] of bf16, f32, or
-// fp8 e4m3 with one float scale per 128x128 block ([ceil(rows/128), ceil(cols/128)], edge
-// blocks partial). Kernels dequantize on the fly; weights are never copied or widened in memory.
+// A weight matrix as it sits in the mapped checkpoint: row-major [rows, cols] of
+//   bf16 or f32;
+//   fp8 e4m3 with one float scale per 128x128 block ([ceil(rows/128), ceil(cols/128)], edge
+//     blocks partial) in `scale`;
+//   int4 (DType kU8: packed nibbles) or int8 (kI8), with one fp16 scale per row per 128 columns
+//     ([rows, ceil(cols/128)]) in `group_scale` (kernels/group_quant.h has the layout).
+// Kernels dequantize on the fly; weights are never copied or widened in memory.
 #pragma once
 
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/group_quant.h"
 
 namespace dsinfer {
 
@@ -14,17 +19,21 @@ struct WeightMatrix {
   int64_t rows = 0;  // out features
   int64_t cols = 0;  // in features
   const uint8_t* data = nullptr;
-  const float* scale = nullptr;  // fp8 only
+  const float* scale = nullptr;            // fp8 only
+  const uint16_t* group_scale = nullptr;   // int4 / int8 only: fp16 bits
 
   bool empty() const { return data == nullptr; }
   // The format, described here once for code outside the kernels (the kernels' own description
   // of each format is Format<kind> in matmul_impl.h).
-  int64_t element_bytes() const { return static_cast<int64_t>(dtype_size(dtype)); }
   bool block_scaled() const { return dtype == DType::kF8E4M3; }
+  bool group_scaled() const { return dtype == kInt4Storage || dtype == kInt8Storage; }
+  QuantFormat quant_format() const { return dtype == kInt4Storage ? QuantFormat::kInt4 : QuantFormat::kInt8; }
+  // Bytes from the start of one row to the next (int4 rows are padded to 32 columns).
+  int64_t row_stride() const;
   int64_t scale_cols() const { return ceil_div(cols, kFp8Block); }
-  // Bytes of the weight data (plus block scales): what one full pass reads from memory.
+  // Bytes of the weight data (plus block or group scales): what one full pass reads from memory.
   int64_t bytes() const;
-  // Bytes one row reads (an embedding lookup): its elements plus its block row of scales.
+  // Bytes one row reads (an embedding lookup): its elements plus its row of scales.
   int64_t row_bytes_read() const;
   // Rows [first, first + count) as a matrix of their own sharing this one's memory, when that
   // needs no copy (block-scaled formats: `first` starts a scale block); else an empty matrix.

@@ -42,9 +42,17 @@ inline __m512i round_to_bf16(__m512 v) {
   return _mm512_mask_blend_epi32(nan, rounded, quiet);
 }
 
+// 16 int32 values (small integers: exact in bf16) as 16 bf16 bit patterns.
+inline __m256i ints_to_bf16(__m512i q) {
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(_mm512_cvtepi32_ps(q)), 16));
+}
+
+inline uint16_t int_to_bf16(int q) { return static_cast<uint16_t>(std::bit_cast<uint32_t>(static_cast<float>(q)) >> 16); }
+
 // W[r, c0:c1) as bf16 bits into out[0, c1 - c0) (zero past w.cols): fp8 codes exactly, bf16 as
-// is, f32 rounded (only where both sides of a product are activations: linear() sends f32
-// weights to the exact kernels).
+// is, int4 and int8 as their integers q (exact; the caller applies the row's group scale to the
+// partial sums), f32 rounded (only where both sides of a product are activations: linear() sends
+// f32 weights to the exact kernels). c0: a multiple of 32.
 inline void row_to_bf16(const WeightMatrix& w, int64_t r, int64_t c0, int64_t c1, uint16_t* out) {
   const int64_t K = w.cols, end = std::min(c1, K);
   int64_t k = c0;
@@ -57,6 +65,27 @@ inline void row_to_bf16(const WeightMatrix& w, int64_t r, int64_t c0, int64_t c1
       fp8x32_to_bf16(codes + k, out + (k - c0));
     }
     for (; k < end; ++k) out[k - c0] = static_cast<uint16_t>(std::bit_cast<uint32_t>(fp8_e4m3_table()[codes[k]]) >> 16);
+  } else if (w.dtype == kInt4Storage) {
+    // 32 columns = 16 bytes (low nibbles: the first 16 columns, high: the next 16; group_quant.h)
+    const uint8_t* bytes = w.data + r * w.row_stride();
+    const __m512i fifteen = _mm512_set1_epi32(15), eight = _mm512_set1_epi32(8);
+    for (; k + 32 <= end; k += 32) {
+      const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + k / 2)));
+      const __m512i lo = _mm512_sub_epi32(_mm512_and_si512(b, fifteen), eight);
+      const __m512i hi = _mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(b, 4), fifteen), eight);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (k - c0)), ints_to_bf16(lo));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (k - c0) + 16), ints_to_bf16(hi));
+    }
+    for (; k < end; ++k) {
+      const uint8_t byte = bytes[(k / 32) * 16 + k % 16];
+      out[k - c0] = int_to_bf16((k % 32 >= 16 ? byte >> 4 : byte & 15) - 8);
+    }
+  } else if (w.dtype == kInt8Storage) {
+    const int8_t* q = reinterpret_cast<const int8_t*>(w.data + r * K);
+    for (; k + 16 <= end; k += 16)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (k - c0)),
+                          ints_to_bf16(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + k)))));
+    for (; k < end; ++k) out[k - c0] = int_to_bf16(q[k]);
   } else if (w.dtype == DType::kBF16) {
     if (end > k) std::memcpy(out, w.data + (r * K + k) * 2, static_cast<size_t>(end - k) * 2);
     k = std::max(k, end);
