@@ -103,13 +103,17 @@ std::string backend_test_name(const std::string& backend) {
   return name;
 }
 
-std::string convert_golden(const std::string& model, int world_size, bool with_tokenizer, bool keep_mtp) {
+std::string convert_golden(const std::string& model, int world_size, bool with_tokenizer, bool keep_mtp,
+                           const std::string& formats) {
   const std::string golden = data_path("golden/" + model);
   const auto config = nlohmann::json::parse(read_file(golden + "/hf/config.json"));
-  const std::string ckpt = scratch_dir("ckpt-" + model + "-mp" + std::to_string(world_size) + (keep_mtp ? "-mtp" : ""));
+  std::string suffix;
+  for (char ch : formats) suffix += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '-';
+  const std::string ckpt =
+      scratch_dir("ckpt-" + model + "-mp" + std::to_string(world_size) + (keep_mtp ? "-mtp" : "") + suffix);
   auto r = run_dsinfer("-q convert --hf-ckpt-path " + golden + "/hf --save-path " + ckpt + " --n-experts " +
                        std::to_string(config["n_routed_experts"].get<int>()) + " --model-parallel " +
-                       std::to_string(world_size) + (keep_mtp ? " --keep-mtp" : ""));
+                       std::to_string(world_size) + (keep_mtp ? " --keep-mtp" : "") + " " + formats);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   if (with_tokenizer)
     for (const char* f : {"tokenizer.json", "tokenizer_config.json"})

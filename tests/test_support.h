@@ -46,8 +46,9 @@ std::string model_test_name(const ::testing::TestParamInfo<std::string>& info);
 
 // Converts tests/data/golden/<model>/hf at model-parallel `world_size` into a fresh scratch
 // directory (with the DeepSeek-V3 tokenizer files beside the shards when asked); returns it.
+// `formats`: convert's format flags ("--experts-int4", "--int8", both), each set in its own directory.
 std::string convert_golden(const std::string& model, int world_size = 1, bool with_tokenizer = false,
-                           bool keep_mtp = false);  // keep_mtp: convert --keep-mtp
+                           bool keep_mtp = false, const std::string& formats = "");  // keep_mtp: convert --keep-mtp
 
 // Compares logits [steps, batch, vocab] in two safetensors files ("logits" tensor) with the
 // golden acceptance rule: per row max|ours - ref| <= 1e-3 max|ref| and the same argmax

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/read_file.h"
+#include "engine/model_comparison.h"
 #include "engine/perplexity.h"
 #include "io/json_file.h"
 #include "model_options.h"
@@ -27,6 +28,7 @@ struct PerplexityOptions {
   ModelOptions model;
   std::string input_file;
   std::string case_file;
+  std::string reference_ckpt_path;
   bool verbose = false;
   bool as_json = false;
 };
@@ -45,6 +47,32 @@ std::vector<std::vector<int32_t>> read_text_tokens(const std::string& path, cons
   return windows;
 }
 
+// --reference-ckpt-path: the model against the same model in another format, position by position.
+void run_comparison(const PerplexityOptions& o, const ModelConfig& config, const std::vector<std::vector<int32_t>>& sequences,
+                    Comm& comm, Transformer& model) {
+  ModelOptions reference_options = o.model;
+  reference_options.ckpt_path = o.reference_ckpt_path;
+  auto reference = reference_options.load_model(config, comm);
+  const double start = now_seconds();
+  const ModelComparison c = compare_models(*reference, model, sequences);
+  log_info("perplexity: compared ", c.positions, " positions in ", sequences.size(), " sequences in ",
+           now_seconds() - start, " s");
+  if (comm.rank() != 0) return;
+  const double ppl = std::exp(c.mean_nll), ref_ppl = std::exp(c.reference_mean_nll);
+  if (o.as_json) {
+    const json out = {{"positions", c.positions}, {"mean_nll", c.mean_nll}, {"perplexity", ppl},
+                      {"reference_mean_nll", c.reference_mean_nll}, {"reference_perplexity", ref_ppl},
+                      {"perplexity_change", ppl / ref_ppl - 1}, {"mean_kl", c.mean_kl}, {"max_kl", c.max_kl},
+                      {"top1_agreement", c.top1_agreement}};
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::printf("positions %lld\nperplexity %.4f\nreference_perplexity %.4f (%+.2f%%)\nmean_kl %.6f\nmax_kl %.6f\n"
+                "top1_agreement %.4f\n",
+                static_cast<long long>(c.positions), ppl, ref_ppl, 100 * (ppl / ref_ppl - 1), c.mean_kl, c.max_kl,
+                c.top1_agreement);
+  }
+}
+
 void run_perplexity(const PerplexityOptions& o) {
   check(o.input_file.empty() != o.case_file.empty(), "give exactly one of --input-file and --case");
   const ModelConfig config = o.model.load_config();
@@ -53,6 +81,7 @@ void run_perplexity(const PerplexityOptions& o) {
                              : parse_perplexity_case(read_json_file(o.case_file, "case file"), o.case_file);
   auto comm = make_comm();
   auto model = o.model.load_model(config, *comm);
+  if (!o.reference_ckpt_path.empty()) return run_comparison(o, config, sequences, *comm, *model);
   json nll_rows = json::array();
   double total = 0;
   int64_t count = 0;
@@ -86,6 +115,9 @@ Command register_perplexity(CLI::App& app) {
   o->model.add_to(sub);
   sub->add_option("--input-file", o->input_file, "text file to score (tokenized with the checkpoint's tokenizer)");
   sub->add_option("--case", o->case_file, "JSON file {\"tokens\": [[ids...], ...]} (golden ppl schema)");
+  sub->add_option("--reference-ckpt-path", o->reference_ckpt_path,
+                  "also load this checkpoint of the same model (e.g. the exact fp8 one) and compare: both "
+                  "perplexities, mean and max KL(reference || model) per position, top-1 agreement");
   sub->add_flag("--verbose", o->verbose, "also print every token's NLL");
   sub->add_flag("--json", o->as_json, "print {\"mean_nll\", \"perplexity\", \"nll\": [[...], ...]} as JSON");
   return {sub, [o] { run_perplexity(*o); }};

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
@@ -27,6 +28,8 @@
 #include "core/write_file.h"
 #include "io/checkpoint_dir.h"
 #include "io/safetensors.h"
+#include "kernels/group_quant.h"
+#include "model/quantization.h"
 #include "model/tensor_names.h"
 
 namespace dsinfer {
@@ -189,7 +192,16 @@ struct Job {
   int rank = -1;      // >= 0: the whole tensor goes to this rank only (a routed expert)
   int dim = -1;       // >= 0: rank i gets slice i of P along this dim; -1: the whole tensor
   bool mtp = false;   // goes to mtp{rank}-mp{P}.safetensors
+  // --experts-int4 / --int8: written as `quant` from the source dequantized exactly (fp8: with its
+  // block scales `src_scale`, the HF weight_scale_inv, whose own job is dropped), with a new F16
+  // tensor scale_name beside it.
+  std::optional<QuantFormat> quant;
+  const TensorView* src_scale = nullptr;
+  std::string scale_name;
 };
+
+// The stem of "....w1.weight": "....w1".
+std::string weight_stem(const std::string& name) { return name.substr(0, name.size() - 7); }
 
 std::vector<int64_t> sliced_shape(const TensorView& t, int dim, int parts) {
   std::vector<int64_t> shape = t.shape;
@@ -279,6 +291,118 @@ std::vector<Job> plan(const CheckpointDir& ckpt, const ConvertOptions& options,
   return jobs;
 }
 
+// --experts-int4 / --int8: marks the linear weights to quantize and drops their fp8 scale jobs
+// (the block scales are read while quantizing instead), checking what can be wrong first.
+void plan_quantization(std::vector<Job>& jobs, const Quantization& quantization) {
+  if (!quantization.any()) return;
+  std::map<std::string, size_t> scale_jobs;  // converted .scale name -> job index
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const std::string& name = jobs[i].name;
+    if (name.size() > 6 && name.compare(name.size() - 6, 6, ".scale") == 0) scale_jobs[name] = i;
+  }
+  std::set<size_t> dropped;
+  for (Job& job : jobs) {
+    if (!is_linear_weight(job.name)) continue;
+    const auto format = quantization.format_of(is_routed_expert_weight(job.name));
+    if (!format) continue;
+    const TensorView& t = *job.src;
+    check(t.shape.size() == 2, "convert: tensor ", t.name, " ", shape_string(t.shape), " (", t.file,
+          ") is not a matrix; cannot quantize it");
+    check(t.dtype == DType::kF8E4M3 || t.dtype == DType::kBF16 || t.dtype == DType::kF32, "convert: tensor ", t.name,
+          " (", t.file, ") has dtype ", dtype_name(t.dtype), "; only F8_E4M3, BF16 and F32 weights can be quantized");
+    check(!(t.dtype == DType::kF8E4M3 && *format == QuantFormat::kInt8), "convert --int8: tensor ", t.name, " (", t.file,
+          ") is fp8 already, which int8 would not make smaller; --int8 is for bf16 checkpoints (V2, V2-Lite)",
+          " (for fp8 ones, --experts-int4 alone)");
+    const std::string stem = weight_stem(job.name);
+    job.scale_name = stem + ".scale";
+    const auto scale = scale_jobs.find(job.scale_name);
+    if (t.dtype == DType::kF8E4M3) {
+      check(scale != scale_jobs.end(), "convert: fp8 tensor ", t.name, " (", t.file, ") has no weight_scale_inv");
+      const TensorView& s = *jobs[scale->second].src;
+      const std::vector<int64_t> want{ceil_div(t.shape[0], kFp8Block), ceil_div(t.shape[1], kFp8Block)};
+      check(s.dtype == DType::kF32 && s.shape == want, "convert: ", s.name, " (", s.file, ") is ", s.describe(),
+            "; expected F32 ", shape_string(want), " block scales of ", t.name);
+      job.src_scale = &s;
+      dropped.insert(scale->second);
+    } else if (scale != scale_jobs.end()) {
+      fail("convert: ", t.name, " is ", dtype_name(t.dtype), " but has a scale tensor (", jobs[scale->second].src->name, ")");
+    }
+    job.quant = format;
+  }
+  std::vector<Job> kept;
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (!dropped.count(i)) kept.push_back(std::move(jobs[i]));
+  jobs = std::move(kept);
+}
+
+// The output shape of a quantized job's weight and scale on one rank.
+std::pair<std::vector<int64_t>, std::vector<int64_t>> quantized_shapes(const Job& job, int parts) {
+  const std::vector<int64_t> local = sliced_shape(*job.src, job.dim, parts);
+  return {{local[0], quant_row_bytes(*job.quant, local[1])}, {local[0], quant_groups(local[1])}};
+}
+
+// Writes a quantized job: each rank's rows [r0, r1) x columns [c0, c1) of the source (its slice),
+// a chunk of rows at a time: dequantized exactly to fp32 (fp8: code value x block scale), then
+// quantize_row. A whole tensor for every rank is quantized once and written to each.
+void write_quantized(const Job& job, const std::vector<std::unique_ptr<SafetensorsWriter>>& writers, Progress& progress) {
+  const TensorView& t = *job.src;
+  const int parts = static_cast<int>(writers.size());
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  const size_t elem = dtype_size(t.dtype);
+  std::vector<int> ranks;
+  if (job.rank >= 0) ranks = {job.rank};
+  else if (job.dim < 0) ranks = {-1};  // all at once
+  else for (int r = 0; r < parts; ++r) ranks.push_back(r);
+  for (const int rank : ranks) {
+    int64_t r0 = 0, r1 = rows, c0 = 0, c1 = cols;
+    if (rank >= 0 && job.dim == 0) r0 = rank * (rows / parts), r1 = r0 + rows / parts;
+    if (rank >= 0 && job.dim == 1) c0 = rank * (cols / parts), c1 = c0 + cols / parts;
+    const int64_t n = c1 - c0, row_bytes = quant_row_bytes(*job.quant, n), groups = quant_groups(n);
+    std::vector<SafetensorsWriter*> targets;
+    if (rank >= 0) targets = {writers[rank].get()};
+    else for (const auto& w : writers) targets.push_back(w.get());
+    const int64_t chunk_rows = std::max<int64_t>(1, static_cast<int64_t>(chunk_bytes() / (static_cast<size_t>(cols) * elem)));
+    std::vector<float> values(static_cast<size_t>(n));
+    std::vector<uint8_t> packed;
+    std::vector<uint16_t> scales;
+    for (int64_t rb = r0; rb < r1; rb += chunk_rows) {
+      const int64_t count = std::min(chunk_rows, r1 - rb);
+      const uint8_t* block = t.data + static_cast<size_t>(rb * cols) * elem;
+      const size_t block_bytes = static_cast<size_t>(count * cols) * elem;
+      convert_detail::prefetch_pages(block, block_bytes);
+      packed.resize(static_cast<size_t>(count * row_bytes));
+      scales.resize(static_cast<size_t>(count * groups));
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t r = rb + i;
+        for (int64_t c = c0; c < c1; ++c) {
+          const size_t at = static_cast<size_t>(r * cols + c);
+          float v;
+          switch (t.dtype) {
+            case DType::kF8E4M3:
+              v = fp8_e4m3_to_f32(t.data[at]) *
+                  reinterpret_cast<const float*>(job.src_scale->data)[(r / kFp8Block) * ceil_div(cols, kFp8Block) + c / kFp8Block];
+              break;
+            case DType::kBF16: v = bf16_to_f32(reinterpret_cast<const uint16_t*>(t.data)[at]); break;
+            default: v = reinterpret_cast<const float*>(t.data)[at]; break;
+          }
+          values[static_cast<size_t>(c - c0)] = v;
+        }
+        try {
+          quantize_row(*job.quant, values.data(), n, packed.data() + i * row_bytes, scales.data() + i * groups);
+        } catch (const Error& e) {
+          fail("convert: tensor ", t.name, " (", t.file, ") row ", r, ": ", e.what());
+        }
+      }
+      for (SafetensorsWriter* writer : targets) {
+        writer->write(job.name, static_cast<size_t>((rb - r0) * row_bytes), packed.data(), packed.size());
+        writer->write(job.scale_name, static_cast<size_t>((rb - r0) * groups) * 2, scales.data(), scales.size() * 2);
+      }
+      progress.advance(static_cast<double>(block_bytes) * static_cast<double>(n) / static_cast<double>(cols));
+      convert_detail::release_pages(block, block_bytes);
+    }
+  }
+}
+
 // Copies bytes [begin, end) of `t` to byte `at` of tensor `name` in each of `writers`, a chunk
 // at a time, each input chunk read once whatever the number of writers and released after.
 void copy_range(const std::vector<SafetensorsWriter*>& writers, const std::string& name,
@@ -298,6 +422,7 @@ void copy_range(const std::vector<SafetensorsWriter*>& writers, const std::strin
 // Writes one planned tensor to the ranks that get it.
 void write_job(const Job& job, const std::vector<std::unique_ptr<SafetensorsWriter>>& writers,
                Progress& progress, std::vector<uint8_t>& buffer) {
+  if (job.quant) return write_quantized(job, writers, progress);
   const TensorView& t = *job.src;
   const int parts = static_cast<int>(writers.size());
   if (job.rank >= 0) {  // a routed expert, whole, to one rank
@@ -340,6 +465,24 @@ void write_job(const Job& job, const std::vector<std::unique_ptr<SafetensorsWrit
   }
 }
 
+// The copied config.json of a quantized checkpoint also says what convert did (the shards' metadata
+// is what the loader holds them to; this is for people and tools reading the directory).
+void write_quantized_config(const std::string& path, const std::string& dir, const Quantization& quantization) {
+  nlohmann::json config;
+  try {
+    std::ifstream in(path);
+    config = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, " is not valid JSON (", e.what(), ")");
+  }
+  nlohmann::json entry = {{"group_size", kQuantGroup}, {"scale_dtype", "float16"}, {"symmetric", true},
+                          {"description", quantization.describe()}};
+  if (quantization.experts_int4) entry["routed_experts"] = "int4";
+  if (quantization.linear_int8) entry["linear"] = "int8";
+  config["dsinfer_quantization"] = entry;
+  write_file_atomically((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");
+}
+
 }  // namespace
 
 void convert_checkpoint(const ConvertOptions& options) {
@@ -361,7 +504,9 @@ void convert_checkpoint(const ConvertOptions& options) {
   CheckpointDir ckpt(options.hf_ckpt_path);
   convert_detail::warn_unindexed(ckpt);
   size_t skipped = 0;
-  const std::vector<Job> jobs = plan(ckpt, options, filter, &skipped);
+  std::vector<Job> jobs = plan(ckpt, options, filter, &skipped);
+  const Quantization quantization{options.experts_int4, options.int8};
+  plan_quantization(jobs, quantization);
 
   // Every rank's header, from the plan.
   // Every rank's headers, from the plan: the shard's, then (--keep-mtp) the MTP file's.
@@ -372,9 +517,15 @@ void convert_checkpoint(const ConvertOptions& options) {
     n_mtp += job.mtp;
     for (int rank = 0; rank < parts; ++rank) {
       if (job.rank >= 0 && job.rank != rank) continue;
-      SafetensorsWriter::Entry entry{job.name, job.src->dtype, sliced_shape(*job.src, job.dim, parts)};
       total_bytes += static_cast<double>(job.dim >= 0 ? job.src->n_bytes / parts : job.src->n_bytes);
-      (job.mtp ? mtp_entries : entries)[rank].push_back(std::move(entry));
+      auto& rank_entries = (job.mtp ? mtp_entries : entries)[rank];
+      if (job.quant) {
+        const auto [weight_shape, scale_shape] = quantized_shapes(job, parts);
+        rank_entries.push_back({job.name, *job.quant == QuantFormat::kInt4 ? kInt4Storage : kInt8Storage, weight_shape});
+        rank_entries.push_back({job.scale_name, DType::kF16, scale_shape});
+      } else {
+        rank_entries.push_back({job.name, job.src->dtype, sliced_shape(*job.src, job.dim, parts)});
+      }
     }
   }
   check(!options.keep_mtp || n_mtp > 0, "--keep-mtp: ", options.hf_ckpt_path, " has no tensors of layer ",
@@ -385,10 +536,11 @@ void convert_checkpoint(const ConvertOptions& options) {
   std::vector<std::unique_ptr<SafetensorsWriter>> writers, mtp_writers;
   for (int rank = 0; rank < parts; ++rank) {
     const std::string path = (fs::path(options.save_path) / cat("model", rank, "-mp", parts, ".safetensors")).string();
-    writers.push_back(std::make_unique<SafetensorsWriter>(staged.stage(path), std::move(entries[rank])));
+    writers.push_back(std::make_unique<SafetensorsWriter>(staged.stage(path), std::move(entries[rank]), quantization.metadata()));
     if (n_mtp == 0) continue;
     const std::string mtp_path = (fs::path(options.save_path) / cat("mtp", rank, "-mp", parts, ".safetensors")).string();
-    mtp_writers.push_back(std::make_unique<SafetensorsWriter>(staged.stage(mtp_path), std::move(mtp_entries[rank])));
+    mtp_writers.push_back(
+        std::make_unique<SafetensorsWriter>(staged.stage(mtp_path), std::move(mtp_entries[rank]), quantization.metadata()));
   }
 
   log_info("convert: ", jobs.size(), " tensors from ", ckpt.files().size(), " files -> ", parts,
@@ -408,7 +560,10 @@ void convert_checkpoint(const ConvertOptions& options) {
   if (fs::is_regular_file(config, ec) &&
       std::find(extras.begin(), extras.end(), config.string()) == extras.end())
     extras.push_back(config.string());
-  for (const std::string& path : extras) convert_detail::copy_file_into(path, options.save_path);
+  for (const std::string& path : extras) {
+    if (quantization.any() && path == config.string()) write_quantized_config(path, options.save_path, quantization);
+    else convert_detail::copy_file_into(path, options.save_path);
+  }
 
   std::string copied;
   for (const std::string& path : extras) copied += (copied.empty() ? "" : ", ") + fs::path(path).filename().string();
@@ -416,7 +571,8 @@ void convert_checkpoint(const ConvertOptions& options) {
                                        : cat("; kept ", n_mtp, " tensors of layer ", filter.first_skipped,
                                              " (multi-token prediction) in mtp{0..", parts - 1, "}-mp", parts, ".safetensors");
   log_info("convert: wrote ", parts, " file", parts == 1 ? "" : "s", " model{0..", parts - 1, "}-mp", parts,
-           ".safetensors (", jobs.size() - n_mtp, " tensors, ", convert_detail::human_bytes(total_bytes), ") to ",
+           ".safetensors (", jobs.size() - n_mtp, " tensors", quantization.any() ? "; " + quantization.describe() : std::string(),
+           ", ", convert_detail::human_bytes(total_bytes), " read) to ",
            options.save_path, " in ", convert_detail::format_seconds(now_seconds() - start), " s", kept,
            "; skipped ", skipped, " tensors of ", filter.describe(), " (multi-token prediction); copied ",
            copied.empty() ? std::string("no other files") : copied);

@@ -19,6 +19,11 @@ struct ConvertOptions {
   // Also write the multi-token-prediction layer (HF layer num_hidden_layers) of each rank to
   // mtp{rank}-mp{P}.safetensors beside the shards, which stay what convert.py writes.
   bool keep_mtp = false;
+  // Opt-in lossy formats (model/quantization.h): routed experts' w1/w2/w3 as int4, and (bf16
+  // checkpoints) every other linear weight as int8, each with one fp16 scale per row per 128
+  // columns, rounded to nearest from the exactly dequantized weights. Off: byte-identical shards.
+  bool experts_int4 = false;
+  bool int8 = false;
 };
 
 // Writes save_path/model{i}-mp{P}.safetensors for i < P, tensor for tensor as convert.py does,

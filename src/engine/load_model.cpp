@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
+#include "model/quantization.h"
 #include "model/weights.h"
 
 namespace dsinfer {
@@ -34,8 +35,7 @@ std::string hex(uint64_t h) {
 // blanked, since each rank holds its own block of them), dtypes and shapes, read from the header;
 // and the bytes of the norm weights, which convert copies whole into every shard, so that two
 // checkpoints of identical shape (V3 and R1) still differ. No other data is read.
-std::string shard_fingerprint(const std::string& path) {
-  const SafetensorsFile file(path);
+std::string shard_fingerprint(const SafetensorsFile& file) {
   std::vector<std::string> lines;
   uint64_t norms = fnv1a("", 0);
   for (const auto& [name, t] : file.tensors()) {
@@ -83,6 +83,9 @@ void check_ranks_agree(Comm& comm, const json& mine) {
     if (a["args"] != zero["args"])
       what = cat("the configs differ: ", config_differences(fields_of(zero["args"]), fields_of(a["args"]))[0],
                  " on rank ", r);
+    else if (a["quantization"] != zero["quantization"])
+      what = cat("rank 0's shard holds ", zero["quantization"].get<std::string>(), ", rank ", r, "'s ",
+                 a["quantization"].get<std::string>(), " (shards of different converts)");
     else if (a["tensors"] != zero["tensors"])
       what = "the shards' tensors (names, dtypes, shapes or norm weights) differ";
     else
@@ -107,11 +110,13 @@ std::unique_ptr<Transformer> load_model_on_ranks(const ModelConfig& config, cons
   json mine;
   try {
     const std::string shard = shard_path(ckpt_path, comm.rank(), comm.world_size());  // names a missing shard
+    const SafetensorsFile file(shard);
     mine = {{"shard", std::filesystem::absolute(shard).string()},
             {"config", std::filesystem::absolute(config_path).string()},
             {"host", host_name()},
             {"args", config.fields()},
-            {"tensors", shard_fingerprint(shard)}};
+            {"quantization", quantization_of(file.metadata(), shard).describe()},
+            {"tensors", shard_fingerprint(file)}};
   } catch (const CommError&) {
     throw;
   } catch (const Error& e) {

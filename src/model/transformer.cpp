@@ -39,7 +39,8 @@ std::unique_ptr<Transformer> Transformer::load(const ModelConfig& config, const 
   const double start = now_seconds();
   auto file = std::make_shared<SafetensorsFile>(path);
   ModelWeights weights = load_weights(config, plan, file);
-  log_info("loaded ", path, " (", file->tensors().size(), " tensors) in ", now_seconds() - start, " s");
+  log_info("loaded ", path, " (", file->tensors().size(), " tensors", weights.quantization.any() ? "; " + weights.quantization.describe() : std::string(),
+           ") in ", now_seconds() - start, " s");
   return std::make_unique<Transformer>(config, std::move(weights), plan, comm, pool);
 }
 

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "model/quantization.h"
 
 namespace dsinfer {
 
@@ -14,7 +15,10 @@ namespace {
 // implies, and remembers which ones were used so leftovers can be reported.
 class ShardReader {
  public:
-  ShardReader(const ModelConfig& config, const SafetensorsFile& file) : config_(config), file_(file) {}
+  ShardReader(const ModelConfig& config, const SafetensorsFile& file)
+      : config_(config), file_(file), quantization_(quantization_of(file.metadata(), file.path())) {}
+
+  const Quantization& quantization() const { return quantization_; }
 
   const TensorView& tensor(const std::string& name, const std::vector<int64_t>& shape) {
     check(file_.contains(name), file_.path(), ": missing tensor ", name, " (expected shape ",
@@ -48,9 +52,23 @@ class ShardReader {
     return WeightMatrix{t.dtype, rows, cols, t.data, nullptr};
   }
 
-  // A Linear: fp8 with a block scale when the config says dtype fp8, bf16 (or f32) otherwise.
-  WeightMatrix linear(const std::string& prefix, int64_t rows, int64_t cols) {
+  // The head: bf16 (or f32), or int8 in a shard converted with --int8.
+  WeightMatrix head(int64_t rows, int64_t cols) {
+    if (quantization_.linear_int8) return quantized("head", rows, cols, QuantFormat::kInt8);
+    return plain_matrix("head.weight", rows, cols);
+  }
+
+  // A Linear: int4 / int8 where the shard's metadata says so (routed experts: `routed_expert`),
+  // else fp8 with a block scale when the config says dtype fp8, bf16 (or f32) otherwise.
+  WeightMatrix linear(const std::string& prefix, int64_t rows, int64_t cols, bool routed_expert = false) {
+    if (const auto format = quantization_.format_of(routed_expert)) return quantized(prefix, rows, cols, *format);
     const std::string name = prefix + ".weight";
+    if (file_.contains(name)) {
+      const DType dtype = file_.get(name).dtype;
+      check(dtype != kInt4Storage && dtype != kInt8Storage, file_.path(), ": tensor ", name, " has dtype ",
+            dtype_name(dtype), " (an int4 / int8 weight of convert --experts-int4 / --int8) but the shard's metadata ",
+            "says ", quantization_.describe(), ": shards of different converts mixed?");
+    }
     const TensorView& t = tensor(name, {rows, cols});
     WeightMatrix w{t.dtype, rows, cols, t.data, nullptr};
     if (config_.dtype == WeightDType::kFP8) {
@@ -67,9 +85,9 @@ class ShardReader {
     return w;
   }
 
-  MlpWeights mlp(const std::string& prefix, int64_t inter, int64_t dim) {
-    return MlpWeights{linear(prefix + ".w1", inter, dim), linear(prefix + ".w2", dim, inter),
-                      linear(prefix + ".w3", inter, dim)};
+  MlpWeights mlp(const std::string& prefix, int64_t inter, int64_t dim, bool routed_expert = false) {
+    return MlpWeights{linear(prefix + ".w1", inter, dim, routed_expert), linear(prefix + ".w2", dim, inter, routed_expert),
+                      linear(prefix + ".w3", inter, dim, routed_expert)};
   }
 
   bool contains(const std::string& name) const { return file_.contains(name); }
@@ -81,8 +99,27 @@ class ShardReader {
   }
 
  private:
+  // An int4 / int8 weight: prefix.weight [rows, stored row bytes] (U8 / I8) and prefix.scale
+  // [rows, ceil(cols / 128)] (F16), as convert writes them.
+  WeightMatrix quantized(const std::string& prefix, int64_t rows, int64_t cols, QuantFormat format) {
+    const std::string name = prefix + ".weight";
+    const DType storage = format == QuantFormat::kInt4 ? kInt4Storage : kInt8Storage;
+    check(file_.contains(name), file_.path(), ": missing tensor ", name, "; does the config match the checkpoint?");
+    const TensorView& t = file_.get(name);
+    check(t.dtype == storage, file_.path(), ": tensor ", name, " has dtype ", dtype_name(t.dtype), " but the shard's metadata says ",
+          quantization_.describe(), " (", quant_format_name(format), ": ", dtype_name(storage), "): shards of different converts mixed?");
+    const TensorView& w = tensor(name, {rows, quant_row_bytes(format, cols)});
+    const TensorView& s = tensor(prefix + ".scale", {rows, quant_groups(cols)});
+    check(s.dtype == DType::kF16, file_.path(), ": tensor ", s.name, " has dtype ", dtype_name(s.dtype), "; expected F16 (",
+          quant_format_name(format), " group scales)");
+    WeightMatrix m{storage, rows, cols, w.data, nullptr};
+    m.group_scale = reinterpret_cast<const uint16_t*>(s.data);
+    return m;
+  }
+
   const ModelConfig& config_;
   const SafetensorsFile& file_;
+  Quantization quantization_;
   std::set<std::string> used_;
 };
 
@@ -120,7 +157,8 @@ LayerWeights read_layer(ShardReader& reader, const ModelConfig& c, const ShardPl
     // has it; the reference demo keys it on dim == 7168, which only fits the real V3.
     if (reader.contains(p + ".ffn.gate.bias")) m.gate_bias = reader.vector(p + ".ffn.gate.bias", c.n_routed_experts);
     for (int e = 0; e < plan.n_local_experts; ++e)
-      m.experts.push_back(reader.mlp(p + ".ffn.experts." + std::to_string(plan.experts_begin + e), c.moe_inter_dim, dim));
+      m.experts.push_back(
+          reader.mlp(p + ".ffn.experts." + std::to_string(plan.experts_begin + e), c.moe_inter_dim, dim, /*routed_expert=*/true));
     if (c.n_shared_experts > 0) m.shared = reader.mlp(p + ".ffn.shared_experts", plan.shared_inter_local, dim);
   }
   return layer;
@@ -137,7 +175,8 @@ ModelWeights load_weights(const ModelConfig& c, const ShardPlan& plan, std::shar
   for (int i = 0; i < c.n_layers; ++i)
     w.layers.push_back(read_layer(reader, c, plan, "layers." + std::to_string(i), c.is_moe_layer(i)));
   w.norm = reader.vector("norm.weight", dim);
-  w.head = reader.plain_matrix("head.weight", plan.vocab_local, dim);
+  w.head = reader.head(plan.vocab_local, dim);
+  w.quantization = reader.quantization();
   reader.check_all_used();
   return w;
 }

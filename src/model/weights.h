@@ -9,6 +9,7 @@
 
 #include "io/safetensors.h"
 #include "kernels/weight_matrix.h"
+#include "model/quantization.h"
 #include "model/config.h"
 #include "model/shard_plan.h"
 
@@ -53,6 +54,7 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   std::vector<float> norm;                // [dim]
   WeightMatrix head;                      // [vocab_local, dim]
+  Quantization quantization;              // what the shard's metadata says (convert --experts-int4 / --int8)
 };
 
 // The multi-token-prediction module (MTP.md section 1) of one rank, from mtp{rank}-mp{P}.safetensors.
