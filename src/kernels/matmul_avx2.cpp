@@ -53,6 +53,10 @@ struct Avx2 {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
   static float half(uint16_t bits) { return _cvtsh_ss(bits); }  // fp16 -> fp32, exact
+  // (an 8-entry VPERMPS cannot hold the 16 int4 values: the GEMV loads them as every other format)
+  static constexpr bool kInt4Table = false;
+  static V int4_table(V) { return zero(); }
+  static void int4_pair(const uint8_t*, V, V&, V&) {}
 };
 
 }  // namespace

@@ -70,6 +70,18 @@ struct Avx512 {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
   static float half(uint16_t bits) { return _cvtsh_ss(bits); }  // fp16 -> fp32, exact
+  // int4 by table (the GEMV): the 16 values (n - 8) x scale for nibbles n = 0..15, exact ...
+  static constexpr bool kInt4Table = true;
+  static V int4_table(V scale) {
+    return _mm512_mul_ps(_mm512_set_ps(7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7, -8), scale);
+  }
+  // ... and 32 columns' values from their 16 bytes: VPERMPS reads only an index's low 4 bits, so
+  // the low nibbles need no mask and the high ones one shift.
+  static void int4_pair(const uint8_t* p, V table, V& lo, V& hi) {
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    lo = _mm512_permutexvar_ps(b, table);
+    hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), table);
+  }
 };
 
 }  // namespace

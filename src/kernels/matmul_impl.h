@@ -111,10 +111,14 @@ template <>
 struct Format<WKind::kInt4> {
   static constexpr bool kBlockScaled = false, kGroupScaled = true;
   static constexpr int64_t offset(int64_t k) { return k / 2; }
+  // the kWidth values q of columns [k, k + kWidth) as floats (load: times the group's scale)
+  template <class S>
+  static typename S::V load_q(WRow row, int64_t k) {
+    return S::load_int4(row.data + int4_byte_of(k), k % kInt4Block >= kInt4Block / 2);
+  }
   template <class S>
   static typename S::V load(WRow row, int64_t k) {
-    const typename S::V q = S::load_int4(row.data + int4_byte_of(k), k % kInt4Block >= kInt4Block / 2);
-    return S::mul(q, S::set1(S::half(row.scales[k / kQuantGroup])));
+    return S::mul(load_q<S>(row, k), S::set1(S::half(row.scales[k / kQuantGroup])));
   }
   static float scalar(WRow row, int64_t k) {
     return static_cast<float>(int4_value(row.data, k)) * f16_to_f32(row.scales[k / kQuantGroup]);
@@ -126,8 +130,10 @@ struct Format<WKind::kInt8> {
   static constexpr bool kBlockScaled = false, kGroupScaled = true;
   static constexpr int64_t offset(int64_t k) { return k; }
   template <class S>
+  static typename S::V load_q(WRow row, int64_t k) { return S::load_int8(row.data + k); }
+  template <class S>
   static typename S::V load(WRow row, int64_t k) {
-    return S::mul(S::load_int8(row.data + k), S::set1(S::half(row.scales[k / kQuantGroup])));
+    return S::mul(load_q<S>(row, k), S::set1(S::half(row.scales[k / kQuantGroup])));
   }
   static float scalar(WRow row, int64_t k) {
     return static_cast<float>(static_cast<int8_t>(row.data[k])) * f16_to_f32(row.scales[k / kQuantGroup]);
@@ -204,6 +210,45 @@ inline void gemv_group(WRows rows, int64_t K, const float* xs,
       }
     }
   }
+  if constexpr (Format<kind>::kGroupScaled) {
+    // A group of 128 columns at a time, so that each row's scale is widened once per group (the
+    // generic load below converts it per vector). int4 where S has a 16-entry table lookup: the
+    // group's 16 values (q - 8) x scale, exact, in one register per row, indexed by the nibbles.
+    const int64_t K_vec = K - K % W;
+    for (; k < K_vec;) {
+      const int64_t group_end = min64((k / kQuantGroup + 1) * kQuantGroup, K_vec);
+      V scale[R];
+      for (int i = 0; i < R; ++i) scale[i] = S::set1(S::half(rows[i].scales[k / kQuantGroup]));
+      if constexpr (kind == WKind::kInt4 && S::kInt4Table) {
+        V table[R];
+        for (int i = 0; i < R; ++i) table[i] = S::int4_table(scale[i]);
+        for (; k + 2 * W <= group_end; k += 2 * W) {  // 2W = 32 columns = one 16-byte block
+          V x0[T], x1[T];
+          for (int t = 0; t < T; ++t) {
+            x0[t] = S::load(xs + t * xs_stride + k);
+            x1[t] = S::load(xs + t * xs_stride + k + W);
+          }
+          if (kPrefetch && k % kQuantGroup == 0)
+            for (int i = 0; i < R; ++i) __builtin_prefetch(rows[i].data + k / 2 + 2048, 0, 3);
+          for (int i = 0; i < R; ++i) {
+            V lo, hi;
+            S::int4_pair(rows[i].data + k / 2, table[i], lo, hi);
+            for (int t = 0; t < T; ++t) acc[i][t] = S::fma(hi, x1[t], S::fma(lo, x0[t], acc[i][t]));
+          }
+        }
+      }
+      for (; k < group_end; k += W) {
+        V xv[T];
+        for (int t = 0; t < T; ++t) xv[t] = S::load(xs + t * xs_stride + k);
+        if (kPrefetch && k % kQuantGroup == 0)
+          for (int i = 0; i < R; ++i) __builtin_prefetch(rows[i].data + Format<kind>::offset(k) + 2048, 0, 3);
+        for (int i = 0; i < R; ++i) {
+          const V wv = S::mul(Format<kind>::template load_q<S>(rows[i], k), scale[i]);
+          for (int t = 0; t < T; ++t) acc[i][t] = S::fma(wv, xv[t], acc[i][t]);
+        }
+      }
+    }
+  }
   for (; k + W <= K; k += W) {
     V xv[T];
     for (int t = 0; t < T; ++t) xv[t] = S::load(xs + t * xs_stride + k);
@@ -235,8 +280,8 @@ inline void gemv_dispatch_rows(int group, WRows rows, int64_t K, const float* xs
 template <class S, WKind kind, int T>
 inline void gemv_dispatch(const GemvTuning& tuning, int group, WRows rows, int64_t K,
                           const float* xs, int64_t xs_stride, float* y, int64_t y_stride) {
-  // (fp8 rows always prefetch: one instantiation for them)
-  if (tuning.prefetch || Format<kind>::kBlockScaled) gemv_dispatch_rows<S, kind, T, true>(group, rows, K, xs, xs_stride, y, y_stride);
+  // (fp8, int4 and int8 rows always prefetch: one instantiation for them; their rows are short)
+  if (tuning.prefetch || Format<kind>::kBlockScaled || Format<kind>::kGroupScaled) gemv_dispatch_rows<S, kind, T, true>(group, rows, K, xs, xs_stride, y, y_stride);
   else gemv_dispatch_rows<S, kind, T, false>(group, rows, K, xs, xs_stride, y, y_stride);
 }
 
@@ -254,7 +299,7 @@ void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
     int64_t xs_stride = task.x_stride;
     int64_t scaled_block = -1;
     for (int64_t r = r0; r < r1;) {
-      const int wide = T <= 2 && task.gemv.wide_groups && !Format<kind>::kBlockScaled ? 8 : 4;
+      const int wide = T <= 2 && task.gemv.wide_groups && !Format<kind>::kBlockScaled && !Format<kind>::kGroupScaled ? 8 : 4;
       int group = r + wide <= r1 ? wide : r + 4 <= r1 ? 4 : 1;
       if constexpr (Format<kind>::kBlockScaled) {
         const int64_t block = r / kFp8Block;
