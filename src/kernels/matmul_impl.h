@@ -228,8 +228,9 @@ inline void gemv_group(WRows rows, int64_t K, const float* xs,
             x0[t] = S::load(xs + t * xs_stride + k);
             x1[t] = S::load(xs + t * xs_stride + k + W);
           }
+          // (as fp8's: the next group of rows at the pace this one is read, R lines per 128 columns)
           if (kPrefetch && k % kQuantGroup == 0)
-            for (int i = 0; i < R; ++i) __builtin_prefetch(rows[i].data + k / 2 + 2048, 0, 3);
+            for (int i = 0; i < R; ++i) __builtin_prefetch(next + (k / kQuantGroup * R + i) * 64, 0, 2);
           for (int i = 0; i < R; ++i) {
             V lo, hi;
             S::int4_pair(rows[i].data + k / 2, table[i], lo, hi);
