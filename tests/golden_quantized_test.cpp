@@ -68,6 +68,21 @@ TEST(GoldenQuantized, StoryModelWithInt4ExpertsKeepsItsDistributions) {
   EXPECT_NEAR(mp2["top1_agreement"].get<double>(), c["top1_agreement"].get<double>(), 0.002);
 }
 
+// Speculation stays invisible with int4 experts: convert --keep-mtp --experts-int4 rounds the MTP
+// block's routed experts too, and --mtp on prints the same bytes as --mtp off at temperature 0.7.
+TEST(GoldenQuantized, MtpOnInt4ExpertsChangesNoByte) {
+  const std::string ckpt = test::convert_golden("tiny-v3-story", 1, /*with_tokenizer=*/true, /*keep_mtp=*/true, "--experts-int4");
+  const std::string args = "generate --ckpt-path " + ckpt + " --input-file " + data_path("golden/tiny-v3-story/prompts.txt") +
+                           " --max-new-tokens 24 --temperature 0.7 --seed 5 --mtp ";
+  const auto off = test::run_dsinfer(args + "off");
+  const auto on = test::run_dsinfer(args + "on");
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  EXPECT_EQ(on.out, off.out);
+  EXPECT_NE(on.err.find("MTP drafts accepted"), std::string::npos) << on.err;
+  EXPECT_NE(on.err.find("int4 routed experts"), std::string::npos) << on.err;
+}
+
 class GoldenInt8 : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenInt8, WithinThreeTimesTheDemosBf16ErrorOfFp32) {
