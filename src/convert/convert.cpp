@@ -397,7 +397,9 @@ void write_quantized(const Job& job, const std::vector<std::unique_ptr<Safetenso
         writer->write(job.name, static_cast<size_t>((rb - r0) * row_bytes), packed.data(), packed.size());
         writer->write(job.scale_name, static_cast<size_t>((rb - r0) * groups) * 2, scales.data(), scales.size() * 2);
       }
-      progress.advance(static_cast<double>(block_bytes) * static_cast<double>(n) / static_cast<double>(cols));
+      // (as copy_range counts: the input bytes once per rank written)
+      progress.advance(static_cast<double>(block_bytes) * static_cast<double>(n) / static_cast<double>(cols) *
+                       static_cast<double>(targets.size()));
       convert_detail::release_pages(block, block_bytes);
     }
   }
@@ -512,9 +514,10 @@ void convert_checkpoint(const ConvertOptions& options) {
   // Every rank's headers, from the plan: the shard's, then (--keep-mtp) the MTP file's.
   std::vector<std::vector<SafetensorsWriter::Entry>> entries(parts), mtp_entries(parts);
   double total_bytes = 0;
-  size_t n_mtp = 0;
+  size_t n_mtp = 0, n_tensors = 0;  // n_tensors: of a model shard (a quantized weight brings its scale)
   for (const Job& job : jobs) {
     n_mtp += job.mtp;
+    if (!job.mtp) n_tensors += job.quant ? 2 : 1;
     for (int rank = 0; rank < parts; ++rank) {
       if (job.rank >= 0 && job.rank != rank) continue;
       total_bytes += static_cast<double>(job.dim >= 0 ? job.src->n_bytes / parts : job.src->n_bytes);
@@ -571,7 +574,7 @@ void convert_checkpoint(const ConvertOptions& options) {
                                        : cat("; kept ", n_mtp, " tensors of layer ", filter.first_skipped,
                                              " (multi-token prediction) in mtp{0..", parts - 1, "}-mp", parts, ".safetensors");
   log_info("convert: wrote ", parts, " file", parts == 1 ? "" : "s", " model{0..", parts - 1, "}-mp", parts,
-           ".safetensors (", jobs.size() - n_mtp, " tensors", quantization.any() ? "; " + quantization.describe() : std::string(),
+           ".safetensors (", n_tensors, " tensors", quantization.any() ? "; " + quantization.describe() : std::string(),
            ", ", convert_detail::human_bytes(total_bytes), " read) to ",
            options.save_path, " in ", convert_detail::format_seconds(now_seconds() - start), " s", kept,
            "; skipped ", skipped, " tensors of ", filter.describe(), " (multi-token prediction); copied ",

@@ -28,7 +28,7 @@ WeightMatrix f32_matrix(const float* data, int64_t rows, int64_t cols) {
 }
 
 // Head h's rows of wkv_b's value half (W_v, [v_dim, lora]) as a matrix: in place where
-// WeightMatrix::row_range allows (f32/bf16 always; fp8 when the rows start a 128-row scale block,
+// WeightMatrix::row_range allows (f32/bf16/int8 always; fp8 when the rows start a 128-row scale block,
 // as V3's and V2's heads of 128 + 128 rows do), else dequantized into `buffer`.
 WeightMatrix value_rows(const WeightMatrix& wkv_b, int64_t h, int64_t nope, int64_t v_dim, std::vector<float>& buffer) {
   const int64_t first = h * (nope + v_dim) + nope;
