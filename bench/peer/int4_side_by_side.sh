@@ -10,16 +10,9 @@
 #      same HF slice) DSINFER=build/dsinfer THREADS=2 ROUNDS=3 PEER_ARGS="-rtr 1" PY=/usr/bin/python3
 set -euo pipefail
 W=${1:-/work/peer}
-MP1=${MP1:-/work/bench-slice/mp1}
 MP1_INT4=${MP1_INT4:-/work/bench-slice/mp1-int4}
-HF=${HF:-/work/bench-slice/hf}
-DSINFER=${DSINFER:-build/dsinfer}
-THREADS=${THREADS:-2}
-ROUNDS=${ROUNDS:-3}
-PEER_ARGS=${PEER_ARGS:--rtr 1}
 source "$(dirname "$0")/peer_setup.sh"
-[ -x "$DSINFER" ] || { echo "error: no dsinfer binary at $DSINFER (scripts/build.sh)" >&2; exit 1; }
-[ -f "$MP1/config.json" ] || { echo "error: no converted slice at $MP1 (bench/README.md)" >&2; exit 1; }
+side_by_side_setup
 if [ ! -f "$MP1_INT4/config.json" ]; then
   echo "converting $HF with --experts-int4 into $MP1_INT4" >&2
   n_experts=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['n_routed_experts'])" "$HF/config.json")

@@ -1,4 +1,5 @@
-# Sourced by the peer scripts (run_ik_llama.sh, run_llama_server.sh, side_by_side.sh): the peer,
+# Sourced by the peer scripts (run_ik_llama.sh, run_llama_server.sh, side_by_side.sh,
+# int4_side_by_side.sh): the peer,
 # ik_llama.cpp, cloned from the local bare mirror and built once (cached in $W), and the bench
 # slice as GGUF, written once: Q8_0 ($GGUF) and Q8_0 with the head in bf16 ($GGUF16, dsinfer's
 # bytes per decoded token).
@@ -11,6 +12,18 @@ PEER_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 IK=$W/ik_llama.cpp
 GGUF=$W/slice-q8_0.gguf
 GGUF16=$W/slice-q8_0-headbf16.gguf
+
+# The dsinfer side of the side-by-side scripts: their defaults (MP1, DSINFER, THREADS, ROUNDS,
+# PEER_ARGS) and checks.
+side_by_side_setup() {
+  MP1=${MP1:-/work/bench-slice/mp1}
+  DSINFER=${DSINFER:-build/dsinfer}
+  THREADS=${THREADS:-2}
+  ROUNDS=${ROUNDS:-3}
+  PEER_ARGS=${PEER_ARGS:--rtr 1}
+  [ -x "$DSINFER" ] || { echo "error: no dsinfer binary at $DSINFER (scripts/build.sh)" >&2; exit 1; }
+  [ -f "$MP1/config.json" ] || { echo "error: no converted slice at $MP1 (bench/README.md)" >&2; exit 1; }
+}
 
 peer_setup() {
   mkdir -p "$W"

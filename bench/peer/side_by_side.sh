@@ -12,14 +12,8 @@
 #      DSINFER=build/dsinfer THREADS=2 ROUNDS=3 PEER_ARGS="-rtr 1" MIRROR=... PY=/usr/bin/python3
 set -euo pipefail
 W=${1:-/work/peer}
-MP1=${MP1:-/work/bench-slice/mp1}
-DSINFER=${DSINFER:-build/dsinfer}
-THREADS=${THREADS:-2}
-ROUNDS=${ROUNDS:-3}
-PEER_ARGS=${PEER_ARGS:--rtr 1}
 source "$(dirname "$0")/peer_setup.sh"
-[ -x "$DSINFER" ] || { echo "error: no dsinfer binary at $DSINFER (scripts/build.sh)" >&2; exit 1; }
-[ -f "$MP1/config.json" ] || { echo "error: no converted slice at $MP1 (bench/README.md)" >&2; exit 1; }
+side_by_side_setup
 peer_setup llama-bench llama-quantize
 OUT=$W/side-by-side-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
