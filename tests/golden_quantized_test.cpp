@@ -130,6 +130,23 @@ TEST_P(GoldenInt8, CombinesWithInt4Experts) {
   EXPECT_LT(with_int4.median_ratio, 0.5);
 }
 
+// Row-parallel slices (wo, w2) are quantized as their own matrices. At world size 2 tiny-v2's
+// slices are whole 128-column groups (wo 256 -> 128, w2 512 -> 256, shared 256 -> 128), so each
+// rank holds exactly mp1's integers and scales: the logits are mp1's up to the cross-rank sums.
+TEST(GoldenQuantized, Int8AtWorldSize2IsTheSameModelAsAt1) {
+  if (std::string why = test::backend_unavailable("gloo"); !why.empty()) GTEST_SKIP() << why;
+  const std::string golden = data_path("golden/tiny-v2");
+  const std::string out = test::scratch_dir("out");
+  auto r = test::run_dsinfer("eval --ckpt-path " + test::convert_golden("tiny-v2", 1, false, false, "--int8") + " --case " +
+                             golden + "/ref-mp2-fp32.json --out " + out + "/mp1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_ranks("gloo", 2, "eval --ckpt-path " + test::convert_golden("tiny-v2", 2, false, false, "--int8") +
+                                     " --case " + golden + "/ref-mp2-fp32.json --out " + out + "/mp2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const double worst = test::expect_logits_match(out + "/mp2.safetensors", out + "/mp1.safetensors");
+  std::printf("[ int8 ] tiny-v2 at 2 ranks against 1: worst max|d|/max|ref| %.3g\n", worst);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, GoldenInt8, ::testing::Values("tiny-v2", "tiny-v2-lite"), test::model_test_name);
 
 }  // namespace
