@@ -69,8 +69,8 @@ inline int int4_value(const uint8_t* row, int64_t k) {
   return (k % kInt4Block >= kInt4Block / 2 ? byte >> 4 : byte & 15) - 8;
 }
 
-// The weight formats, each described once: the bytes of a row of K columns and the byte offset
-// of column k (prefetching), whether 128 x 128 block scales apply (the activations or partial sums
+// The weight formats, each described once (a row's stride is WeightMatrix::row_stride): the byte
+// offset of column k in a row (prefetching), whether 128 x 128 block scales apply (the activations or partial sums
 // are then multiplied by scale * kFp8Bias), whether per-row group scales do (the loads then give
 // q x scale, exact), the vector load of S::kWidth columns as fp32 from column k (a multiple of
 // S::kWidth) and the one-element load (tails) that gives the same value. A new format is one more
