@@ -120,6 +120,18 @@ TEST(ConvertQuantized, TheLoaderHoldsEveryTensorToTheShardsMetadata) {
   EXPECT_NE(r.err.find("is not a weight format this dsinfer knows"), std::string::npos) << r.err;
 }
 
+// perplexity --reference-ckpt-path: a path that is no checkpoint directory is named before anything loads.
+TEST(ConvertQuantized, ABadReferenceCheckpointIsNamed) {
+  const std::string int4 = test::convert_golden("tiny-v3-story", 1, false, false, "--experts-int4");
+  const std::string file = test::scratch_dir("ref") + "/not-a-dir";
+  test::write_file(file, "x");
+  const auto r = test::run_dsinfer("perplexity --ckpt-path " + int4 + " --reference-ckpt-path " + file + " --case " +
+                                   test::data_path("golden/tiny-v3-story/ppl-mp1-fp32.json"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--reference-ckpt-path " + file + " is not a directory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("loaded"), std::string::npos) << "checked after loading: " << r.err;
+}
+
 // Rank 0's shard from an int4 convert, rank 1's from the default one: both ranks stop with the
 // same message naming what each holds.
 TEST(ConvertQuantized, RanksOfDifferentConvertsAreOneClearError) {

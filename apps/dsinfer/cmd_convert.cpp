@@ -27,11 +27,11 @@ Command register_convert(CLI::App& app) {
                 "model shards stay what convert.py writes");
   sub->add_flag("--experts-int4", options->experts_int4,
                 "store the routed experts' w1/w2/w3 as int4 (symmetric, one fp16 scale per row per 128 columns, "
-                "rounded to nearest from the exactly dequantized weights): V3/R1 671B ~700 -> ~356 GB; lossy, "
+                "rounded to nearest from the exactly dequantized weights): V3/R1 671B 673 -> 356 GB; lossy, "
                 "every other tensor stays exact");
   sub->add_flag("--int8", options->int8,
                 "store every linear weight (attention, MLPs, experts, head) as int8 with one fp16 scale per row per "
-                "128 columns: for the bf16 V2 family (V2 236B 472 -> ~252 GB); with --experts-int4 the experts take int4");
+                "128 columns: for the bf16 V2 family (V2 236B 472 -> 240 GB, V2-Lite 31 -> 16 GB); with --experts-int4 the experts take int4");
   return {sub, [options] { convert_checkpoint(*options); }};
 }
 

@@ -5,6 +5,7 @@
 // max_seq_len tokens.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -75,6 +76,8 @@ void run_comparison(const PerplexityOptions& o, const ModelConfig& config, const
 
 void run_perplexity(const PerplexityOptions& o) {
   check(o.input_file.empty() != o.case_file.empty(), "give exactly one of --input-file and --case");
+  check(o.reference_ckpt_path.empty() || std::filesystem::is_directory(o.reference_ckpt_path),
+        "--reference-ckpt-path ", o.reference_ckpt_path, " is not a directory");
   const ModelConfig config = o.model.load_config();
   const auto sequences = o.case_file.empty()
                              ? read_text_tokens(o.input_file, o.model.ckpt_path, config.max_seq_len)
