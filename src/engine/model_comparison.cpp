@@ -17,24 +17,21 @@ struct PositionScore {
   bool same_top1 = false;
 };
 
-// log sum exp of one row (exps in float, the sum in double).
-double log_sum_exp(const float* logits, int64_t vocab, float top) {
-  double sum = 0;
-  for (int64_t v = 0; v < vocab; ++v) sum += std::exp(logits[v] - top);
-  return top + std::log(sum);
-}
-
 PositionScore score_position(const float* ref, const float* cand, int64_t vocab, int32_t next) {
   const int64_t ref_top = std::max_element(ref, ref + vocab) - ref, cand_top = std::max_element(cand, cand + vocab) - cand;
-  const double ref_lse = log_sum_exp(ref, vocab, ref[ref_top]), cand_lse = log_sum_exp(cand, vocab, cand[cand_top]);
-  // KL(p || q) = sum_v p_v (log p_v - log q_v), log p_v = ref_v - ref_lse
-  double kl = 0;
+  // With e_v = exp(ref_v - ref_top), p_v = e_v / S and log p_v - log q_v = (ref_v - cand_v) +
+  // (cand_lse - ref_lse), so KL(p || q) = sum_v e_v (ref_v - cand_v) / S + cand_lse - ref_lse:
+  // two exponentials per entry (exps in float, sums in double).
+  double ref_sum = 0, weighted = 0, cand_sum = 0;
   for (int64_t v = 0; v < vocab; ++v) {
-    const double log_p = ref[v] - ref_lse, log_q = cand[v] - cand_lse;
-    kl += std::exp(static_cast<float>(log_p)) * (log_p - log_q);
+    const double e = std::exp(ref[v] - ref[ref_top]);
+    ref_sum += e;
+    weighted += e * (static_cast<double>(ref[v]) - cand[v]);
+    cand_sum += std::exp(cand[v] - cand[cand_top]);
   }
+  const double ref_lse = ref[ref_top] + std::log(ref_sum), cand_lse = cand[cand_top] + std::log(cand_sum);
   PositionScore s;
-  s.kl = std::max(kl, 0.0);  // (rounding can leave -1e-17 where the rows are equal)
+  s.kl = std::max(weighted / ref_sum + cand_lse - ref_lse, 0.0);  // (rounding can leave -1e-17 where rows agree)
   s.reference_nll = ref_lse - ref[next];
   s.nll = cand_lse - cand[next];
   s.same_top1 = ref_top == cand_top;
@@ -43,7 +40,7 @@ PositionScore score_position(const float* ref, const float* cand, int64_t vocab,
 
 // Every position's logits of one sequence: [n, vocab].
 void logits_of(Transformer& model, const std::vector<int32_t>& sequence, int64_t vocab, std::vector<float>& rows) {
-  rows.assign(sequence.size() * static_cast<size_t>(vocab), 0.0f);
+  rows.resize(sequence.size() * static_cast<size_t>(vocab));  // every row is written below
   score_sequences(model, {sequence}, [&](int, int64_t position, const float* logits) {
     std::copy_n(logits, vocab, rows.data() + position * vocab);
   });
