@@ -93,31 +93,28 @@ void rewrite_metadata(const std::string& from, const std::string& to, const std:
   out.finish();
 }
 
+// perplexity on a copy of `ckpt` whose shard carries `metadata` must fail naming `message`.
+void expect_refused(const std::string& ckpt, const std::string& copy_name, const std::map<std::string, std::string>& metadata,
+                    const std::string& message) {
+  const std::string copy = test::scratch_dir(copy_name);
+  fs::copy_file(ckpt + "/config.json", copy + "/config.json", fs::copy_options::overwrite_existing);
+  rewrite_metadata(ckpt + "/model0-mp1.safetensors", copy + "/model0-mp1.safetensors", metadata);
+  const auto r = test::run_dsinfer("perplexity --ckpt-path " + copy + " --case " +
+                                   test::data_path("golden/tiny-v3-story/ppl-mp1-fp32.json"));
+  EXPECT_NE(r.exit_code, 0) << copy_name;
+  EXPECT_NE(r.err.find(message), std::string::npos) << copy_name << ": " << r.err;
+}
+
 TEST(ConvertQuantized, TheLoaderHoldsEveryTensorToTheShardsMetadata) {
   const std::string int4 = test::convert_golden("tiny-v3-story", 1, false, false, "--experts-int4");
-  const std::string args = " --case " + test::data_path("golden/tiny-v3-story/ppl-mp1-fp32.json");
-  // int4 tensors in a shard that does not say so
-  const std::string stripped = test::scratch_dir("int4-no-metadata");
-  fs::copy_file(int4 + "/config.json", stripped + "/config.json", fs::copy_options::overwrite_existing);
-  rewrite_metadata(int4 + "/model0-mp1.safetensors", stripped + "/model0-mp1.safetensors", {});
-  auto r = test::run_dsinfer("perplexity --ckpt-path " + stripped + args);
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("has dtype U8 (an int4 / int8 weight"), std::string::npos) << r.err;
-  // a shard that says int4 but holds fp8 experts
   const std::string exact = test::convert_golden("tiny-v3-story");
-  const std::string claims = test::scratch_dir("fp8-says-int4");
-  fs::copy_file(exact + "/config.json", claims + "/config.json", fs::copy_options::overwrite_existing);
-  rewrite_metadata(exact + "/model0-mp1.safetensors", claims + "/model0-mp1.safetensors", {{"dsinfer.experts", "int4-g128"}});
-  r = test::run_dsinfer("perplexity --ckpt-path " + claims + args);
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("has dtype F8_E4M3 but the shard's metadata says int4 routed experts"), std::string::npos) << r.err;
+  // int4 tensors in a shard that does not say so
+  expect_refused(int4, "int4-no-metadata", {}, "has dtype U8 (an int4 / int8 weight");
+  // a shard that says int4 but holds fp8 experts
+  expect_refused(exact, "fp8-says-int4", {{"dsinfer.experts", "int4-g128"}},
+                 "has dtype F8_E4M3 but the shard's metadata says int4 routed experts");
   // a format this version does not know
-  const std::string future = test::scratch_dir("int3-shard");
-  fs::copy_file(exact + "/config.json", future + "/config.json", fs::copy_options::overwrite_existing);
-  rewrite_metadata(exact + "/model0-mp1.safetensors", future + "/model0-mp1.safetensors", {{"dsinfer.experts", "int3-g64"}});
-  r = test::run_dsinfer("perplexity --ckpt-path " + future + args);
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("is not a weight format this dsinfer knows"), std::string::npos) << r.err;
+  expect_refused(exact, "int3-shard", {{"dsinfer.experts", "int3-g64"}}, "is not a weight format this dsinfer knows");
 }
 
 // perplexity --reference-ckpt-path: a path that is no checkpoint directory is named before anything loads.

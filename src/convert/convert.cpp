@@ -29,6 +29,7 @@
 #include "io/checkpoint_dir.h"
 #include "io/safetensors.h"
 #include "kernels/group_quant.h"
+#include "kernels/linear.h"
 #include "model/quantization.h"
 #include "model/tensor_names.h"
 
@@ -342,13 +343,17 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> quantized_shapes(const Job
 }
 
 // Writes a quantized job: each rank's rows [r0, r1) x columns [c0, c1) of the source (its slice),
-// a chunk of rows at a time: dequantized exactly to fp32 (fp8: code value x block scale), then
-// quantize_row. A whole tensor for every rank is quantized once and written to each.
+// a chunk of rows at a time: each row dequantized exactly to fp32 by dequantize_row (fp8: code
+// value x block scale, the reference's rule), then its slice through quantize_row. A whole tensor
+// for every rank is quantized once and written to each.
 void write_quantized(const Job& job, const std::vector<std::unique_ptr<SafetensorsWriter>>& writers, Progress& progress) {
   const TensorView& t = *job.src;
   const int parts = static_cast<int>(writers.size());
   const int64_t rows = t.shape[0], cols = t.shape[1];
   const size_t elem = dtype_size(t.dtype);
+  // the source as the kernels see it: dequantize_row gives the reference's code x scale exactly
+  const WeightMatrix source{t.dtype, rows, cols, t.data,
+                            job.src_scale ? reinterpret_cast<const float*>(job.src_scale->data) : nullptr};
   std::vector<int> ranks;
   if (job.rank >= 0) ranks = {job.rank};
   else if (job.dim < 0) ranks = {-1};  // all at once
@@ -362,7 +367,7 @@ void write_quantized(const Job& job, const std::vector<std::unique_ptr<Safetenso
     if (rank >= 0) targets = {writers[rank].get()};
     else for (const auto& w : writers) targets.push_back(w.get());
     const int64_t chunk_rows = std::max<int64_t>(1, static_cast<int64_t>(chunk_bytes() / (static_cast<size_t>(cols) * elem)));
-    std::vector<float> values(static_cast<size_t>(n));
+    std::vector<float> row(static_cast<size_t>(cols));  // one whole source row (a column slice takes its part)
     std::vector<uint8_t> packed;
     std::vector<uint16_t> scales;
     for (int64_t rb = r0; rb < r1; rb += chunk_rows) {
@@ -374,21 +379,9 @@ void write_quantized(const Job& job, const std::vector<std::unique_ptr<Safetenso
       scales.resize(static_cast<size_t>(count * groups));
       for (int64_t i = 0; i < count; ++i) {
         const int64_t r = rb + i;
-        for (int64_t c = c0; c < c1; ++c) {
-          const size_t at = static_cast<size_t>(r * cols + c);
-          float v;
-          switch (t.dtype) {
-            case DType::kF8E4M3:
-              v = fp8_e4m3_to_f32(t.data[at]) *
-                  reinterpret_cast<const float*>(job.src_scale->data)[(r / kFp8Block) * ceil_div(cols, kFp8Block) + c / kFp8Block];
-              break;
-            case DType::kBF16: v = bf16_to_f32(reinterpret_cast<const uint16_t*>(t.data)[at]); break;
-            default: v = reinterpret_cast<const float*>(t.data)[at]; break;
-          }
-          values[static_cast<size_t>(c - c0)] = v;
-        }
+        dequantize_row(source, r, row.data());
         try {
-          quantize_row(*job.quant, values.data(), n, packed.data() + i * row_bytes, scales.data() + i * groups);
+          quantize_row(*job.quant, row.data() + c0, n, packed.data() + i * row_bytes, scales.data() + i * groups);
         } catch (const Error& e) {
           fail("convert: tensor ", t.name, " (", t.file, ") row ", r, ": ", e.what());
         }
