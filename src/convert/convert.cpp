@@ -299,7 +299,7 @@ void plan_quantization(std::vector<Job>& jobs, const Quantization& quantization)
   std::map<std::string, size_t> scale_jobs;  // converted .scale name -> job index
   for (size_t i = 0; i < jobs.size(); ++i) {
     const std::string& name = jobs[i].name;
-    if (name.size() > 6 && name.compare(name.size() - 6, 6, ".scale") == 0) scale_jobs[name] = i;
+    if (name.ends_with(".scale")) scale_jobs[name] = i;
   }
   std::set<size_t> dropped;
   for (Job& job : jobs) {

@@ -12,10 +12,6 @@ constexpr const char* kExpertsKey = "dsinfer.experts";
 constexpr const char* kLinearKey = "dsinfer.linear";
 constexpr const char* kInt4Value = "int4-g128";
 constexpr const char* kInt8Value = "int8-g128";
-
-bool ends_with(std::string_view s, std::string_view tail) {
-  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
-}
 }  // namespace
 
 std::optional<QuantFormat> Quantization::format_of(bool routed_expert) const {
@@ -57,7 +53,7 @@ Quantization quantization_of(const std::map<std::string, std::string>& metadata,
 bool is_linear_weight(const std::string& name) {
   if (name == "head.weight") return true;
   static constexpr std::array<std::string_view, 9> kKeys = {"wq", "wq_a", "wq_b", "wkv_a", "wkv_b", "wo", "w1", "w2", "w3"};
-  if (!ends_with(name, ".weight")) return false;
+  if (!name.ends_with(".weight")) return false;
   const std::string_view stem(name.data(), name.size() - 7);
   const size_t dot = stem.rfind('.');
   if (dot == std::string_view::npos) return false;
