@@ -3,6 +3,7 @@
 // plausible. Speed is never asserted (bench/README.md has the measured latencies).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <regex>
 #include <sstream>
 #include <tuple>
@@ -115,6 +116,47 @@ INSTANTIATE_TEST_SUITE_P(Backends, BenchCommRanks,
                            return test::backend_test_name(std::get<0>(info.param)) +
                                   std::to_string(std::get<1>(info.param)) + (std::get<1>(info.param) == 1 ? "Rank" : "Ranks");
                          });
+
+// Every gloo all_reduce algorithm (DSINFER_GLOO_ALLREDUCE) sums right at 2 and 3 ranks (3: not a
+// power of two, which halving-doubling and bcube treat specially), at lengths on both sides of
+// `auto`'s switch and below the world size (bench-comm checks every sum).
+class GlooAllreduceAlgorithms : public ::testing::TestWithParam<std::tuple<std::string, int>> {
+ protected:
+  void SetUp() override {
+    if (std::string why = test::backend_unavailable("gloo"); !why.empty()) GTEST_SKIP() << why;
+  }
+};
+
+TEST_P(GlooAllreduceAlgorithms, SumsRightAtEveryLength) {
+  const auto& [algorithm, ranks] = GetParam();
+  const std::string lengths = "1,2,1000,65536,65537,200000";
+  auto r = test::run_command("DSINFER_GLOO_ALLREDUCE=" + algorithm + " timeout 120 " + DSINFER_BIN +
+                             " --threads 1 run -n " + std::to_string(ranks) +
+                             " --comm gloo bench-comm --iters 3 --warmup 1 --floats " + lengths);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto rows = parse_rows(r.out);
+  ASSERT_EQ(rows.size(), 8u) << r.out;  // six lengths, all_gather, barrier
+  EXPECT_EQ(rows[0].what, "all_reduce_sum 1 floats");
+  EXPECT_EQ(rows[5].what, "all_reduce_sum 200000 floats");
+}
+
+INSTANTIATE_TEST_SUITE_P(Gloo, GlooAllreduceAlgorithms,
+                         ::testing::Combine(::testing::Values("auto", "ring", "bcube", "halving-doubling",
+                                                              "ring-chunked"),
+                                            ::testing::Values(2, 3)),
+                         [](const auto& info) {
+                           std::string name = std::get<0>(info.param);
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name + std::to_string(std::get<1>(info.param)) + "Ranks";
+                         });
+
+TEST(GlooAllreduceAlgorithms, UnknownNameIsOneClearError) {
+  if (std::string why = test::backend_unavailable("gloo"); !why.empty()) GTEST_SKIP() << why;
+  auto r = test::run_command("DSINFER_GLOO_ALLREDUCE=tree timeout 60 " + std::string(DSINFER_BIN) +
+                             " --threads 1 run -n 2 --comm gloo bench-comm --iters 1 --warmup 0");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_CONTAINS(r.err, "DSINFER_GLOO_ALLREDUCE=tree is not one of auto, ring, bcube, halving-doubling, ring-chunked");
+}
 
 }  // namespace
 }  // namespace dsinfer

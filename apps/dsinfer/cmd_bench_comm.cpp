@@ -21,7 +21,7 @@ namespace dsinfer::cli {
 namespace {
 
 struct BenchCommOptions {
-  int64_t reduce_floats = 7168;    // V3's dim
+  std::vector<int64_t> reduce_floats = {7168};  // V3's dim
   int64_t gather_floats = 129280;  // V3's vocabulary, split over the ranks
   int iters = 2000;
   int warmup = 200;
@@ -78,21 +78,23 @@ void run_bench_comm(const BenchCommOptions& o) {
     std::fflush(stdout);
   }
 
-  // all_reduce_sum; the result is checked once (every rank contributes rank + 1)
-  std::vector<float> buf(static_cast<size_t>(o.reduce_floats));
-  std::fill(buf.begin(), buf.end(), static_cast<float>(rank + 1));
-  comm->all_reduce_sum(buf.data(), o.reduce_floats);
-  const float want = static_cast<float>(world) * static_cast<float>(world + 1) / 2;
-  check(std::all_of(buf.begin(), buf.end(), [&](float v) { return v == want; }),
-        "bench-comm: all_reduce_sum gave a wrong sum on rank ", rank);
-  Stats s = time_calls(*comm, o.warmup, o.iters, [&] { comm->all_reduce_sum(buf.data(), o.reduce_floats); });
-  print_line(*comm, "all_reduce_sum " + std::to_string(o.reduce_floats) + " floats", s, o.iters);
+  // all_reduce_sum at each length; each result is checked once (every rank contributes rank + 1)
+  for (const int64_t floats : o.reduce_floats) {
+    std::vector<float> buf(static_cast<size_t>(floats));
+    std::fill(buf.begin(), buf.end(), static_cast<float>(rank + 1));
+    comm->all_reduce_sum(buf.data(), floats);
+    const float want = static_cast<float>(world) * static_cast<float>(world + 1) / 2;
+    check(std::all_of(buf.begin(), buf.end(), [&](float v) { return v == want; }),
+          "bench-comm: all_reduce_sum of ", floats, " floats gave a wrong sum on rank ", rank);
+    const Stats s = time_calls(*comm, o.warmup, o.iters, [&] { comm->all_reduce_sum(buf.data(), floats); });
+    print_line(*comm, "all_reduce_sum " + std::to_string(floats) + " floats", s, o.iters);
+  }
 
   // all_gather of a vocabulary split over the ranks
   const int64_t per_rank = (o.gather_floats + world - 1) / world;
   std::vector<float> in(static_cast<size_t>(per_rank), static_cast<float>(rank));
   std::vector<float> out(static_cast<size_t>(per_rank * world));
-  s = time_calls(*comm, o.warmup, o.iters, [&] { comm->all_gather(in.data(), per_rank, out.data()); });
+  Stats s = time_calls(*comm, o.warmup, o.iters, [&] { comm->all_gather(in.data(), per_rank, out.data()); });
   for (int r = 0; r < world; ++r)
     check(out[static_cast<size_t>(r * per_rank)] == static_cast<float>(r), "bench-comm: all_gather misplaced rank ",
           r, "'s block on rank ", rank);
@@ -137,7 +139,10 @@ Command register_bench_comm(CLI::App& app) {
       "benchmark: latency of all_reduce_sum / all_gather / barrier on the backend this process was started "
       "with (e.g. `dsinfer run -n 2 --comm gloo bench-comm`); rank 0 prints median/p90 microseconds");
   auto o = std::make_shared<BenchCommOptions>();
-  sub->add_option("--floats", o->reduce_floats, "all_reduce_sum vector length (default 7168, V3's dim)")
+  sub->add_option("--floats", o->reduce_floats,
+                  "all_reduce_sum vector lengths, comma-separated (default 7168, V3's dim; a decode step of batch B "
+                  "reduces B x 7168, a prefill of T tokens T x 7168)")
+      ->delimiter(',')
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   sub->add_option("--gather-floats", o->gather_floats,
                   "all_gather total length, split over the ranks (default 129280, V3's vocabulary)")

@@ -17,6 +17,7 @@
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
@@ -36,6 +37,7 @@
 
 #include "core/error.h"
 #include "comm/backends.h"
+#include "comm/gloo_allreduce.h"
 
 namespace dsinfer {
 
@@ -85,6 +87,12 @@ milliseconds comm_timeout() {
   check(end != v.c_str() && *end == '\0' && s > 0 && s < 1e6, "DSINFER_COMM_TIMEOUT=", v,
         " is not a positive number of seconds");
   return milliseconds(static_cast<int64_t>(s * 1000));
+}
+
+// DSINFER_GLOO_ALLREDUCE: the all_reduce algorithm (gloo_allreduce.h; default auto).
+GlooAllreduce allreduce_choice() {
+  const std::string v = env("DSINFER_GLOO_ALLREDUCE");
+  return v.empty() ? GlooAllreduce::kAuto : parse_gloo_allreduce(v);
 }
 
 std::string seconds_text(milliseconds t) {
@@ -368,6 +376,7 @@ class GlooComm : public Comm {
     rank_ = env_int("RANK");
     check(world_ >= 1 && rank_ < world_, "gloo: RANK=", rank_, " is not below WORLD_SIZE=", world_);
     timeout_ = comm_timeout();
+    const GlooAllreduce allreduce = allreduce_choice();  // a bad value is named before the rendezvous
     std::string master = env("MASTER_ADDR");
     if (master.empty()) master = "127.0.0.1";
     int port = env_int("MASTER_PORT", "29500");
@@ -387,6 +396,13 @@ class GlooComm : public Comm {
       ctx->setTimeout(timeout_);
       ctx->connectFullMesh(store, device);
       ctx_ = ctx;
+      // The registered all_reduce objects get a context (connections) of their own: on a shared
+      // one, the options API's large transfers run ~20x slower once one is registered.
+      auto registered_ctx = std::make_shared<gloo::rendezvous::Context>(rank_, world_);
+      registered_ctx->setTimeout(timeout_);
+      gloo::rendezvous::PrefixStore registered_store("registered", store);
+      registered_ctx->connectFullMesh(registered_store, device);
+      allreducer_ = std::make_unique<GlooAllreducer>(ctx_, registered_ctx, timeout_, allreduce);
       barrier();  // nobody leaves the rendezvous (and rank 0 its store) before everyone is connected
     } catch (const CommError&) {
       throw;
@@ -400,16 +416,7 @@ class GlooComm : public Comm {
 
   void all_reduce_sum(float* data, int64_t n) override {
     if (n == 0) return;
-    guard("all_reduce", [&] {
-      gloo::AllreduceOptions opts(ctx_);
-      opts.setInput(data, static_cast<size_t>(n));
-      opts.setOutput(data, static_cast<size_t>(n));
-      opts.setReduceFunction(
-          static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-      opts.setTag(next_tag());
-      opts.setTimeout(timeout_);
-      gloo::allreduce(opts);
-    });
+    guard("all_reduce", [&] { allreducer_->run(data, n, next_tag()); });
   }
   void all_gather(const float* in, int64_t n, float* out) override {
     guard("all_gather", [&] {
@@ -489,6 +496,7 @@ class GlooComm : public Comm {
   uint32_t tag_ = 1;
   std::unique_ptr<StoreServer> server_;
   std::shared_ptr<gloo::Context> ctx_;
+  std::unique_ptr<GlooAllreducer> allreducer_;
 };
 
 }  // namespace
