@@ -4,14 +4,16 @@ set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 packages=(cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libssl-dev libonig-dev libedit-dev pkg-config libopenmpi-dev openmpi-bin libgloo-dev iproute2 libcpp-httplib-dev curl)
-# --tests: also what only the tests use (Debian's torchrun, for the real-torchrun launch test)
+# --tests: also what only the tests use (Debian's torchrun, for the real-torchrun launch test; ping,
+#   for the delayed two-namespace test's round trip)
 # --fuzz: clang with libFuzzer and its sanitizer runtimes (the fuzz targets, tests/fuzz/README.md)
-# --peer: what the peer benchmarks (bench/peer/) need beyond the build: numpy for make_gguf.py
+# --peer: what the benchmarks (bench/peer/, bench/scale_out.sh) need beyond the build: numpy for
+#   make_gguf.py, ping for the scale-out benchmark's round-trip check
 for arg in "$@"; do
   case $arg in
-    --tests) packages+=(python3-torch) ;;
+    --tests) packages+=(python3-torch iputils-ping) ;;
     --fuzz) packages+=(clang libclang-rt-dev) ;;
-    --peer) packages+=(python3-numpy) ;;
+    --peer) packages+=(python3-numpy iputils-ping) ;;
     *) echo "usage: $0 [--tests] [--fuzz] [--peer]" >&2; exit 1 ;;
   esac
 done

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "test_support.h"
 
@@ -19,13 +20,15 @@ using test::data_path;
 
 const std::string kScript = data_path("../two_host.sh");
 
-void eval_across_two_hosts(const std::string& launcher) {
+// two_host.sh's stderr (its ping and relay lines) goes to *err_out when given.
+void eval_across_two_hosts(const std::string& launcher, const std::string& network_env = "",
+                           std::string* err_out = nullptr) {
   const std::string model = "tiny-v2", tag = "ref-mp4-fp32";
   const std::string golden = data_path("golden/" + model);
   const std::string ckpt = test::convert_golden(model, 4);
   const std::string out = test::scratch_dir("out") + "/eval";
   const std::string logs = test::scratch_dir("logs");
-  auto r = test::run_command("LAUNCHER=" + launcher + " RANKS_PER_HOST=2 TWO_HOST_TIMEOUT=240 TWO_HOST_LOGS=" + logs +
+  auto r = test::run_command(network_env + " LAUNCHER=" + launcher + " RANKS_PER_HOST=2 TWO_HOST_TIMEOUT=240 TWO_HOST_LOGS=" + logs +
                              " timeout 300 " + kScript + " " + DSINFER_BIN + " eval --ckpt-path " + ckpt +
                              " --case " + golden + "/" + tag + ".json --out " + out);
   if (r.exit_code == 77) GTEST_SKIP() << r.err;
@@ -38,11 +41,29 @@ void eval_across_two_hosts(const std::string& launcher) {
   const json expected = json::parse(test::read_file(golden + "/" + tag + ".json"));
   const json got = json::parse(test::read_file(out + ".json"));
   EXPECT_EQ(got["completions"], expected["generate"]["completions"]);
+  if (err_out) *err_out = r.err;
 }
 
 TEST(GoldenTwoHost, EvalMp4WithTwoRanksInEachNamespace) { eval_across_two_hosts("direct"); }
 
 TEST(GoldenTwoHost, EvalMp4WithTorchrunInEachNamespace) { eval_across_two_hosts("torchrun"); }
+
+// The emulated network of bench/scale_out.sh: TUN devices joined by build/net_delay (200 us one
+// way) and an htb rate of 1 Gbit/s. The golden still matches, every ping's round trip is at
+// least the two delays (a relay that forwarded at once would fail it), and the relay relayed.
+TEST(GoldenTwoHost, EvalMp4OverADelayedRateLimitedNetwork) {
+  std::string err;
+  eval_across_two_hosts("direct",
+                        "TWO_HOST_DELAY_US=200 TWO_HOST_RATE=1gbit TWO_HOST_PING=10 TWO_HOST_RELAY_REPORT=1 NET_DELAY=" +
+                            std::string(DSINFER_NET_DELAY_BIN),
+                        &err);
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(err, m, std::regex(R"(rtt min/avg/max/mdev = ([0-9.]+)/)"))) << err;
+  EXPECT_GE(std::stod(m[1]), 0.4) << "ping min round trip, ms";
+  ASSERT_TRUE(std::regex_search(err, m, std::regex(R"(net_delay: \S+ -> \S+: (\d+) packets)"))) << err;
+  EXPECT_GT(std::stoll(m[1]), 10);
+}
 
 }  // namespace
 }  // namespace dsinfer

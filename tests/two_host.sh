@@ -11,6 +11,11 @@
 # a temporary one), TWO_HOST_TIMEOUT (seconds per rank, default 300), LAUNCHER=torchrun (each
 # namespace runs `torchrun --no_python --nnodes 2 --node_rank i ...` instead of starting its ranks
 # itself: the README's multi-machine torchrun command).
+# TWO_HOST_DELAY_US (microseconds, one way): instead of a veth pair, a TUN device in each
+# namespace joined by build/net_delay (bench/net_delay.cpp; NET_DELAY overrides the path), which
+# delays every packet (this kernel has no netem). TWO_HOST_RATE (e.g. 25gbit): an htb rate limit
+# on both ends. TWO_HOST_MTU (default 65000 with the relay: its cost is per packet, and a real NIC's
+# segmentation offloads move 64 KB at a time too).
 # Rank 0's stdout is copied to this script's stdout. Exit status: 0 when every rank succeeded,
 # 77 (skipped) when not root or network namespaces are not permitted here, 1 otherwise (every
 # rank's stderr is printed). Namespaces and processes are removed on every exit path.
@@ -64,6 +69,11 @@ cleanup() {
   for pid in "${pids[@]}"; do
     wait "$pid" 2>/dev/null
   done
+  if [ -n "$relay_pid" ]; then
+    kill -TERM "$relay_pid" 2>/dev/null
+    wait "$relay_pid" 2>/dev/null
+    [ -n "${TWO_HOST_RELAY_REPORT:-}" ] && cat "$logs/net_delay.err" >&2
+  fi
   ip netns del "$ns_a" 2>/dev/null
   ip netns del "$ns_b" 2>/dev/null
   [ $own_logs = 1 ] && rm -rf "$logs"
@@ -72,19 +82,55 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+delay_us=${TWO_HOST_DELAY_US:-}
+rate=${TWO_HOST_RATE:-}
+relay_pid=""
+if [ -n "$delay_us" ]; then
+  net_delay=${NET_DELAY:-$(dirname "$0")/../build/net_delay}
+  [ -x "$net_delay" ] || { echo "error: TWO_HOST_DELAY_US needs the relay at $net_delay (scripts/build.sh)" >&2; exit 1; }
+  if_a=tun-ds-a
+  if_b=tun-ds-b
+fi
+mtu=${TWO_HOST_MTU:-$([ -n "$delay_us" ] && echo 65000)}
+
 # Setup; a failure here means this container may not make namespaces or veths: skip.
 setup() {
-  ip netns add "$ns_a" && ip netns add "$ns_b" &&
-    ip link add "$if_a" netns "$ns_a" type veth peer name "$if_b" netns "$ns_b" &&
-    ip -n "$ns_a" addr add "$addr_a/24" dev "$if_a" &&
+  ip netns add "$ns_a" && ip netns add "$ns_b" || return 1
+  if [ -n "$delay_us" ]; then
+    # the relay makes the devices, says "ready", then relays until the cleanup stops it
+    coproc RELAY { exec "$net_delay" --ns "$ns_a" --ns "$ns_b" --dev "$if_a" --dev "$if_b" --delay-us "$delay_us" \
+      2>"$logs/net_delay.err"; }
+    relay_pid=$RELAY_PID
+    local line=""
+    read -r -t 10 line <&"${RELAY[0]}" || true
+    [ "$line" = ready ] || { cat "$logs/net_delay.err"; return 1; }
+  else
+    ip link add "$if_a" netns "$ns_a" type veth peer name "$if_b" netns "$ns_b" || return 1
+  fi
+  ip -n "$ns_a" addr add "$addr_a/24" dev "$if_a" &&
     ip -n "$ns_b" addr add "$addr_b/24" dev "$if_b" &&
     ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up &&
-    ip -n "$ns_a" link set "$if_a" up && ip -n "$ns_b" link set "$if_b" up
+    ip -n "$ns_a" link set "$if_a" ${mtu:+mtu $mtu} up && ip -n "$ns_b" link set "$if_b" ${mtu:+mtu $mtu} up || return 1
+  if [ -n "$rate" ]; then
+    local ns dev
+    for ns in "$ns_a" "$ns_b"; do
+      dev=$([ "$ns" = "$ns_a" ] && echo "$if_a" || echo "$if_b")
+      tc -n "$ns" qdisc add dev "$dev" root handle 1: htb default 1 r2q 1000 &&
+        tc -n "$ns" class add dev "$dev" parent 1: classid 1:1 htb rate "$rate" ceil "$rate" burst 256k cburst 256k ||
+        return 1
+    done
+  fi
 }
-if ! err=$(setup 2>&1); then
-  skip "network namespaces or veth pairs are not permitted here (${err//$'\n'/; })"
+if ! setup 2>"$logs/setup.err"; then
+  err=$(cat "$logs/setup.err")
+  skip "network namespaces, veth pairs or TUN devices are not permitted here (${err//$'\n'/; })"
 fi
-echo "two_host: namespaces $ns_a ($addr_a on $if_a) and $ns_b ($addr_b on $if_b), $world ranks via $launcher" >&2
+echo "two_host: namespaces $ns_a ($addr_a on $if_a) and $ns_b ($addr_b on $if_b), $world ranks via $launcher${delay_us:+, one-way delay $delay_us us (net_delay relay)}${rate:+, rate $rate}" >&2
+# TWO_HOST_PING=N: N pings from the first namespace to the second first (the round trip the
+# delay gives), printed on stderr
+if [ -n "${TWO_HOST_PING:-}" ]; then
+  ip netns exec "$ns_a" ping -q -c "$TWO_HOST_PING" -i 0.01 -s 56 "$addr_b" 2>&1 | tail -1 | sed 's/^/two_host: ping: /' >&2
+fi
 
 # host h (0 or 1): its namespace and interface
 ns_of() { if [ "$1" = 0 ]; then echo "$ns_a"; else echo "$ns_b"; fi; }
