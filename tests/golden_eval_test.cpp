@@ -52,6 +52,27 @@ TEST_P(GoldenEval, LogitsAndGreedyCompletionsMatchReference) {
   EXPECT_EQ(got["completions"], expected["generate"]["completions"]);
 }
 
+// --huge-pages reads the shards into the process's own huge-page memory: the same bits as the map
+// (tiny-v3 at one rank, and tiny-v2 at 2 ranks of `run`, which passes the flag on to its ranks).
+TEST(GoldenEvalHugePages, TheSameLogitsAsTheMappedShards) {
+  for (const auto& [model, world] : {std::pair<std::string, int>{"tiny-v3", 1}, {"tiny-v2", 2}}) {
+    SCOPED_TRACE(model);
+    const std::string golden = data_path("golden/" + model);
+    const std::string tag = "ref-mp" + std::to_string(world) + "-fp32";
+    const std::string ckpt = test::convert_golden(model, world);
+    const std::string run = world == 1 ? "" : "run -n " + std::to_string(world) + " --comm gloo ";
+    std::string outs[2];
+    for (int huge = 0; huge < 2; ++huge) {
+      outs[huge] = test::scratch_dir("out-" + model + std::to_string(huge)) + "/eval";
+      auto r = test::run_dsinfer(std::string(huge ? "--huge-pages " : "") + "--threads 1 " + run + "eval --ckpt-path " +
+                                 ckpt + " --case " + golden + "/" + tag + ".json --out " + outs[huge]);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+    EXPECT_EQ(test::read_file(outs[1] + ".safetensors"), test::read_file(outs[0] + ".safetensors"));
+    test::expect_logits_match(outs[1] + ".safetensors", golden + "/" + tag + ".safetensors");
+  }
+}
+
 // --dump writes the scoring step's named intermediates; its logits rows are the ones eval wrote
 // (row (b, prefill_len - 1 + s) of the step is step s of sequence b), and every layer is there.
 TEST(GoldenEvalDump, IntermediatesHoldEveryLayerAndTheWrittenLogits) {

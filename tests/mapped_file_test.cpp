@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 
 #include "core/error.h"
 #include "test_support.h"
@@ -23,6 +24,38 @@ TEST(MappedFile, MapsAWholeFile) {
   MappedFile map(path);
   ASSERT_EQ(map.size(), 10u);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(map.data()), 10), "0123456789");
+}
+
+// --huge-pages: the file read into anonymous memory, byte for byte, at sizes around the 64 MB read
+// chunk and the 2 MB page (and an empty file); read-only afterwards like the map.
+TEST(MappedFile, HugePagesCopyIsTheFileByteForByte) {
+  set_read_into_huge_pages(true);
+  for (size_t size : {size_t{0}, size_t{1}, size_t{2} << 20, (size_t{2} << 20) + 3, (size_t{64} << 20) + 4097}) {
+    SCOPED_TRACE(size);
+    std::string bytes(size, '\0');
+    for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>((i * 131 + i / 4096) & 0xff);
+    const std::string path = scratch_dir("mapped-huge") + "/f" + std::to_string(size) + ".bin";
+    write_file(path, bytes);
+    MappedFile map(path);
+    ASSERT_EQ(map.size(), size);
+    EXPECT_TRUE(size == 0 || std::memcmp(map.data(), bytes.data(), size) == 0);
+  }
+  set_read_into_huge_pages(false);
+}
+
+TEST(MappedFileDeathTest, AWriteToTheHugePagesCopyFaults) {
+  SKIP_UNDER_ASAN();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string path = scratch_dir("mapped-huge-ro") + "/f.bin";
+  write_file(path, "abc");
+  EXPECT_EXIT(
+      {
+        set_read_into_huge_pages(true);
+        MappedFile map(path);
+        const_cast<uint8_t*>(map.data())[0] = 'x';
+        std::_Exit(2);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "");
 }
 
 TEST(MappedFileDeathTest, ATruncatedFileIsNamedNotABusError) {
