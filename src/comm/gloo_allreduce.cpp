@@ -41,11 +41,11 @@ const char* gloo_allreduce_name(GlooAllreduce a) {
 }
 
 GlooAllreduce auto_gloo_allreduce(int64_t n, int world) {
-  // bench/README.md, "Collective algorithms" (bench/comm_algorithms.sh): up to a few hundred
-  // thousand floats the registered halving-doubling object is as fast as ring at 2 ranks and ~10x
-  // faster at 4 (0.4-0.5 ms against 4.5 ms for 7168 floats: fewer hops, no per-call buffer
-  // set-up); beyond that, at 2 ranks bcube (one direct exchange) beats ring by ~25%, at more ring
-  // moves the fewest bytes and is fastest.
+  // bench/README.md, "Collective algorithms" (bench/comm_algorithms.sh): for decode vectors (7168
+  // and 28672 floats) the registered halving-doubling object is as fast as ring at 2 ranks and
+  // ~10x faster at 4 (0.4-0.5 ms against 4.5 ms for 7168 floats: fewer hops, no per-call buffer
+  // set-up); from prefill sizes on (458752 floats) it is the slowest, and bcube (one direct
+  // exchange) beats ring by ~25% at 2 ranks while ring, moving the fewest bytes, is fastest beyond.
   if (n <= kRegisteredMaxFloats) return GlooAllreduce::kHalvingDoubling;
   return world == 2 ? GlooAllreduce::kBcube : GlooAllreduce::kRing;
 }
