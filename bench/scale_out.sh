@@ -46,6 +46,9 @@ for w in $WORLDS; do
   for r in $RATES; do configs+=("$w 50 $r"); done
 done
 
+# the average round trip two_host.sh's ping printed into stderr file $1 (ms)
+ping_rtt() { sed -n 's|.*rtt min/avg/max/mdev = [0-9.]*/\([0-9.]*\)/.*|\1|p' "$1" | head -1; }
+
 rows=$OUT/rows.tsv
 : >"$rows"
 run_config() {
@@ -59,7 +62,7 @@ run_config() {
       RANKS_PER_HOST=$((world / 2)) TWO_HOST_DELAY_US=$delay TWO_HOST_RATE=$rate TWO_HOST_PING=50 \
         TWO_HOST_RELAY_REPORT=1 TWO_HOST_TIMEOUT=900 \
         bash tests/two_host.sh "$DSINFER" $BENCH_ARGS --ckpt-path "$(eval echo \$MP$world)" >"$json" 2>"$err"
-      rtt=$(sed -n 's|.*rtt min/avg/max/mdev = [0-9.]*/\([0-9.]*\)/.*|\1|p' "$err" | head -1)
+      rtt=$(ping_rtt "$err")
       ;;
   esac
   local status=$?
@@ -87,7 +90,7 @@ run_comm() {
     bash tests/two_host.sh "$DSINFER" bench-comm --iters 1000 --warmup 50 --floats 7168 >"$OUT/$tag.out" 2>"$OUT/$tag.err" ||
     { echo "error: $tag failed, see $OUT/$tag.err" >&2; return 1; }
   local rtt us
-  rtt=$(sed -n 's|.*rtt min/avg/max/mdev = [0-9.]*/\([0-9.]*\)/.*|\1|p' "$OUT/$tag.err" | head -1)
+  rtt=$(ping_rtt "$OUT/$tag.err")
   us=$(awk '/^all_reduce_sum/ { print $5 }' "$OUT/$tag.out")
   printf '2\t%s\t%s\t%s\t%s\n' "$delay" "$RATE" "$rtt" "$us" >>"$comm"
 }

@@ -108,7 +108,6 @@ constexpr size_t kReadChunk = size_t{64} << 20;
 }  // namespace
 
 void set_read_into_huge_pages(bool on) { g_huge_pages = on; }
-bool read_into_huge_pages() { return g_huge_pages; }
 
 // The --huge-pages path: anonymous memory rounded up to whole 2 MB pages, advised for THP before
 // it is touched, filled with pread in 64 MB chunks, then made read-only like the map it replaces.
@@ -123,6 +122,7 @@ void MappedFile::read_into_anonymous(int fd) {
   for (size_t done = 0; done < size_;) {
     const size_t want = std::min(kReadChunk, size_ - done);
     const ssize_t got = ::pread(fd, bytes + done, want, static_cast<off_t>(done));
+    if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
       const int err = got < 0 ? errno : 0;
       ::munmap(addr, mapped_bytes_);

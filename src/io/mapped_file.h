@@ -16,7 +16,6 @@ namespace dsinfer {
 
 // Applies to the files mapped after it (process-wide; the front end sets it once).
 void set_read_into_huge_pages(bool on);
-bool read_into_huge_pages();
 
 class MappedFile {
  public:
