@@ -10,7 +10,8 @@
 #
 # Environment: PARTS ("decode comm": the decode runs, the bare collectives), MP1 MP2 MP4 (the bench slice converted at mp1/2/4; bench/README.md), DSINFER,
 # ROUNDS (2), DELAYS ("0 20 50 100", one-way us, at RATE), RATE (25gbit), RATES ("10gbit 100gbit",
-# at 50 us), WORLDS ("2 4"), BACKEND (gloo: the torchrun-style launch across machines), OUT (a
+# at 50 us), WORLDS ("2 4"), BACKEND (gloo: the torchrun-style launch across machines; mpi: mpirun
+# with a hostfile, its daemon in the second namespace started through tests/netns_rsh.sh), OUT (a
 # directory that keeps every run's JSON). Prints the tables; the raw rows go to $OUT/rows.tsv and $OUT/comm.tsv
 # (scripts/scale_model.py OUT fits the cost model to them and projects 2 x 8).
 set -uo pipefail
@@ -27,6 +28,12 @@ RATE=${RATE:-25gbit}
 RATES=${RATES-10gbit 100gbit}
 WORLDS=${WORLDS:-2 4}
 BACKEND=${BACKEND:-gloo}
+case "$BACKEND" in
+  gloo) LAUNCHER=direct ;;
+  mpi) LAUNCHER=mpirun ;;
+  *) echo "error: BACKEND must be gloo or mpi, got '$BACKEND'" >&2; exit 1 ;;
+esac
+export LAUNCHER
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 for w in $WORLDS; do

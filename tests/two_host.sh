@@ -10,7 +10,9 @@
 # Environment: RANKS_PER_HOST (default 2), TWO_HOST_LOGS (a directory for rankN.out/.err; default
 # a temporary one), TWO_HOST_TIMEOUT (seconds per rank, default 300), LAUNCHER=torchrun (each
 # namespace runs `torchrun --no_python --nnodes 2 --node_rank i ...` instead of starting its ranks
-# itself: the README's multi-machine torchrun command).
+# itself: the README's multi-machine torchrun command), LAUNCHER=mpirun (mpirun in the first
+# namespace with a hostfile of both, its daemon in the second started by tests/netns_rsh.sh as an
+# ssh stand-in: the README's mpirun-with-a-hostfile command; TWO_HOST_MPI_ARGS adds options).
 # TWO_HOST_DELAY_US (microseconds, one way): instead of a veth pair, a TUN device in each
 # namespace joined by build/net_delay (bench/net_delay.cpp; NET_DELAY overrides the path), which
 # delays every packet (this kernel has no netem). TWO_HOST_RATE (e.g. 25gbit): an htb rate limit
@@ -42,6 +44,10 @@ launcher=${LAUNCHER:-direct}
 command -v ip >/dev/null 2>&1 || skip "ip (iproute2) not installed (apt-get install iproute2)"
 if [ "$launcher" = torchrun ]; then
   command -v torchrun >/dev/null 2>&1 || skip "torchrun not installed (apt-get install python3-torch)"
+fi
+if [ "$launcher" = mpirun ]; then
+  command -v mpirun >/dev/null 2>&1 || skip "mpirun not installed (scripts/install-deps.sh)"
+  command -v unshare >/dev/null 2>&1 || skip "unshare (util-linux) not installed"
 fi
 [ -x "$bin" ] || { echo "error: $bin is not an executable" >&2; exit 1; }
 
@@ -137,7 +143,21 @@ ns_of() { if [ "$1" = 0 ]; then echo "$ns_a"; else echo "$ns_b"; fi; }
 if_of() { if [ "$1" = 0 ]; then echo "$if_a"; else echo "$if_b"; fi; }
 
 names=()  # what each pid is, for messages
-if [ "$launcher" = torchrun ]; then
+if [ "$launcher" = mpirun ]; then
+  # mpirun in the first namespace (its own host name, as netns_rsh.sh gives the second), ranks
+  # 0..k-1 there, its daemon for the second namespace started through tests/netns_rsh.sh; ranks
+  # talk TCP over the emulated link between machines and shared memory within one (vader)
+  printf '%s slots=%s\n%s slots=%s\n' $addr_a "$per_host" $addr_b "$per_host" >"$logs/hostfile"
+  subnet=${addr_a%.*}.0/24
+  ip netns exec "$ns_a" unshare --uts env TWO_HOST_NETNS="$addr_a=$ns_a $addr_b=$ns_b" \
+    sh -c 'hostname "$0" && exec "$@"' "$ns_a" \
+    timeout "$rank_timeout" mpirun --allow-run-as-root --hostfile "$logs/hostfile" -n $world --map-by slot --bind-to none \
+    --mca plm_rsh_agent "$(readlink -f "$(dirname "$0")")/netns_rsh.sh" --mca btl vader,tcp,self \
+    --mca btl_tcp_if_include "$subnet" --mca oob_tcp_if_include "$subnet" ${TWO_HOST_MPI_ARGS:-} \
+    "$bin" --threads 1 "$@" </dev/null >"$logs/rank0.out" 2>"$logs/mpirun.err" &
+  pids+=($!)
+  names+=("mpirun")
+elif [ "$launcher" = torchrun ]; then
   for host in 0 1; do
     # torchrun's agent store holds MASTER_PORT; dsinfer's store goes to MASTER_PORT+1
     ip netns exec "$(ns_of $host)" env DSINFER_GLOO_IFACE="$(if_of $host)" \
