@@ -90,14 +90,18 @@ Result run(const std::vector<Tokens>& prompts, const How& how, Engine* reuse = n
     p.stop_ids = {1};
     p.seed = 1000 + i;
     p.prompt_logits = how.prompt_logits;
+    // half the requests read their rows (their steps gather whole rows), the others' steps may
+    // keep slices: the tokens are the same either way
+    p.token_logits = i % 2 == 0;
     RequestEvents e;
     e.on_token = [&, i](int32_t t) {
       r.tokens[i].push_back(t);
       if (static_cast<int>(i) == 1 && static_cast<int>(r.tokens[i].size()) == how.cancel_after) engine.cancel(ids[i]);
     };
-    e.on_logits = [&, i](int64_t, const float* row) {
-      r.logits[i].insert(r.logits[i].end(), row, row + l.config.vocab_size);
-    };
+    if (p.token_logits || p.prompt_logits)
+      e.on_logits = [&, i](int64_t, const float* row) {
+        r.logits[i].insert(r.logits[i].end(), row, row + l.config.vocab_size);
+      };
     e.on_finish = [&, i](FinishReason reason, const std::string&) { r.finish[i] = finish_reason_name(reason); };
     ids[i] = engine.submit(prompts[i], p, std::move(e));
   }

@@ -38,6 +38,7 @@ TEST(StepOrders, RoundTripEveryField) {
   s.params.seed = 1ull << 60;
   s.params.choice = 3;
   s.params.prompt_logits = true;
+  s.params.token_logits = true;
   o.submissions = {s, Submission{42, {9}, {}}};
   o.cancels = {7, 8};
   o.draft = false;
@@ -55,6 +56,7 @@ TEST(StepOrders, RoundTripEveryField) {
   EXPECT_EQ(b.params.seed, 1ull << 60);
   EXPECT_EQ(b.params.choice, 3);
   EXPECT_TRUE(b.params.prompt_logits);
+  EXPECT_TRUE(b.params.token_logits);
   EXPECT_EQ(back.submissions[1].prompt, Tokens{9});
   EXPECT_EQ(back.cancels, (std::vector<RequestId>{7, 8}));
   StepOrders abort;
@@ -170,6 +172,7 @@ TEST(EngineRanks, AFollowerTakesTheLeadersStepsWithJoinsCancelsAndChunkedPrefill
     SamplingParams sampled;
     sampled.temperature = 0.8f;
     sampled.max_new_tokens = 12;
+    sampled.token_logits = true;  // Seen's on_logits reads every row
     SamplingParams scored;
     scored.max_new_tokens = 0;
     scored.prompt_logits = true;

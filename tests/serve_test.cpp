@@ -480,7 +480,8 @@ TEST(Serve, TheDrainDeadlineCancelsWhatStillRuns) {
 }
 
 // Two ranks behind one endpoint (rank 0 serves and broadcasts each step; rank 1 follows): the
-// reference's mp2 transcript for greedy chat, concurrent streams equal to their solo answers, and
+// reference's mp2 transcript for greedy chat, concurrent streams equal to their solo answers,
+// sampled answers the same whether the step gathers whole rows or each rank's best candidate, and
 // SIGTERM through the launcher ends both ranks.
 class ServeRanks : public ::testing::TestWithParam<std::string> {};
 
@@ -498,6 +499,18 @@ TEST_P(ServeRanks, TwoRanksAnswerAsTheReferenceAtWorldSizeTwo) {
       return r ? stream_content(r->body, &done) : "(no response: " + httplib::to_string(r.error()) + ")";
     }));
   for (size_t i = 0; i < pairs.size(); ++i) EXPECT_EQ(got[i].get(), pairs[i].second) << pairs[i].first;
+  // sampled: without logprobs each rank draws on its slice of the vocabulary and they gather one
+  // candidate each (engine/vocab_draw.h); with them the step gathers whole rows. Same tokens.
+  for (uint64_t seed : {7, 8}) {
+    json b = chat_body(pairs[0].first, 48);
+    b["temperature"] = 2;  // hot: draws reach the upper half of the ids, rank 1's
+    b["seed"] = seed;
+    const json sliced = json::parse(server.post("/v1/chat/completions", b.dump())->body);
+    b["logprobs"] = true;
+    const json whole = json::parse(server.post("/v1/chat/completions", b.dump())->body);
+    EXPECT_EQ(sliced["choices"][0]["message"]["content"], whole["choices"][0]["message"]["content"]) << seed;
+    EXPECT_EQ(whole["choices"][0]["logprobs"]["content"].size(), whole["usage"]["completion_tokens"].get<size_t>());
+  }
   const int status = server.terminate();
   if (GetParam() == "gloo") {
     EXPECT_EQ(status, 0);  // (mpirun reports the signal it passed on)

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/vocab_draw.h"
 
 namespace dsinfer {
 
@@ -73,6 +74,8 @@ void Engine::check_request(const std::vector<int32_t>& prompt, const SamplingPar
 RequestId Engine::submit(std::vector<int32_t> prompt, const SamplingParams& params, RequestEvents events) {
   check(leader(), "engine: rank ", rank_, " follows rank 0 and takes no submissions");
   check_request(prompt, params);
+  check(!events.on_logits || params.prompt_logits || params.token_logits,
+        "engine: on_logits needs params.prompt_logits or params.token_logits");
   auto r = std::make_unique<Request>();
   r->prompt = std::move(prompt);
   r->params = params;
@@ -375,11 +378,12 @@ bool Engine::step() {
   return run_step();
 }
 
-bool Engine::take_token(Request& r, const float* logits, bool report_logits) {
-  const int64_t vocab = model_.config().vocab_size;
+bool Engine::take_token(Request& r, const float* logits, int32_t token, bool report_logits) {
   const int64_t position = r.cached;  // where the new token will sit
-  if (report_logits && r.events.on_logits) r.events.on_logits(position - 1, logits);
-  const int32_t token = static_cast<int32_t>(sample_keyed(logits, vocab, r.params, position, sample_scratch_));
+  if (report_logits && r.events.on_logits) {
+    check(logits != nullptr, "engine: request ", r.id, " wants logits rows its step did not gather");
+    r.events.on_logits(position - 1, logits);
+  }
   const auto& stops = r.params.stop_ids;
   if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
     finish(r, FinishReason::kStop);
@@ -414,19 +418,23 @@ void Engine::draft_next(Step& mtp_step, const std::vector<float>& mtp_hidden, co
   // the catch-up: every settled position; its last row drafts the token after generated.back()
   mtp_step.want_logits = draft_;  // rank 0's call under --mtp auto
   mtp_step.want_hidden = draft_ && options_.draft_tokens > 1;
+  mtp_step.gather_logits = false;  // greedy drafts: each rank's best candidate is enough
   model_.forward_mtp(mtp_step, mtp_hidden.data(), *mtp_cache_, out);
+  // greedy drafts: the verification samples each position from its own stream, so a draft
+  // only decides how many tokens a step may take, never which
+  static const SamplingParams kGreedy;
+  std::vector<RowDraw> draws;
   std::vector<Request*> chain;
   for (size_t i = 0; i < in_mtp.size(); ++i) {
     Request& r = *in_mtp[i];
     r.mtp_cached = r.cached;
     r.drafts.clear();
     if (r.prefilling() || !draft_) continue;
-    // greedy drafts: the verification samples each position from its own stream, so a draft
-    // only decides how many tokens a step may take, never which
-    const float* logits = out.logits.data() + static_cast<int64_t>(i) * vocab;
-    r.drafts.push_back(static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits));
+    draws.push_back({static_cast<int64_t>(i), &kGreedy, 0});
     chain.push_back(&r);
   }
+  const std::vector<int32_t> first = draw_tokens(out, vocab, draws, model_.collectives());
+  for (size_t c = 0; c < chain.size(); ++c) chain[c]->drafts.push_back(first[c]);
   // further drafts by the same module, each fed its own last draft and, for the main model's
   // hidden state it does not have there yet, its own normed output (as SGLang and TRT-LLM do)
   std::vector<float> hidden(out.hidden.begin(), out.hidden.end());  // [in_mtp rows, dim]
@@ -436,6 +444,7 @@ void Engine::draft_next(Step& mtp_step, const std::vector<float>& mtp_hidden, co
   for (int k = 1; k < options_.draft_tokens && !chain.empty(); ++k) {
     Step next;
     next.want_hidden = k + 1 < options_.draft_tokens;
+    next.gather_logits = false;
     std::vector<float> next_hidden;
     std::vector<Request*> going;
     for (size_t c = 0; c < chain.size(); ++c) {
@@ -448,10 +457,10 @@ void Engine::draft_next(Step& mtp_step, const std::vector<float>& mtp_hidden, co
     }
     if (going.empty()) break;
     model_.forward_mtp(next, next_hidden.data(), *mtp_cache_, out);
-    for (size_t c = 0; c < going.size(); ++c) {
-      const float* logits = out.logits.data() + static_cast<int64_t>(c) * vocab;
-      going[c]->drafts.push_back(static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits));
-    }
+    draws.clear();
+    for (size_t c = 0; c < going.size(); ++c) draws.push_back({static_cast<int64_t>(c), &kGreedy, 0});
+    const std::vector<int32_t> drafted = draw_tokens(out, vocab, draws, model_.collectives());
+    for (size_t c = 0; c < going.size(); ++c) going[c]->drafts.push_back(drafted[c]);
     chain = going;
     hidden.assign(out.hidden.begin(), out.hidden.end());
     for (size_t c = 0; c < chain.size(); ++c) hidden_of[c] = c;
@@ -494,11 +503,37 @@ bool Engine::run_step() {
     prefill_tokens += n;
   }
   stats_.prefilled_tokens += prefill_tokens;
+  // every rank decides alike (from the requests' parameters): whole rows only where a request
+  // reads them or its draw needs them
+  step.gather_logits = std::any_of(in_step.begin(), in_step.end(), [](const Request* r) {
+    return r->params.prompt_logits || r->params.token_logits || !race_splits_over_vocab(r->params);
+  });
   const double start = now_seconds();
   StepOutput out;
   model_.forward(step, cache_, out);
 
   const int64_t vocab = model_.config().vocab_size, dim = model_.config().dim;
+  const int64_t columns = out.logit_columns;
+  // the token of every row a request draws from, all in one call (one collective when sliced):
+  // a decode chunk's rows (the next token, then each draft's successor), a prompt's last row
+  std::vector<RowDraw> draws;
+  std::vector<int64_t> draw_of_row(static_cast<size_t>(step.logit_rows()), -1);
+  for (size_t i = 0, row = 0; i < in_step.size(); ++i) {
+    const Request& r = *in_step[i];
+    const SeqChunk& chunk = step.chunks[i];
+    const int64_t rows = chunk.all_logits ? chunk.n_tokens : 1;
+    const bool draws_any = chunk.start_pos + chunk.n_tokens >= static_cast<int64_t>(r.prompt.size()) &&
+                           r.params.max_new_tokens > 0;
+    // row j holds input position start_pos + n_tokens - rows + j; its token sits one further
+    for (int64_t j = r.prefilling() ? rows - 1 : 0; draws_any && j < rows; ++j) {
+      draw_of_row[row + j] = static_cast<int64_t>(draws.size());
+      draws.push_back({static_cast<int64_t>(row + j), &r.params, chunk.start_pos + chunk.n_tokens - rows + j + 1});
+    }
+    row += static_cast<size_t>(rows);
+  }
+  const std::vector<int32_t> drawn = draw_tokens(out, vocab, draws, model_.collectives());
+  auto logits_row = [&](int64_t row) { return step.gather_logits ? out.logits.data() + row * columns : nullptr; };
+  auto token_of_row = [&](int64_t row) { return drawn[static_cast<size_t>(draw_of_row[row])]; };
   // With MTP, what each sequence's MTP catches up on after the step: positions [mtp_cached,
   // cached), each with the token after it and the main hidden state there (its chunk's rows).
   Step mtp_step;
@@ -510,7 +545,7 @@ bool Engine::run_step() {
     const SeqChunk& chunk = step.chunks[i];
     token_row += chunk.n_tokens;  // now past the chunk's tokens
     const int64_t rows = chunk.all_logits ? chunk.n_tokens : 1;
-    const float* chunk_logits = out.logits.data() + row * vocab;
+    const int64_t first_row = row;  // the chunk's rows of logits: first_row ..
     const float* chunk_hidden = mtp ? out.hidden.data() + hidden_row * dim : nullptr;
     row += rows;
     hidden_row += chunk.all_logits || chunk.all_hidden ? chunk.n_tokens : 1;
@@ -536,12 +571,13 @@ bool Engine::run_step() {
       r.cached = chunk.start_pos + 1;
       stats_.drafted += static_cast<int64_t>(drafts.size());
       int accepted = 0;
-      bool going = take_token(r, chunk_logits, /*report_logits=*/true);
+      bool going = take_token(r, logits_row(first_row), token_of_row(first_row), /*report_logits=*/true);
       while (going && accepted < static_cast<int>(drafts.size()) && r.generated.back() == drafts[accepted]) {
         ++accepted;
         cache_.set_length(r.seq, chunk.start_pos + 1 + accepted);
         r.cached = chunk.start_pos + 1 + accepted;
-        going = take_token(r, chunk_logits + accepted * vocab, /*report_logits=*/true);
+        going = take_token(r, logits_row(first_row + accepted), token_of_row(first_row + accepted),
+                           /*report_logits=*/true);
       }
       stats_.accepted += accepted;
       draft_policy_.record_cycle(accepted);
@@ -549,13 +585,14 @@ bool Engine::run_step() {
     } else {
       r.cached += chunk.n_tokens;
       if (chunk.all_logits && r.events.on_logits)
-        for (int64_t j = 0; j < rows; ++j) r.events.on_logits(chunk.start_pos + j, chunk_logits + j * vocab);
+        for (int64_t j = 0; j < rows; ++j) r.events.on_logits(chunk.start_pos + j, logits_row(first_row + j));
       if (!r.prefilling()) {
         if (static_cast<int64_t>(r.generated.size()) >= r.params.max_new_tokens) {
           finish(r, FinishReason::kLength);  // max_new_tokens 0: the prompt was only scored
           continue;
         }
-        if (!take_token(r, chunk_logits + (rows - 1) * vocab, /*report_logits=*/!chunk.all_logits)) continue;
+        const int64_t last = first_row + rows - 1;
+        if (!take_token(r, logits_row(last), token_of_row(last), /*report_logits=*/!chunk.all_logits)) continue;
       }
       // else a prompt chunk that is not the last: nothing to sample yet
     }

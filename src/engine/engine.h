@@ -41,7 +41,8 @@ struct RequestEvents {
   // Each logits row [vocab] computed for the request, with the input position it was computed at
   // (the row predicts position + 1): every prompt position when params.prompt_logits, then the
   // row each token is sampled from (before its on_token). The pointer is valid until the step ends
-  // (so on_token may still read the row it was sampled from).
+  // (so on_token may still read the row it was sampled from). Needs params.prompt_logits or
+  // params.token_logits (they decide, on every rank, which steps gather whole rows).
   std::function<void(int64_t position, const float* logits)> on_logits;
   // Once, when the request is admitted: how many prompt positions it took from the cache
   // (prefix reuse) instead of prefilling them.
@@ -170,9 +171,10 @@ class Engine {
   void check_request(const std::vector<int32_t>& prompt, const SamplingParams& params) const;
   void finish(Request& r, FinishReason reason, const std::string& error = {});
   void release(const Retained& kept);
-  // Samples the token after r.cached from `logits` (reporting the row unless it was already);
-  // false when that ended the request.
-  bool take_token(Request& r, const float* logits, bool report_logits);
+  // Takes `token`, the one drawn for the position after r.cached (vocab_draw.h), reporting its
+  // logits row (nullptr when the step kept slices: then the request did not ask for rows) unless
+  // that was done already; false when that ended the request.
+  bool take_token(Request& r, const float* logits, int32_t token, bool report_logits);
   // With MTP: how many drafts a decoding request may verify next step (its length and room
   // allowing), and how many of those it has.
   static int64_t max_drafts(const Request& r);
@@ -200,7 +202,6 @@ class Engine {
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<std::unique_ptr<Request>> running_;
   std::deque<Retained> retained_;
-  std::vector<float> sample_scratch_;
   std::unique_ptr<KVCache> mtp_cache_;  // with options.mtp: the MTP block's cache, mirroring cache_
   DraftPolicy draft_policy_;  // --mtp auto, on rank 0
   bool draft_ = true;  // this step's MTP drafts for the next: rank 0's decision, sent in its orders

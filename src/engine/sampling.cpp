@@ -30,35 +30,67 @@ void check_sampling(const SamplingParams& p) {
   check(p.choice >= 0, "choice must be >= 0");
 }
 
+namespace {
+uint64_t stream_key(const SamplingParams& p, int64_t position) {
+  return mix(mix(mix(p.seed) ^ static_cast<uint64_t>(position)) ^ static_cast<uint64_t>(p.choice));
+}
+
+// The race over the ids first .. first + n - 1 that keep(i) (local index i) admits.
+template <class Keep>
+RaceCandidate race(const float* logits, int64_t n, int64_t first, const SamplingParams& p, int64_t position,
+                   Keep&& keep) {
+  RaceCandidate best{std::nan(""), first};
+  if (p.temperature <= 0) {
+    for (int64_t i = 0; i < n; ++i)
+      if (keep(i)) keep_better(best, {static_cast<double>(logits[i]), first + i});
+    return best;
+  }
+  const float t = std::max(p.temperature, 1e-5f);
+  const uint64_t key = stream_key(p, position);
+  for (int64_t i = 0; i < n; ++i) {
+    if (!keep(i)) continue;
+    const float x = logits[i] / t;  // as the softmax's input
+    const double e = -std::log1p(-unit(mix(key ^ static_cast<uint64_t>(first + i))));  // ~ Exponential(1)
+    keep_better(best, {static_cast<double>(x) - std::log(e), first + i});  // e = 0 (u = 0): +inf wins
+  }
+  return best;
+}
+}  // namespace
+
+bool race_splits_over_vocab(const SamplingParams& p) {
+  return p.temperature <= 0 || (p.top_k == 0 && p.top_p >= 1);
+}
+
+RaceCandidate race_candidate(const float* logits, int64_t n, int64_t first, const SamplingParams& p,
+                             int64_t position) {
+  return race(logits, n, first, p, position, [](int64_t) { return true; });
+}
+
 int64_t sample_keyed(const float* logits, int64_t n, const SamplingParams& p, int64_t position,
                      std::vector<float>& probs) {
-  if (p.temperature <= 0) return argmax(logits, n);
+  if (race_splits_over_vocab(p) || (p.top_k >= n && p.top_p >= 1)) return race_candidate(logits, n, 0, p, position).index;
   const float t = std::max(p.temperature, 1e-5f);
   probs.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) probs[i] = logits[i] / t;
   softmax(probs.data(), n);
-  if ((p.top_k > 0 && p.top_k < n) || p.top_p < 1) {
-    // keep the top_k most likely (ties to the lower id), then the nucleus of those
-    thread_local std::vector<int64_t> order;
-    order.resize(static_cast<size_t>(n));
-    std::iota(order.begin(), order.end(), 0);
-    const int64_t k = p.top_k > 0 ? std::min<int64_t>(p.top_k, n) : n;
-    auto more_likely = [&](int64_t a, int64_t b) { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); };
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), more_likely);
-    int64_t keep = k;
-    if (p.top_p < 1) {
-      double total = 0, cumulative = 0;
-      for (int64_t j = 0; j < k; ++j) total += probs[order[j]];
-      for (keep = 0; keep < k;) {
-        cumulative += probs[order[keep++]];
-        if (cumulative >= p.top_p * total) break;
-      }
+  // keep the top_k most likely (ties to the lower id), then the nucleus of those
+  thread_local std::vector<int64_t> order;
+  order.resize(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  const int64_t k = p.top_k > 0 ? std::min<int64_t>(p.top_k, n) : n;
+  auto more_likely = [&](int64_t a, int64_t b) { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); };
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), more_likely);
+  int64_t keep = k;
+  if (p.top_p < 1) {
+    double total = 0, cumulative = 0;
+    for (int64_t j = 0; j < k; ++j) total += probs[order[j]];
+    for (keep = 0; keep < k;) {
+      cumulative += probs[order[keep++]];
+      if (cumulative >= p.top_p * total) break;
     }
-    for (int64_t j = keep; j < n; ++j) probs[order[j]] = 0.0f;
   }
-  const uint64_t key = mix(mix(mix(p.seed) ^ static_cast<uint64_t>(position)) ^ static_cast<uint64_t>(p.choice));
-  // tokens cut by top_k / top_p have probability 0: a kept token's positive ratio always wins
-  return exponential_race(probs.data(), n, [&](int64_t i) { return unit(mix(key ^ static_cast<uint64_t>(i))); });
+  for (int64_t j = keep; j < n; ++j) probs[order[j]] = 0.0f;  // cut: out of the race
+  return race(logits, n, 0, p, position, [&](int64_t i) { return probs[i] > 0.0f; }).index;
 }
 
 }  // namespace dsinfer

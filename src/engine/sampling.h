@@ -21,17 +21,43 @@ struct SamplingParams {
   // Also compute the logits of every prompt position (RequestEvents::on_logits): scoring
   // (perplexity, eval) and prompt logprobs. With max_new_tokens 0 nothing is sampled.
   bool prompt_logits = false;
+  // Also report the logits row each token is drawn from (RequestEvents::on_logits; logprobs).
+  // Without it or prompt_logits a step may keep each rank's slice of the vocabulary and gather
+  // only each rank's best candidate (engine/vocab_draw.h).
+  bool token_logits = false;
 };
 
 // Checks the parameters (an Error naming the bad one).
 void check_sampling(const SamplingParams& params);
 
 // The token drawn from logits[n] at `position` (the absolute position the token will take):
-// argmax at temperature 0, else softmax(logits / T) cut to top_k and top_p, drawn by the
-// exponential race argmax(p_i / E_i) with E_i ~ Exponential(1) from a counter-based stream keyed
-// by (seed, position, choice, i). `scratch` is reused between calls.
+// argmax at temperature 0, else the race argmax_i(logits_i / T - log E_i) over the tokens top_k
+// and top_p keep (of softmax(logits / T)), E_i ~ Exponential(1) from a counter-based stream keyed
+// by (seed, position, choice, i). That is the exponential race argmax(p_i / E_i) of the reference
+// in log form (Gumbel-max): it draws i with probability p_i, and needs no normalisation, so ranks
+// holding slices of the vocabulary can run it on their own slice (race_candidate) and agree on
+// the same token as one process. `scratch` is reused between calls.
 int64_t sample_keyed(const float* logits, int64_t n, const SamplingParams& params, int64_t position,
                      std::vector<float>& scratch);
+
+// Whether the draw can run over slices of the vocabulary: greedy and plain temperature sampling;
+// top_k and top_p cut by the whole row's probabilities.
+bool race_splits_over_vocab(const SamplingParams& params);
+
+// The best of the race over logits[n], the vocabulary's ids first .. first + n - 1: the greatest
+// race value (NaN never wins), the lowest id on ties. Combining slices' candidates in id order
+// with keep_better gives the whole row's winner, bit for bit: sample_keyed's token when
+// race_splits_over_vocab(params).
+struct RaceCandidate {
+  double value;
+  int64_t index;
+};
+RaceCandidate race_candidate(const float* logits, int64_t n, int64_t first, const SamplingParams& params,
+                             int64_t position);
+// best becomes c when c beats it (a greater value; a number beats NaN).
+inline void keep_better(RaceCandidate& best, const RaceCandidate& c) {
+  if (!std::isnan(c.value) && (std::isnan(best.value) || c.value > best.value)) best = c;
+}
 
 // The exponential race over probs[n]: argmax(probs[i] / E_i), E_i = -log(1 - uniform(i)) ~
 // Exponential(1), which draws i with probability probs[i]; uniform(i) in [0, 1) is called for

@@ -77,6 +77,7 @@ std::string encode_orders(const StepOrders& orders) {
     w.put(p.seed);
     w.put<int32_t>(p.choice);
     w.put<uint8_t>(p.prompt_logits);
+    w.put<uint8_t>(p.token_logits);
   }
   w.put_vector(orders.cancels);
   w.put<uint8_t>(orders.draft);
@@ -107,6 +108,7 @@ StepOrders decode_orders(const std::string& bytes) {
         p.seed = r.get<uint64_t>();
         p.choice = r.get<int32_t>();
         p.prompt_logits = r.get<uint8_t>() != 0;
+        p.token_logits = r.get<uint8_t>() != 0;
         orders.submissions.push_back(std::move(s));
       }
       orders.cancels = r.get_vector<RequestId>();

@@ -66,7 +66,7 @@ void Transformer::forward_mtp(const Step& step, const float* hidden, KVCache& mt
     norm_logit_rows(step, h, m.head_norm, output.hidden.data(), /*hidden_rows=*/true);
   }
   if (step.want_logits)
-    head_logits(last, n_logits, m.head.empty() ? weights_.head : m.head, output);
+    head_logits(last, n_logits, m.head.empty() ? weights_.head : m.head, step.gather_logits, output);
   else
     output.logits.clear();
 }

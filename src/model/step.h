@@ -27,6 +27,10 @@ struct Step {
   bool want_hidden = false;
   // forward_mtp only: false skips the head (an MTP step that only fills its cache)
   bool want_logits = true;
+  // false: StepOutput::logits keeps this rank's slice of the vocabulary instead of gathering every
+  // rank's (the caller combines per-rank results itself, e.g. the engine's vocab-parallel draw:
+  // a few bytes a row instead of the vocabulary)
+  bool gather_logits = true;
   void add(SeqId seq, int64_t start_pos, const int32_t* ids, int64_t n, bool all_logits = false) {
     chunks.push_back({seq, start_pos, n, all_logits});
     tokens.insert(tokens.end(), ids, ids + n);
@@ -46,7 +50,11 @@ struct Step {
 };
 
 struct StepOutput {
-  std::vector<float> logits;  // [logit_rows, vocab], chunk by chunk (gathered over ranks)
+  // [logit_rows, logit_columns], chunk by chunk: the whole vocabulary (gathered over ranks), or
+  // with Step::gather_logits false this rank's ids vocab_offset .. vocab_offset + logit_columns - 1
+  std::vector<float> logits;
+  int64_t logit_columns = 0;
+  int64_t vocab_offset = 0;
   std::vector<float> hidden;  // [hidden_rows, dim] when the step wanted it (MTP's input)
 };
 

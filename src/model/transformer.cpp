@@ -150,8 +150,8 @@ void Transformer::forward(const Step& step, KVCache& cache, StepOutput& output) 
     norm_logit_rows(step, h, weights_.norm, output.hidden.data(), /*hidden_rows=*/true);
   }
   tensor("final_hidden", last, n_logits, dim);
-  head_logits(last, n_logits, weights_.head, output);
-  tensor("logits", output.logits.data(), n_logits, config_.vocab_size);
+  head_logits(last, n_logits, weights_.head, step.gather_logits, output);
+  tensor("logits", output.logits.data(), n_logits, output.logit_columns);
   done(ForwardPart::kHead);
 }
 
@@ -167,16 +167,22 @@ void Transformer::norm_logit_rows(const Step& step, const float* h, const std::v
   }
 }
 
-void Transformer::head_logits(const float* last, int64_t n_logits, const WeightMatrix& head, StepOutput& output) {
+void Transformer::head_logits(const float* last, int64_t n_logits, const WeightMatrix& head, bool gather,
+                              StepOutput& output) {
   const int64_t v_local = plan_.vocab_local;
+  if (plan_.world_size == 1 || !gather) {
+    output.logits.resize(static_cast<size_t>(n_logits * v_local));  // [n_logits, vocab_local]
+    output.logit_columns = v_local;
+    output.vocab_offset = plan_.rank * v_local;
+    linear(last, n_logits, head, output.logits.data(), pool_);
+    return;
+  }
   float* local_logits = grow(logits_local_, n_logits * v_local);  // [n_logits, vocab_local]
   linear(last, n_logits, head, local_logits, pool_);
   output.logits.resize(static_cast<size_t>(n_logits * config_.vocab_size));
+  output.logit_columns = config_.vocab_size;
+  output.vocab_offset = 0;
   float* logits = output.logits.data();
-  if (plan_.world_size == 1) {
-    std::copy_n(local_logits, n_logits * v_local, logits);
-    return;
-  }
   float* gathered = grow(gathered_, plan_.world_size * n_logits * v_local);  // [world, n_logits, vocab_local]
   collectives_.all_gather(local_logits, n_logits * v_local, gathered);
   for (int r = 0; r < plan_.world_size; ++r)

@@ -62,8 +62,12 @@ class Transformer {
   int64_t weight_bytes() const;
   // The counts of the last forward call (reset at its start).
   const ForwardStats& stats() const { return counter_.stats(); }
-  // The collectives the last forward call (or forward_mtp) made, per kind, on this rank.
+  // The collectives the last forward call (or forward_mtp) made, per kind, on this rank, with
+  // those a caller made since through collectives().
   const CollectiveStats& collective_stats() const { return collectives_.stats(); }
+  // The model's ranks, counted with the forward pass's collectives (a caller's step-level
+  // collectives over the same ranks, such as the vocab-parallel draw's).
+  Comm& collectives() { return collectives_; }
   // Observers told of every later forward call (not owned; remove before destroying one).
   void add_observer(ForwardObserver* observer);
   void remove_observer(ForwardObserver* observer);
@@ -76,8 +80,9 @@ class Transformer {
   // with hidden_rows, of the rows it wants the hidden state of -> [hidden_rows, dim].
   void norm_logit_rows(const Step& step, const float* h, const std::vector<float>& norm, float* last,
                        bool hidden_rows = false) const;
-  // Vocab-parallel head over last [n_logits, dim], gathered: output.logits [n_logits, vocab].
-  void head_logits(const float* last, int64_t n_logits, const WeightMatrix& head, StepOutput& output);
+  // Vocab-parallel head over last [n_logits, dim]: output.logits [n_logits, vocab] gathered, or
+  // without `gather` this rank's [n_logits, vocab_local].
+  void head_logits(const float* last, int64_t n_logits, const WeightMatrix& head, bool gather, StepOutput& output);
   void tensor(const std::string& name, const float* data, int64_t rows, int64_t cols);
 
   ModelConfig config_;

@@ -201,7 +201,9 @@ RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
   {
     // under the lock: on_finish (engine thread) erases the id only after it is recorded
     std::lock_guard<std::mutex> lock(active_mutex_);
-    id = engine_->submit(job.prompt, job.params, std::move(events));
+    SamplingParams params = job.params;
+    params.token_logits = logprobs;  // the rows logprobs read, gathered on every rank
+    id = engine_->submit(job.prompt, params, std::move(events));
     *active = id;
     active_.insert(id);
   }

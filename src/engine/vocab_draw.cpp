@@ -1,0 +1,64 @@
+#include "engine/vocab_draw.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace dsinfer {
+
+namespace {
+// A candidate on the wire as three floats' bits: the race value's 8 bytes and the id's 4 (moved,
+// never computed on, so any bit pattern survives).
+constexpr int64_t kWireFloats = 3;
+void put(const RaceCandidate& c, float* wire) {
+  const int32_t id = static_cast<int32_t>(c.index);
+  std::memcpy(wire, &c.value, sizeof c.value);
+  std::memcpy(wire + 2, &id, sizeof id);
+}
+RaceCandidate get(const float* wire) {
+  RaceCandidate c{};
+  int32_t id = 0;
+  std::memcpy(&c.value, wire, sizeof c.value);
+  std::memcpy(&id, wire + 2, sizeof id);
+  c.index = id;
+  return c;
+}
+}  // namespace
+
+std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab, const std::vector<RowDraw>& draws,
+                                 Comm& ranks) {
+  const int64_t n = static_cast<int64_t>(draws.size()), columns = out.logit_columns;
+  std::vector<int32_t> tokens(static_cast<size_t>(n));
+  const bool whole = out.vocab_offset == 0 && columns == vocab;
+  for (const RowDraw& d : draws)
+    check(d.row >= 0 && (d.row + 1) * columns <= static_cast<int64_t>(out.logits.size()),
+          "engine: draw from logits row ", d.row, " past the step's output");
+  if (whole) {
+    std::vector<float> scratch;
+    for (int64_t i = 0; i < n; ++i)
+      tokens[i] = static_cast<int32_t>(
+          sample_keyed(out.logits.data() + draws[i].row * columns, vocab, *draws[i].params, draws[i].position, scratch));
+    return tokens;
+  }
+  if (n == 0) return tokens;
+  static_assert(sizeof(double) == 2 * sizeof(float), "a race value travels as two floats");
+  std::vector<float> mine(static_cast<size_t>(n * kWireFloats));  // [n, 3]
+  for (int64_t i = 0; i < n; ++i) {
+    const RowDraw& d = draws[i];
+    check(race_splits_over_vocab(*d.params), "engine: a top_k / top_p draw needs the whole row of logits");
+    put(race_candidate(out.logits.data() + d.row * columns, columns, out.vocab_offset, *d.params, d.position),
+        mine.data() + i * kWireFloats);
+  }
+  const int world = ranks.world_size();
+  std::vector<float> all(static_cast<size_t>(world * n * kWireFloats));  // [world, n, 3]
+  ranks.all_gather(mine.data(), n * kWireFloats, all.data());
+  for (int64_t i = 0; i < n; ++i) {
+    // ranks hold the vocabulary in id order: rank order keeps the lowest id on ties
+    RaceCandidate best = get(all.data() + i * kWireFloats);
+    for (int r = 1; r < world; ++r) keep_better(best, get(all.data() + (static_cast<int64_t>(r) * n + i) * kWireFloats));
+    tokens[i] = static_cast<int32_t>(best.index);
+  }
+  return tokens;
+}
+
+}  // namespace dsinfer

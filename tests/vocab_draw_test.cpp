@@ -1,0 +1,191 @@
+// The engine's draw (engine/sampling.h, engine/vocab_draw.h): sample_keyed draws from
+// softmax(logits / T) cut by top_k / top_p; ranks that each hold a slice of the vocabulary and
+// combine their best candidates pick the token the whole row gives, bit for bit, for greedy and
+// sampled rows, with ties, -inf and NaN; a draw that needs the whole row refuses a slice.
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include "core/error.h"
+#include "engine/vocab_draw.h"
+
+namespace dsinfer {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Draws at positions 0 .. n_draws - 1 (each its own stream) against p, as frequencies.
+void expect_draws_follow(const std::vector<float>& logits, const SamplingParams& params, const std::vector<double>& p) {
+  const int n_draws = 100000;
+  std::vector<int> counts(logits.size(), 0);
+  std::vector<float> scratch;
+  for (int pos = 0; pos < n_draws; ++pos)
+    ++counts[sample_keyed(logits.data(), static_cast<int64_t>(logits.size()), params, pos, scratch)];
+  double chi2 = 0;
+  int dof = -1;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] == 0) {
+      EXPECT_EQ(counts[i], 0) << "id " << i << " is cut";
+      continue;
+    }
+    const double expected = p[i] * n_draws;
+    chi2 += (counts[i] - expected) * (counts[i] - expected) / expected;
+    ++dof;
+  }
+  // at most 5 degrees of freedom: P(chi2 > 25) ~ 1.4e-4
+  EXPECT_LT(chi2, 25.0) << "T=" << params.temperature << " top_k=" << params.top_k << " top_p=" << params.top_p
+                        << " dof " << dof;
+}
+
+std::vector<double> softmax_over(const std::vector<float>& logits, double t, const std::vector<bool>& keep) {
+  std::vector<double> p(logits.size(), 0.0);
+  double sum = 0;
+  for (size_t i = 0; i < p.size(); ++i)
+    if (keep[i]) sum += p[i] = std::exp(logits[i] / t);
+  for (double& v : p) v /= sum;
+  return p;
+}
+
+TEST(SampleKeyed, GreedyIsTheFirstMaximumAndSkipsNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  SamplingParams greedy;
+  std::vector<float> scratch;
+  const std::vector<float> ties = {0.5f, 2.0f, -1.0f, 2.0f, 2.0f};
+  EXPECT_EQ(sample_keyed(ties.data(), 5, greedy, 0, scratch), 1);  // as torch.argmax
+  const std::vector<float> with_nan = {nan, 1.0f, 3.0f, nan, 3.0f};
+  EXPECT_EQ(sample_keyed(with_nan.data(), 5, greedy, 0, scratch), 2);
+  const std::vector<float> all_nan = {nan, nan};
+  EXPECT_EQ(sample_keyed(all_nan.data(), 2, greedy, 0, scratch), 0);
+  const std::vector<float> all_masked = {-kInf, -kInf, -kInf};
+  EXPECT_EQ(sample_keyed(all_masked.data(), 3, greedy, 0, scratch), 0);
+}
+
+TEST(SampleKeyed, DrawsFollowSoftmaxOverTemperatureAndItsCuts) {
+  const std::vector<float> logits = {1.0f, 0.5f, -0.3f, 2.0f, 0.0f, -1.5f};
+  const std::vector<bool> all(6, true);
+  SamplingParams p;
+  for (float t : {1.0f, 0.6f, 2.5f}) {
+    p.temperature = t;
+    expect_draws_follow(logits, p, softmax_over(logits, t, all));
+  }
+  p.temperature = 1.0f;
+  p.top_k = 2;  // ids 3 and 0, renormalised
+  expect_draws_follow(logits, p, softmax_over(logits, 1.0, {true, false, false, true, false, false}));
+  p.top_k = 0;
+  p.top_p = 0.8f;  // softmax: id 3 0.539, id 0 0.198, id 1 0.120, ...: the first three reach 0.8
+  expect_draws_follow(logits, p, softmax_over(logits, 1.0, {true, true, false, true, false, false}));
+  // -inf is never drawn; large logits stay finite
+  const std::vector<float> masked = {-kInf, 0.0f, -kInf, 1.0f};
+  p.top_p = 1.0f;
+  expect_draws_follow(masked, p, softmax_over(masked, 1.0, {false, true, false, true}));
+  const std::vector<float> big = {1000.0f, 999.0f, 998.5f, 1001.0f};
+  expect_draws_follow(big, p, softmax_over({1.0f, 0.0f, -0.5f, 2.0f}, 1.0, {true, true, true, true}));
+}
+
+// World ranks in threads: all_gather meets at a barrier; nothing else is used.
+class ThreadComm : public Comm {
+ public:
+  struct Shared {
+    explicit Shared(int world) : world(world), meet(world), slots(world) {}
+    int world;
+    std::barrier<> meet;
+    std::vector<std::vector<float>> slots;
+  };
+  ThreadComm(Shared& shared, int rank) : shared_(shared), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int world_size() const override { return shared_.world; }
+  const char* name() const override { return "threads"; }
+  void all_gather(const float* in, int64_t n, float* out) override {
+    shared_.slots[rank_].assign(in, in + n);
+    shared_.meet.arrive_and_wait();
+    for (int r = 0; r < shared_.world; ++r) {
+      EXPECT_EQ(static_cast<int64_t>(shared_.slots[r].size()), n);
+      std::copy(shared_.slots[r].begin(), shared_.slots[r].end(), out + r * n);
+    }
+    shared_.meet.arrive_and_wait();  // before anyone's next write
+  }
+  void all_reduce_sum(float*, int64_t) override { fail("threads: no all_reduce"); }
+  void broadcast(std::string&, int) override { fail("threads: no broadcast"); }
+  void barrier() override { shared_.meet.arrive_and_wait(); }
+
+ private:
+  Shared& shared_;
+  int rank_;
+};
+
+// rows [n_rows, vocab] drawn by `world` ranks holding equal slices; each rank's tokens.
+std::vector<std::vector<int32_t>> draw_on_slices(const std::vector<float>& rows, int64_t vocab, int world,
+                                                 const std::vector<RowDraw>& draws) {
+  const int64_t n_rows = static_cast<int64_t>(rows.size()) / vocab, local = vocab / world;
+  ThreadComm::Shared shared(world);
+  std::vector<std::vector<int32_t>> tokens(world);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.emplace_back([&, r] {
+      StepOutput out;
+      out.logit_columns = local;
+      out.vocab_offset = r * local;
+      for (int64_t b = 0; b < n_rows; ++b)
+        out.logits.insert(out.logits.end(), rows.begin() + b * vocab + r * local, rows.begin() + b * vocab + (r + 1) * local);
+      ThreadComm comm(shared, r);
+      tokens[r] = draw_tokens(out, vocab, draws, comm);
+    });
+  for (std::thread& t : ranks) t.join();
+  return tokens;
+}
+
+TEST(VocabDraw, SlicesGiveTheWholeRowsTokenWithTiesInfinitiesAndNaN) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> small(0, 5);  // many ties
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<SamplingParams> how(3);
+  how[1].temperature = 0.8f;
+  how[2].temperature = 1.5f;
+  how[2].seed = 77;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int world = 1 + trial % 4;
+    const int64_t vocab = world * (1 + trial % 13), n_rows = 5;
+    std::vector<float> rows(static_cast<size_t>(n_rows * vocab));
+    for (float& v : rows) {
+      const int k = small(rng);
+      v = k == 0 ? -kInf : k == 1 && trial % 3 == 0 ? nan : static_cast<float>(k);
+    }
+    if (trial % 5 == 0) std::fill(rows.begin(), rows.begin() + vocab, nan);  // a row of NaN only
+    if (trial % 7 == 0) std::fill(rows.begin() + vocab, rows.begin() + 2 * vocab, -kInf);
+    std::vector<RowDraw> draws;
+    for (int64_t b = 0; b < n_rows; ++b) draws.push_back({n_rows - 1 - b, &how[b % 3], 1000 + b});  // any order
+    StepOutput whole;
+    whole.logits = rows;
+    whole.logit_columns = vocab;
+    ThreadComm::Shared one(1);
+    ThreadComm solo(one, 0);
+    const std::vector<int32_t> expected = draw_tokens(whole, vocab, draws, solo);
+    std::vector<float> scratch;
+    for (size_t i = 0; i < draws.size(); ++i)
+      ASSERT_EQ(expected[i], sample_keyed(rows.data() + draws[i].row * vocab, vocab, *draws[i].params,
+                                          draws[i].position, scratch));
+    for (const std::vector<int32_t>& got : draw_on_slices(rows, vocab, world, draws))
+      ASSERT_EQ(got, expected) << "trial " << trial << ", world " << world;
+  }
+}
+
+TEST(VocabDraw, ASliceRefusesADrawThatNeedsTheWholeRow) {
+  SamplingParams top_k;
+  top_k.temperature = 1.0f;
+  top_k.top_k = 3;
+  StepOutput out;
+  out.logits.assign(4, 0.0f);
+  out.logit_columns = 4;
+  out.vocab_offset = 4;  // rank 1 of 2
+  ThreadComm::Shared one(1);
+  ThreadComm comm(one, 0);
+  EXPECT_THROW(draw_tokens(out, 8, {{0, &top_k, 5}}, comm), Error);
+  EXPECT_THROW(draw_tokens(out, 8, {{1, &top_k, 5}}, comm), Error);  // past the rows
+}
+
+}  // namespace
+}  // namespace dsinfer
