@@ -41,9 +41,17 @@ RaceCandidate race(const float* logits, int64_t n, int64_t first, const Sampling
                    Keep&& keep) {
   RaceCandidate best{std::nan(""), first};
   if (p.temperature <= 0) {
-    for (int64_t i = 0; i < n; ++i)
-      if (keep(i)) keep_better(best, {static_cast<double>(logits[i]), first + i});
-    return best;
+    // keep_better's rule on the logits themselves, as a plain scan (NaN compares false)
+    int64_t at = 0;
+    while (at < n && (std::isnan(logits[at]) || !keep(at))) ++at;
+    if (at == n) return best;
+    float value = logits[at];
+    for (int64_t i = at + 1; i < n; ++i)
+      if (logits[i] > value && keep(i)) {
+        value = logits[i];
+        at = i;
+      }
+    return {static_cast<double>(value), first + at};
   }
   const float t = std::max(p.temperature, 1e-5f);
   const uint64_t key = stream_key(p, position);
