@@ -1,5 +1,6 @@
 // io/mapped_file.h: a file truncated underneath a live map ends the process with a message that
-// names it (it was a bare SIGBUS, "Bus error", at the next prompt).
+// names it (it was a bare SIGBUS, "Bus error", at the next prompt); the huge-page copy and the
+// default's rule for when to make it.
 #include "io/mapped_file.h"
 
 #include <gtest/gtest.h>
@@ -29,7 +30,7 @@ TEST(MappedFile, MapsAWholeFile) {
 // --huge-pages: the file read into anonymous memory, byte for byte, at sizes around the 64 MB read
 // chunk and the 2 MB page (and an empty file); read-only afterwards like the map.
 TEST(MappedFile, HugePagesCopyIsTheFileByteForByte) {
-  set_read_into_huge_pages(true);
+  set_read_into_huge_pages(HugePages::kOn);
   for (size_t size : {size_t{0}, size_t{1}, size_t{2} << 20, (size_t{2} << 20) + 3, (size_t{64} << 20) + 4097}) {
     SCOPED_TRACE(size);
     std::string bytes(size, '\0');
@@ -40,7 +41,27 @@ TEST(MappedFile, HugePagesCopyIsTheFileByteForByte) {
     ASSERT_EQ(map.size(), size);
     EXPECT_TRUE(size == 0 || std::memcmp(map.data(), bytes.data(), size) == 0);
   }
-  set_read_into_huge_pages(false);
+  set_read_into_huge_pages(HugePages::kAuto);
+}
+
+// The default (HugePages::kAuto): shards are copied when they fit in this rank's share of the
+// available memory with 1 GB to spare; small files, a machine without THP or a tight memory map.
+TEST(MappedFile, AutoCopiesShardsThatFitAndMapsTheRest) {
+  const size_t gb = size_t{1} << 30, shard = 6 * gb;
+  std::string why;
+  EXPECT_TRUE(auto_reads_into_huge_pages(shard, 20 * gb, 1, true));
+  EXPECT_TRUE(auto_reads_into_huge_pages(shard, 7 * gb, 1, true));  // exactly the spare left
+  EXPECT_FALSE(auto_reads_into_huge_pages(shard, 7 * gb - 1, 1, true, &why));
+  EXPECT_NE(why.find("available memory"), std::string::npos) << why;
+  EXPECT_TRUE(auto_reads_into_huge_pages(shard, 28 * gb, 4, true));  // 7 GB each
+  EXPECT_FALSE(auto_reads_into_huge_pages(shard, 27 * gb, 4, true, &why));
+  EXPECT_NE(why.find("4 ranks on this host"), std::string::npos) << why;
+  EXPECT_FALSE(auto_reads_into_huge_pages(shard, 20 * gb, 1, false, &why));
+  EXPECT_NE(why.find("transparent huge pages are off"), std::string::npos) << why;
+  EXPECT_FALSE(auto_reads_into_huge_pages(255 << 20, 20 * gb, 1, true, &why));
+  EXPECT_NE(why.find("smaller than 256 MB"), std::string::npos) << why;
+  EXPECT_TRUE(auto_reads_into_huge_pages(256 << 20, 20 * gb, 1, true));
+  EXPECT_FALSE(auto_reads_into_huge_pages(shard, 0, 1, true));  // MemAvailable unreadable: map
 }
 
 TEST(MappedFileDeathTest, AWriteToTheHugePagesCopyFaults) {
@@ -50,7 +71,7 @@ TEST(MappedFileDeathTest, AWriteToTheHugePagesCopyFaults) {
   write_file(path, "abc");
   EXPECT_EXIT(
       {
-        set_read_into_huge_pages(true);
+        set_read_into_huge_pages(HugePages::kOn);
         MappedFile map(path);
         const_cast<uint8_t*>(map.data())[0] = 'x';
         std::_Exit(2);

@@ -10,9 +10,14 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <limits>
 #include <mutex>
+#include <sstream>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace dsinfer {
 
@@ -101,13 +106,59 @@ void unregister_map(int slot) {
   g_maps[slot].begin.store(0, std::memory_order_release);
 }
 
-std::atomic<bool> g_huge_pages{false};
+std::atomic<HugePages> g_huge_pages{HugePages::kAuto};
+std::atomic<int> g_local_processes{1};
 constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kReadChunk = size_t{64} << 20;
+constexpr size_t kAutoMinBytes = size_t{256} << 20;
+constexpr size_t kAutoSpareBytes = size_t{1} << 30;
+
+// MemAvailable from /proc/meminfo in bytes (0 when it cannot be read: auto then maps).
+size_t mem_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  size_t kb = 0;
+  while (in >> key >> kb) {
+    if (key == "MemAvailable:") return kb * 1024;
+    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return 0;
+}
+
+// Transparent huge pages for anonymous memory: "always" or "madvise" (this path advises).
+bool thp_enabled() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  return std::getline(in, mode) && mode.find("[never]") == std::string::npos;
+}
+
+std::string gb(size_t bytes) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(1) << static_cast<double>(bytes) / 1e9 << " GB";
+  return s.str();
+}
 
 }  // namespace
 
-void set_read_into_huge_pages(bool on) { g_huge_pages = on; }
+void set_read_into_huge_pages(HugePages mode, int local_processes) {
+  g_huge_pages = mode;
+  g_local_processes = std::max(1, local_processes);
+}
+
+bool auto_reads_into_huge_pages(size_t file_bytes, size_t mem_available, int local_processes, bool thp_on,
+                                std::string* why_not) {
+  auto no = [&](const std::string& why) {
+    if (why_not) *why_not = why;
+    return false;
+  };
+  if (file_bytes < kAutoMinBytes) return no("smaller than 256 MB");
+  if (!thp_on) return no("transparent huge pages are off (/sys/kernel/mm/transparent_hugepage/enabled)");
+  const size_t share = mem_available / static_cast<size_t>(std::max(1, local_processes));
+  if (file_bytes + kAutoSpareBytes > share)
+    return no("it needs " + gb(file_bytes) + " and this process's share of the available memory is " + gb(share) +
+              (local_processes > 1 ? " (" + std::to_string(local_processes) + " ranks on this host)" : ""));
+  return true;
+}
 
 // The --huge-pages path: anonymous memory rounded up to whole 2 MB pages, advised for THP before
 // it is touched, filled with pread in 64 MB chunks, then made read-only like the map it replaces.
@@ -151,7 +202,22 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     fail(path, " is not a regular file");
   }
   size_ = static_cast<size_t>(st.st_size);
-  if (size_ > 0 && g_huge_pages.load()) {
+  bool copy = false;
+  switch (g_huge_pages.load()) {
+    case HugePages::kOff: break;
+    case HugePages::kOn: copy = size_ > 0; break;
+    case HugePages::kAuto: {
+      std::string why_not;
+      copy = auto_reads_into_huge_pages(size_, mem_available_bytes(), g_local_processes.load(), thp_enabled(), &why_not);
+      if (copy)
+        log_info("huge pages: reading ", path_, " (", gb(size_), ") into 2 MB pages (--no-huge-pages maps it instead)");
+      else if (size_ >= kAutoMinBytes)
+        log_info("huge pages: mapping ", path_, " in the page cache's 4 KB pages (decode is slower), not reading it "
+                 "into 2 MB pages: ", why_not);
+      break;
+    }
+  }
+  if (copy) {
     try {
       read_into_anonymous(fd);
     } catch (...) {

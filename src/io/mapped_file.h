@@ -1,11 +1,14 @@
-// A read-only memory map of a whole file. Weights stay where mmap put them, so ranks on one
-// host share the page cache and nothing is copied at load. With set_read_into_huge_pages(true)
-// (dsinfer --huge-pages) a file is instead read into this process's own anonymous memory advised
-// for transparent huge pages (2 MB): the page cache's 4 KB pages cost decode ~20% in TLB misses
-// (README, Performance), at the price of a copy at load and no sharing between processes (the
-// page cache's copy stays, reclaimable, so the next run still loads without the disk). A file truncated underneath a live map
-// (reading a page past its new end raises SIGBUS) ends the process with exit status 1 and an
-// "error:" line naming the file, not a bare "Bus error".
+// A read-only view of a whole file: a memory map, or a copy in this process's own anonymous
+// memory advised for transparent huge pages (2 MB). A map copies nothing at load and lets
+// processes share the page cache, but its 4 KB pages cost decode in TLB misses: 6-14% at one
+// process, 40% at two ranks on the Intel VM (README, Performance). The copy costs a read at
+// load and memory not shared between processes (the page cache's copy stays, reclaimable, so
+// the next run still loads without the disk). HugePages::kAuto (the default) copies files of
+// 256 MB or more (shards; not tokenizers or tiny test models) when transparent huge pages are
+// on and the file fits in this process's share of the available memory; kOn always copies,
+// kOff always maps. A file truncated underneath a live map (reading a page past its new end
+// raises SIGBUS) ends the process with exit status 1 and an "error:" line naming the file, not
+// a bare "Bus error".
 #pragma once
 
 #include <cstddef>
@@ -14,8 +17,17 @@
 
 namespace dsinfer {
 
-// Applies to the files mapped after it (process-wide; the front end sets it once).
-void set_read_into_huge_pages(bool on);
+enum class HugePages { kOff, kOn, kAuto };
+// Applies to the files opened after it (process-wide; the front end sets it once).
+// local_processes: the ranks on this host that load at the same time (each gets its share of
+// the available memory under kAuto).
+void set_read_into_huge_pages(HugePages mode, int local_processes = 1);
+
+// kAuto's rule: copy a file of file_bytes when it is at least 256 MB, transparent huge pages are
+// on for anonymous memory, and it fits in mem_available_bytes / local_processes with 1 GB to
+// spare; else why not (for the log), in *why_not.
+bool auto_reads_into_huge_pages(size_t file_bytes, size_t mem_available_bytes, int local_processes, bool thp_on,
+                                std::string* why_not = nullptr);
 
 class MappedFile {
  public:
