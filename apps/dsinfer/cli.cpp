@@ -34,13 +34,6 @@ void warn_if_no_huge_pages() {
     log_info("warning: --huge-pages: transparent huge pages are off (", path,
              " says never); the shards are copied into 4 KB pages (echo madvise > ", path, ")");
 }
-
-// The ranks of this host that load together (their launcher's word; 1 without one).
-int local_processes() {
-  for (const char* name : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"})
-    if (const char* v = std::getenv(name); v && std::atoi(v) > 0) return std::atoi(v);
-  return 1;
-}
 }  // namespace
 
 void write_stdout(std::string_view text) {
@@ -121,7 +114,7 @@ int run_cli(int argc, char** argv) {
     set_batch_invariant(!batch_variant);
     if (batch_variant) global_args.push_back("--batch-variant");
     set_read_into_huge_pages(huge_pages ? HugePages::kOn : no_huge_pages ? HugePages::kOff : HugePages::kAuto,
-                             local_processes());
+                             ThreadPool::local_ranks());  // they load at the same time
     if (huge_pages) {
       global_args.push_back("--huge-pages");
       warn_if_no_huge_pages();

@@ -55,13 +55,13 @@ int ThreadPool::default_thread_count() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) allowed = std::max(1, CPU_COUNT(&set));
   if (allowed < machine) return allowed;  // pinned: the launcher already gave this rank its share
-  int local_ranks = 1;
+  return std::max(1, allowed / local_ranks());
+}
+
+int ThreadPool::local_ranks() {
   for (const char* name : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"})
-    if (const char* v = std::getenv(name); v && std::atoi(v) > 0) {
-      local_ranks = std::atoi(v);
-      break;
-    }
-  return std::max(1, allowed / local_ranks);
+    if (const char* v = std::getenv(name); v && std::atoi(v) > 0) return std::atoi(v);
+  return 1;
 }
 
 ThreadPool::ThreadPool(int n_threads) {

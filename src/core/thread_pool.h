@@ -23,6 +23,8 @@ class ThreadPool {
   // (LOCAL_WORLD_SIZE from torchrun or `dsinfer run`, OMPI_COMM_WORLD_LOCAL_SIZE from mpirun)
   // when the mask is the whole machine, so that ranks on one host do not oversubscribe it.
   static int default_thread_count();
+  // The ranks started on this machine, by the launcher's word (1 without one).
+  static int local_ranks();
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
