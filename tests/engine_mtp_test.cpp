@@ -116,7 +116,8 @@ void expect_same(const Result& a, const Result& b, const std::string& what) {
     EXPECT_EQ(a.tokens[i], b.tokens[i]) << what << ": request " << i;
     EXPECT_EQ(a.finish[i], b.finish[i]) << what << ": request " << i;
     EXPECT_TRUE(a.logits[i].size() == b.logits[i].size() &&
-                std::memcmp(a.logits[i].data(), b.logits[i].data(), a.logits[i].size() * sizeof(float)) == 0)
+                (a.logits[i].empty() ||  // the requests that read no rows (memcmp wants real pointers)
+                 std::memcmp(a.logits[i].data(), b.logits[i].data(), a.logits[i].size() * sizeof(float)) == 0))
         << what << ": request " << i << " saw other logits (" << a.logits[i].size() / 129280 << " vs "
         << b.logits[i].size() / 129280 << " rows)";
   }
