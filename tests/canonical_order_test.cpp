@@ -132,7 +132,7 @@ TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
   const GemvTuning saved = gemv_tuning();
   for (Isa isa : supported_isas()) {
     if (isa == Isa::kScalar) continue;
-    for (const GemvTuning tuning : {GemvTuning{false, true}, GemvTuning{true, false}, GemvTuning{true, true}}) {
+    for (const GemvTuning tuning : {GemvTuning{false, true, true}, GemvTuning{true, false, true}, GemvTuning{true, true, false}}) {
     set_gemv_tuning(tuning);
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3, kInt4Storage, kInt8Storage}) {
       for (const Shape& shape : kShapes) {
@@ -143,7 +143,8 @@ TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
           for (int64_t n : {1, 3, 5, 7, 8, 9, 33, 150}) {
             SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " " << shape.rows << "x"
                                             << shape.cols << " tokens " << n << " threads " << threads
-                                            << " gemv wide " << tuning.wide_groups << " prefetch " << tuning.prefetch);
+                                            << " gemv wide " << tuning.wide_groups << " prefetch " << tuning.prefetch
+                                            << " fp8 subnormal " << tuning.fp8_subnormal);
             const std::vector<float> x = random_x(rng, n * shape.cols);
             std::vector<float> y(static_cast<size_t>(n * shape.rows));
             linear(x.data(), n, m.w, y.data(), pool, isa);

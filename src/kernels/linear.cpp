@@ -100,9 +100,13 @@ ActDType g_act_dtype = ActDType::kF32;
 
 GemvTuning initial_gemv_tuning() {
   GemvTuning t;
-  if (cpu_is_amd()) t = {/*wide_groups=*/true, /*prefetch=*/false};
+  if (cpu_is_amd()) {
+    t.wide_groups = true;
+    t.prefetch = false;
+  }
   if (const char* v = std::getenv("DSINFER_GEMV_WIDE"); v && *v) t.wide_groups = std::string(v) != "0";
   if (const char* v = std::getenv("DSINFER_GEMV_PREFETCH"); v && *v) t.prefetch = std::string(v) != "0";
+  if (const char* v = std::getenv("DSINFER_GEMV_FP8_SUBNORMAL"); v && *v) t.fp8_subnormal = std::string(v) != "0";
   return t;
 }
 GemvTuning g_gemv_tuning = initial_gemv_tuning();

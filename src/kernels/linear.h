@@ -33,9 +33,14 @@ Isa linear_isa();
 // bandwidth against 0.75-0.8 (bf16 rows, 2 threads) and the slice's bf16 head at 25.3-27.7 GB/s
 // against 22.7-25.0 in decode. fp8 rows keep 4-row groups and both prefetches everywhere: on Zen
 // 4 without them decode batch 4 lost 10-15% and the short rows of wq_b (1.5 KB) ~30%.
+// fp8 for up to 2 tokens on AVX2 reads its codes as fp32 subnormal patterns (integer ops)
+// instead of through fp16 conversions (DSINFER_GEMV_FP8_SUBNORMAL=0 turns it off): on Zen 3 the
+// conversions held one core to ~11 GB/s of fp8 (matmul_impl.h has the details); at 3-4 tokens
+// the integer ops compete with the FMAs and the conversions measured faster.
 struct GemvTuning {
-  bool wide_groups = false;  // 8-row groups for up to 2 tokens (bf16, f32)
-  bool prefetch = true;      // software prefetch 4 KB ahead in each row (bf16, f32)
+  bool wide_groups = false;   // 8-row groups for up to 2 tokens (bf16, f32)
+  bool prefetch = true;       // software prefetch 4 KB ahead in each row (bf16, f32)
+  bool fp8_subnormal = true;  // fp8, up to 2 tokens, where the ISA has load_fp8_subnormal
 };
 
 const GemvTuning& gemv_tuning();

@@ -11,6 +11,8 @@ struct Avx2 {
   using V = __m256;
   static constexpr int kWidth = 8;
   static constexpr int kGemmRows = 6;
+  // rows per GEMV group for 3-4 tokens: 4 x 4 accumulators and the token vectors would spill 16 ymm
+  static constexpr int kGemvRowsManyTokens = 2;
   static constexpr int kGemmVectors = 2;  // 6x2 accumulators + 2 token vectors + 1 broadcast
   static constexpr int kCombineSets = 4;     // combine_rows, many sets: 4x3 accumulators
   static constexpr int kCombineVectors = 3;
@@ -33,6 +35,16 @@ struct Avx2 {
     const __m128i wide = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
     const __m128i half = _mm_and_si128(_mm_slli_epi16(wide, 7), _mm_set1_epi16(static_cast<short>(0xBF80)));
     return _mm256_cvtph_ps(half);
+  }
+  // Zen 3 converts fp16 at one vector per two cycles (vcvtph2ps: 2 uops on its two convert
+  // pipes): ~12 GB/s of fp8 a core, under the read bandwidth. The subnormal form is three integer
+  // ops on any pipe; fp32 subnormal operands cost an FMA nothing there (a multiply they slow
+  // down 1.5x, so the 2^112 goes to the activations instead).
+  static constexpr bool kFp8Subnormal = true;
+  static V load_fp8_subnormal(const uint8_t* p) {
+    const __m256i code = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m256i sign_and_rest = _mm256_and_si256(_mm256_slli_epi32(code, 20), _mm256_set1_epi32(static_cast<int>(0x87F00000u)));
+    return _mm256_castsi256_ps(sign_and_rest);
   }
   // 16 ymm registers: the L1 round trip of the AVX-512 GEMV would spill; convert in registers.
   static constexpr bool kFp8ThroughL1 = false;

@@ -16,6 +16,8 @@ struct Avx512 {
   using V = __m512;
   static constexpr int kWidth = 16;
   static constexpr int kGemmRows = 6;
+  // rows per GEMV group for 3-4 tokens (4 x 4 accumulators fit 32 zmm)
+  static constexpr int kGemvRowsManyTokens = 4;
   static constexpr int kGemmVectors = 4;  // 6x4 accumulators + 4 token vectors + 1 broadcast
   static constexpr int kCombineSets = 4;     // combine_rows, many sets: 4x6 accumulators
   static constexpr int kCombineVectors = 6;
@@ -41,6 +43,9 @@ struct Avx512 {
     const __m256i half = _mm256_and_si256(_mm256_slli_epi16(wide, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
     return _mm512_cvtph_ps(half);
   }
+  // (not measured on AVX-512 yet: its conversion may not be the limit there)
+  static constexpr bool kFp8Subnormal = false;
+  static V load_fp8_subnormal(const uint8_t*) { return zero(); }
   // GEMV fp8: widen 32 codes per instruction to fp16 patterns in L1, convert from memory.
   static constexpr bool kFp8ThroughL1 = true;
   static void fp8_to_half_2x(const uint8_t* p, uint16_t* out) {

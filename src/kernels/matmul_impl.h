@@ -8,7 +8,12 @@
 //                    bit pattern: code << 7 is the fp16 of value / 256, subnormals included;
 //                    the NaN codes 0x7f/0xff are not special-cased: real checkpoints never hold
 //                    them, as e4m3fn quantizers saturate at 448),
-//   load_bf16(bits): kWidth bf16 -> fp32 (exact).
+//   load_bf16(bits): kWidth bf16 -> fp32 (exact),
+//   kFp8Subnormal and load_fp8_subnormal(codes): where true, the GEMV may load kWidth e4m3 codes
+//                    as their values times 2^-120 instead (sign and the 7 other bits moved to
+//                    bits 31 and 20..26 of an fp32: integer ops only; the e = 0 codes become fp32
+//                    subnormals, exactly) against activations scaled by 2^112 more (see
+//                    kFp8SubnormalBias: the products, hence every sum, are the same bits).
 //
 // The canonical order (batch invariance, ENGINE.md): every product here, GEMV or GEMM, whatever
 // the number of tokens, rows or threads, computes y[t, r] = sum_k W[r, k] x[t, k] as
@@ -36,6 +41,11 @@ namespace dsinfer {
 namespace {
 
 constexpr float kFp8Bias = 256.0f;  // load_fp8 returns value / 256; scales absorb the 256
+// load_fp8_subnormal returns value x 2^-120, so its activations are x * scale * 2^120: whenever
+// x * scale * 256 is zero or a normal float and x * scale * 2^120 is finite, that is exactly
+// 2^112 times the canonical activation and w * x the same product (fits_subnormal_form checks).
+constexpr float kFp8SubnormalBias = 0x1p120f;
+constexpr float kFp8SubnormalMin = 0x1p-14f;  // 2^112 x the least normal float
 
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -48,7 +58,9 @@ inline float bf16_bits_to_f32(uint16_t bits) {
   return f;
 }
 
-enum class WKind { kF32, kBF16, kFp8, kInt4, kInt8 };
+// kFp8Subnormal: fp8 rows read through S::load_fp8_subnormal (the GEMV only; for_format never
+// gives it).
+enum class WKind { kF32, kBF16, kFp8, kInt4, kInt8, kFp8Subnormal };
 
 // One weight row as the kernels read it: its bytes and, for the group-scaled formats (int4,
 // int8), its fp16 scales, one per kQuantGroup columns.
@@ -103,6 +115,15 @@ struct Format<WKind::kFp8> {
   template <class S>
   static typename S::V load(WRow row, int64_t k) { return S::load_fp8(row.data + k); }
   static float scalar(WRow row, int64_t k) { return fp8_e4m3_table()[row.data[k]] * (1.0f / kFp8Bias); }
+};
+
+template <>
+struct Format<WKind::kFp8Subnormal> {
+  static constexpr bool kBlockScaled = true, kGroupScaled = false;
+  static constexpr int64_t offset(int64_t k) { return k; }
+  template <class S>
+  static typename S::V load(WRow row, int64_t k) { return S::load_fp8_subnormal(row.data + k); }
+  static float scalar(WRow row, int64_t k) { return fp8_e4m3_table()[row.data[k]] * 0x1p-120f; }  // exact
 };
 
 // int4: S::load_int4(bytes, high) gives the kWidth values q (as floats) of the low or high nibbles
@@ -253,7 +274,7 @@ inline void gemv_group(WRows rows, int64_t K, const float* xs,
   for (; k + W <= K; k += W) {
     V xv[T];
     for (int t = 0; t < T; ++t) xv[t] = S::load(xs + t * xs_stride + k);
-    if constexpr (kPrefetch && kind != WKind::kFp8)
+    if constexpr (kPrefetch && kind != WKind::kFp8 && kind != WKind::kFp8Subnormal)
       for (int i = 0; i < R; ++i) __builtin_prefetch(rows[i].data + Format<kind>::offset(k) + 4096, 0, 3);
     for (int i = 0; i < R; ++i) {
       const V wv = load_w<S, kind>(rows[i], k);
@@ -275,6 +296,7 @@ inline void gemv_dispatch_rows(int group, WRows rows, int64_t K, const float* xs
     if (group == 8) return gemv_group<S, kind, T, 8, kPrefetch>(rows, K, xs, xs_stride, y, y_stride);
   }
   if (group == 4) gemv_group<S, kind, T, 4, kPrefetch>(rows, K, xs, xs_stride, y, y_stride);
+  else if (group == 2) gemv_group<S, kind, T, 2, kPrefetch>(rows, K, xs, xs_stride, y, y_stride);
   else gemv_group<S, kind, T, 1, kPrefetch>(rows, K, xs, xs_stride, y, y_stride);
 }
 
@@ -286,10 +308,51 @@ inline void gemv_dispatch(const GemvTuning& tuning, int group, WRows rows, int64
   else gemv_dispatch_rows<S, kind, T, false>(group, rows, K, xs, xs_stride, y, y_stride);
 }
 
+// xs[t * K + k] = x[t * x_stride + k] * scales[k / 128] * bias for t < T (fp8 activations for one
+// block of rows).
+template <class S>
+inline void scale_fp8_activations(const float* x, int64_t x_stride, int T, int64_t K, const float* scales,
+                                  float bias, float* xs) {
+  for (int t = 0; t < T; ++t)
+    for (int64_t c = 0; c < K; c += kFp8Block) {
+      const float factor = scales[c / kFp8Block] * bias;
+      const typename S::V s = S::set1(factor);
+      const int64_t end = min64(c + kFp8Block, K);
+      const float* src = x + t * x_stride;
+      int64_t k = c;
+      for (; k + S::kWidth <= end; k += S::kWidth) S::store(xs + t * K + k, S::mul(S::load(src + k), s));
+      for (; k < end; ++k) xs[t * K + k] = src[k] * factor;
+    }
+}
+
+// True when activations scaled by kFp8SubnormalBias are each 2^112 times the canonical ones:
+// finite, and zero or at least 2^112 x the least normal float (else the canonical x * scale * 256
+// would have rounded as a subnormal). Real activations always are; the check keeps the rest exact.
+inline bool fits_subnormal_form(const float* xs, int64_t n) {
+  bool fits = true;
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = std::fabs(xs[i]);
+    fits &= (a == 0.0f) | ((a >= kFp8SubnormalMin) & (a <= 3.4028235e38f));  // (a NaN fails both)
+  }
+  return fits;
+}
+
+template <class S, WKind kind>
+inline void gemv_tokens(int T, const GemvTuning& tuning, int group, WRows rows, int64_t K, const float* xs,
+                        int64_t xs_stride, float* y, int64_t y_stride) {
+  switch (T) {
+    case 1: return gemv_dispatch<S, kind, 1>(tuning, group, rows, K, xs, xs_stride, y, y_stride);
+    case 2: return gemv_dispatch<S, kind, 2>(tuning, group, rows, K, xs, xs_stride, y, y_stride);
+    case 3: return gemv_dispatch<S, kind, 3>(tuning, group, rows, K, xs, xs_stride, y, y_stride);
+    default: return gemv_dispatch<S, kind, 4>(tuning, group, rows, K, xs, xs_stride, y, y_stride);
+  }
+}
+
 // Tokens in groups of up to 4, rows in groups of 4, or 8 for up to 2 tokens where the tuning says
 // so (never straddling an fp8 scale block, since fp8 activations are pre-multiplied by the
 // block's scales: xs[t, k] = x[t, k] * scale[k/128] * 256). Each row sums alone, in the canonical
-// order, whatever its group.
+// order, whatever its group. fp8 rows go through S::load_fp8_subnormal where S has it and the
+// block's scaled activations fit that form, else through S::load_fp8: the same bits either way.
 template <class S, WKind kind>
 void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
   const WeightMatrix& w = *task.w;
@@ -299,23 +362,25 @@ void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
     const float* xs = task.x + t0 * task.x_stride;
     int64_t xs_stride = task.x_stride;
     int64_t scaled_block = -1;
+    bool subnormal_form = false;
     for (int64_t r = r0; r < r1;) {
       const int wide = T <= 2 && task.gemv.wide_groups && !Format<kind>::kBlockScaled && !Format<kind>::kGroupScaled ? 8 : 4;
-      int group = r + wide <= r1 ? wide : r + 4 <= r1 ? 4 : 1;
+      const int narrow = T > 2 ? S::kGemvRowsManyTokens : 4;
+      int group = T > 2 ? (r + narrow <= r1 ? narrow : 1) : r + wide <= r1 ? wide : r + 4 <= r1 ? 4 : 1;
       if constexpr (Format<kind>::kBlockScaled) {
         const int64_t block = r / kFp8Block;
         if ((r + group - 1) / kFp8Block != block) group = 1;  // (fp8 groups are 4 rows at most)
         if (block != scaled_block) {
           const float* scales = w.scale + block * w.scale_cols();
-          for (int t = 0; t < T; ++t)
-            for (int64_t c = 0; c < K; c += kFp8Block) {
-              const typename S::V s = S::set1(scales[c / kFp8Block] * kFp8Bias);
-              const int64_t end = min64(c + kFp8Block, K);
-              const float* src = task.x + (t0 + t) * task.x_stride;
-              int64_t k = c;
-              for (; k + S::kWidth <= end; k += S::kWidth) S::store(xs_buf + t * K + k, S::mul(S::load(src + k), s));
-              for (; k < end; ++k) xs_buf[t * K + k] = src[k] * (scales[c / kFp8Block] * kFp8Bias);
+          const float* x = task.x + t0 * task.x_stride;
+          subnormal_form = false;
+          if constexpr (S::kFp8Subnormal) {
+            if (task.gemv.fp8_subnormal && T <= 2) {
+              scale_fp8_activations<S>(x, task.x_stride, T, K, scales, kFp8SubnormalBias, xs_buf);
+              subnormal_form = fits_subnormal_form(xs_buf, T * K);
             }
+          }
+          if (!subnormal_form) scale_fp8_activations<S>(x, task.x_stride, T, K, scales, kFp8Bias, xs_buf);
           xs = xs_buf;
           xs_stride = K;
           scaled_block = block;
@@ -323,12 +388,14 @@ void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
       }
       const WRows rows = rows_from(w, r);
       float* y = task.y + t0 * task.y_stride + r;
-      switch (T) {
-        case 1: gemv_dispatch<S, kind, 1>(task.gemv, group, rows, K, xs, xs_stride, y, task.y_stride); break;
-        case 2: gemv_dispatch<S, kind, 2>(task.gemv, group, rows, K, xs, xs_stride, y, task.y_stride); break;
-        case 3: gemv_dispatch<S, kind, 3>(task.gemv, group, rows, K, xs, xs_stride, y, task.y_stride); break;
-        default: gemv_dispatch<S, kind, 4>(task.gemv, group, rows, K, xs, xs_stride, y, task.y_stride); break;
+      if constexpr (kind == WKind::kFp8 && S::kFp8Subnormal) {
+        if (subnormal_form) {
+          gemv_tokens<S, WKind::kFp8Subnormal>(T, task.gemv, group, rows, K, xs, xs_stride, y, task.y_stride);
+          r += group;
+          continue;
+        }
       }
+      gemv_tokens<S, kind>(T, task.gemv, group, rows, K, xs, xs_stride, y, task.y_stride);
       r += group;
     }
   }
