@@ -5,15 +5,21 @@
 //   matmul_bench [THREADS] [TOKENS...]      (default: all hardware threads; tokens 1 4 64 512)
 //
 // DSINFER_ISA=NAME (avx512, avx2, scalar) measures that variant only (else every one the CPU runs);
-// MATMUL_SHAPE=TEXT only the shapes whose name contains TEXT.
+// MATMUL_SHAPE=TEXT only the shapes whose name contains TEXT; MATMUL_GEMV_AB=ROUNDS runs each GEMV
+// (up to 4 tokens) under Intel's and AMD's streaming (kernels/linear.h GemvTuning) alternately,
+// ROUNDS times (the host's bandwidth moves between runs: compare within a round).
 //
 // Weights are random fp8 codes with block scales (and bf16 for the head shape), several copies
-// so that the working set is far larger than the caches.
+// so that the working set is far larger than the caches, in 2 MB transparent huge pages as
+// dsinfer reads shards by default (io/mapped_file).
+#include <sys/mman.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cpu.h"
@@ -31,24 +37,46 @@ struct Shape {
   int64_t rows, cols;
 };
 
+// An anonymous mapping in transparent huge pages where the kernel gives them.
+class HugeBuffer {
+ public:
+  explicit HugeBuffer(size_t bytes) : bytes_(bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      std::perror("matmul_bench: mmap");
+      std::exit(1);
+    }
+    madvise(p, bytes, MADV_HUGEPAGE);
+    data_ = static_cast<uint8_t*>(p);
+  }
+  ~HugeBuffer() { munmap(data_, bytes_); }
+  HugeBuffer(const HugeBuffer&) = delete;
+  HugeBuffer& operator=(const HugeBuffer&) = delete;
+  uint8_t* data() const { return data_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  size_t bytes_;
+  uint8_t* data_;
+};
+
 // Copies of one matrix that together exceed the caches (>= 256 MB).
 struct Matrices {
-  std::vector<uint8_t> data;
+  static int64_t elem(const Shape& s) { return s.dtype == DType::kF8E4M3 ? 1 : 2; }
+  static int64_t copies_of(const Shape& s) { return std::max<int64_t>(1, (int64_t{256} << 20) / (s.rows * s.cols * elem(s))); }
+  HugeBuffer data;
   std::vector<float> scales;
   std::vector<WeightMatrix> copies;
 
-  explicit Matrices(const Shape& s) {
+  explicit Matrices(const Shape& s) : data(static_cast<size_t>(copies_of(s) * s.rows * s.cols * elem(s))) {
     const WeightMatrix one{s.dtype, s.rows, s.cols, nullptr, nullptr};
-    const int64_t elem = s.dtype == DType::kF8E4M3 ? 1 : 2;
-    const int64_t bytes = s.rows * s.cols * elem;
-    const int64_t n = std::max<int64_t>(1, (int64_t{256} << 20) / bytes);
-    data.resize(static_cast<size_t>(bytes * n));
+    const int64_t bytes = s.rows * s.cols * elem(s), n = copies_of(s);
     std::mt19937 rng(1);
     for (size_t i = 0; i < data.size(); ++i) {
       uint8_t b = static_cast<uint8_t>(rng());
-      if (elem == 1 && (b & 0x7f) == 0x7f) b = 0x3f;                // no NaN codes
-      if (elem == 2 && (i & 1)) b = static_cast<uint8_t>(0x3c + (b & 3));  // bf16 high byte: ~1
-      data[i] = b;
+      if (elem(s) == 1 && (b & 0x7f) == 0x7f) b = 0x3f;                // no NaN codes
+      if (elem(s) == 2 && (i & 1)) b = static_cast<uint8_t>(0x3c + (b & 3));  // bf16 high byte: ~1
+      data.data()[i] = b;
     }
     const int64_t n_scales = ceil_div(s.rows, kFp8Block) * one.scale_cols();
     scales.assign(static_cast<size_t>(n_scales * n), 1e-3f);
@@ -81,6 +109,13 @@ int main(int argc, char** argv) {
   std::printf("%d threads\n", pool.size());
   std::printf("%-26s %-7s %6s %10s %10s %10s\n", "shape", "isa", "tokens", "ms/call", "GB/s", "GFLOP/s");
   const char* only_shape = std::getenv("MATMUL_SHAPE");
+  const char* ab = std::getenv("MATMUL_GEMV_AB");
+  const int ab_rounds = ab ? std::atoi(ab) : 0;
+  // (Intel's and AMD's GemvTuning, kernels/linear.h)
+  const std::pair<const char*, GemvTuning> kStreamings[] = {
+      {"intel", GemvTuning{}},
+      {"amd", GemvTuning{16, 8, GemvPrefetch::kWrapped, true}},
+  };
   for (const Shape& s : shapes) {
     if (only_shape && std::string(s.name).find(only_shape) == std::string::npos) continue;
     Matrices m(s);
@@ -95,12 +130,25 @@ int main(int argc, char** argv) {
         const int64_t flops = 2 * n * s.rows * s.cols;
         const int calls = static_cast<int>(std::max<int64_t>(
             static_cast<int64_t>(m.copies.size()), std::min<int64_t>(200, int64_t{20'000'000'000} / (flops * (isa == Isa::kScalar ? 8 : 1)))));
-        linear(x.data(), n, m.copies[0], y.data(), pool, isa);  // warm-up
-        const auto start = Clock::now();
-        for (int c = 0; c < calls; ++c) linear(x.data(), n, m.copies[c % m.copies.size()], y.data(), pool, isa);
-        const double per_call = seconds_since(start) / calls;
-        std::printf("%-26s %-7s %6lld %10.3f %10.2f %10.1f\n", s.name, isa_name(isa), static_cast<long long>(n),
-                    per_call * 1e3, m.copies[0].bytes() / per_call / 1e9, flops / per_call / 1e9);
+        auto run = [&](const char* label) {
+          linear(x.data(), n, m.copies[0], y.data(), pool, isa);  // warm-up
+          const auto start = Clock::now();
+          for (int c = 0; c < calls; ++c) linear(x.data(), n, m.copies[c % m.copies.size()], y.data(), pool, isa);
+          const double per_call = seconds_since(start) / calls;
+          std::printf("%-26s %-7s %6lld %10.3f %10.2f %10.1f\n", s.name, label, static_cast<long long>(n),
+                      per_call * 1e3, m.copies[0].bytes() / per_call / 1e9, flops / per_call / 1e9);
+        };
+        if (ab_rounds > 0 && n <= 4) {
+          const GemvTuning saved = gemv_tuning();
+          for (int round = 0; round < ab_rounds; ++round)
+            for (const auto& [name, tuning] : kStreamings) {
+              set_gemv_tuning(tuning);
+              run(name);
+            }
+          set_gemv_tuning(saved);
+        } else {
+          run(isa_name(isa));
+        }
       }
     }
   }

@@ -124,15 +124,25 @@ bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 struct Shape {
   int64_t rows, cols;
 };
-constexpr Shape kShapes[] = {{300, 200}, {1, 9}, {131, 520}, {70, 1030}, {260, 128}};
+constexpr Shape kShapes[] = {{300, 200}, {1, 9}, {131, 520}, {70, 1030}, {260, 128}, {40, 1024}};
 
-// Every GEMV tuning (kernels/linear.h: 4- or 8-row groups, software prefetch or not) on every CPU.
+// GEMV tunings (kernels/linear.h): Intel's and AMD's, and mixtures of their rows per group (16
+// to 1), prefetches (none, ahead, wrapped into the next group) and fp8 loads.
+constexpr GemvTuning kGemvTunings[] = {
+    {4, 4, GemvPrefetch::kAhead, false},
+    {16, 8, GemvPrefetch::kWrapped, true},
+    {8, 2, GemvPrefetch::kNone, true},
+    {16, 8, GemvPrefetch::kAhead, false},
+    {2, 1, GemvPrefetch::kWrapped, false},
+};
+
+// Every GEMV tuning on every CPU.
 TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
   std::mt19937 rng(3);
   const GemvTuning saved = gemv_tuning();
   for (Isa isa : supported_isas()) {
     if (isa == Isa::kScalar) continue;
-    for (const GemvTuning tuning : {GemvTuning{false, true, true}, GemvTuning{true, false, true}, GemvTuning{true, true, false}}) {
+    for (const GemvTuning tuning : kGemvTunings) {
     set_gemv_tuning(tuning);
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3, kInt4Storage, kInt8Storage}) {
       for (const Shape& shape : kShapes) {
@@ -143,7 +153,8 @@ TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
           for (int64_t n : {1, 3, 5, 7, 8, 9, 33, 150}) {
             SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " " << shape.rows << "x"
                                             << shape.cols << " tokens " << n << " threads " << threads
-                                            << " gemv wide " << tuning.wide_groups << " prefetch " << tuning.prefetch
+                                            << " gemv rows " << tuning.rows_one_token << "/" << tuning.rows_two_tokens
+                                            << " prefetch " << static_cast<int>(tuning.prefetch)
                                             << " fp8 subnormal " << tuning.fp8_subnormal);
             const std::vector<float> x = random_x(rng, n * shape.cols);
             std::vector<float> y(static_cast<size_t>(n * shape.rows));

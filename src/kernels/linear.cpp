@@ -98,14 +98,25 @@ const MatmulKernels& active_kernels() {
 
 ActDType g_act_dtype = ActDType::kF32;
 
+int gemv_rows_from_env(const char* name, int fallback, int most) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  const std::string text(v);
+  for (int rows = 1; rows <= most; rows *= 2)
+    if (text == std::to_string(rows)) return rows;
+  fail(name, "=", text, " is not a power of two from 1 to ", most);
+}
+
 GemvTuning initial_gemv_tuning() {
-  GemvTuning t;
-  if (cpu_is_amd()) {
-    t.wide_groups = true;
-    t.prefetch = false;
+  GemvTuning t = family_gemv_tuning();
+  t.rows_one_token = gemv_rows_from_env("DSINFER_GEMV_ROWS", t.rows_one_token, 16);
+  t.rows_two_tokens = gemv_rows_from_env("DSINFER_GEMV_ROWS2", t.rows_two_tokens, 8);
+  if (const char* v = std::getenv("DSINFER_GEMV_PREFETCH"); v && *v) {
+    const std::string text(v);
+    check(text == "none" || text == "ahead" || text == "wrapped", "DSINFER_GEMV_PREFETCH=", text,
+          " is not one of none, ahead, wrapped");
+    t.prefetch = text == "none" ? GemvPrefetch::kNone : text == "ahead" ? GemvPrefetch::kAhead : GemvPrefetch::kWrapped;
   }
-  if (const char* v = std::getenv("DSINFER_GEMV_WIDE"); v && *v) t.wide_groups = std::string(v) != "0";
-  if (const char* v = std::getenv("DSINFER_GEMV_PREFETCH"); v && *v) t.prefetch = std::string(v) != "0";
   if (const char* v = std::getenv("DSINFER_GEMV_FP8_SUBNORMAL"); v && *v) t.fp8_subnormal = std::string(v) != "0";
   return t;
 }
@@ -222,6 +233,11 @@ ActDType parse_act_dtype(const std::string& name) {
 }
 
 void set_act_dtype(ActDType act) { g_act_dtype = act; }
+GemvTuning family_gemv_tuning() {
+  GemvTuning t;
+  if (cpu_is_amd()) t = {/*rows_one_token=*/16, /*rows_two_tokens=*/8, GemvPrefetch::kWrapped, /*fp8_subnormal=*/true};
+  return t;
+}
 const GemvTuning& gemv_tuning() { return g_gemv_tuning; }
 void set_gemv_tuning(const GemvTuning& tuning) { g_gemv_tuning = tuning; }
 void set_batch_invariant(bool on) { g_batch_invariant = on; }

@@ -25,23 +25,30 @@ void linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, T
 // The ISA that linear() uses.
 Isa linear_isa();
 
-// How the GEMV streams bf16 and f32 weights, per CPU family (picked at start from the CPU's vendor;
-// DSINFER_GEMV_WIDE=0|1 and DSINFER_GEMV_PREFETCH=0|1 override it; the numbers are the same
-// either way, bit for bit, only the speed differs). Intel: 4-row groups and software prefetch ahead of
-// each row (short rows end before its hardware prefetcher catches on); AMD Zen 4: 8-row groups
-// for up to 2 tokens and no software prefetch, which measured 0.95-1.0 of a plain read's
-// bandwidth against 0.75-0.8 (bf16 rows, 2 threads) and the slice's bf16 head at 25.3-27.7 GB/s
-// against 22.7-25.0 in decode. fp8 rows keep 4-row groups and both prefetches everywhere: on Zen
-// 4 without them decode batch 4 lost 10-15% and the short rows of wq_b (1.5 KB) ~30%.
-// fp8 for up to 2 tokens on AVX2 reads its codes as fp32 subnormal patterns (integer ops)
-// instead of through fp16 conversions (DSINFER_GEMV_FP8_SUBNORMAL=0 turns it off): on Zen 3 the
-// conversions held one core to ~11 GB/s of fp8 (matmul_impl.h has the details); at 3-4 tokens
-// the integer ops compete with the FMAs and the conversions measured faster.
+// How the GEMV streams its weights, per CPU family (picked at start from the CPU's vendor; the
+// numbers are the same either way, bit for bit, only the speed differs; every tuning is held to
+// the canonical order by tests/canonical_order_test.cpp). Environment overrides:
+// DSINFER_GEMV_ROWS=1|2|4|8|16 (rows per group for 1 token), DSINFER_GEMV_ROWS2 (for 2 tokens),
+// DSINFER_GEMV_PREFETCH=none|ahead|wrapped, DSINFER_GEMV_FP8_SUBNORMAL=0|1.
+//  - Intel: 4-row groups, software prefetch 4 KB ahead in each row (short rows end before its
+//    hardware prefetcher catches on); fp8 rows widened through fp16 conversions.
+//  - AMD: more rows at once and a prefetch 512 B ahead in each row that, past the row's end,
+//    goes on into the next group's rows (their first lines are otherwise demand misses), fp8
+//    codes read as fp32 subnormal patterns (fp32 subnormal operands cost AMD's FMA nothing).
+//    On Zen 5 (2 threads, 2 GB of weights, alternating runs): fp8 rows of 1.5-7 KB at 55-68 GB/s
+//    = 0.9-1.0 of a plain read, against 39-46 for Intel's way; 16 rows of bf16 59-60 against 48
+//    for 8 (bench/README.md). Rows a multiple of 4 KB apart (wo: 16 KB) all land in the same L1
+//    sets, and there Intel's way measured best on Zen 5 too: such matrices always take it.
+//    The subnormal form for up to 2 tokens only: at 3-4 tokens the integer ops compete with the FMAs.
+enum class GemvPrefetch { kNone, kAhead, kWrapped };
 struct GemvTuning {
-  bool wide_groups = false;   // 8-row groups for up to 2 tokens (bf16, f32)
-  bool prefetch = true;       // software prefetch 4 KB ahead in each row (bf16, f32)
-  bool fp8_subnormal = true;  // fp8, up to 2 tokens, where the ISA has load_fp8_subnormal
+  int rows_one_token = 4;   // rows per group for 1 token (at most 16 on AVX-512, 8 on AVX2)
+  int rows_two_tokens = 4;  // for 2 tokens (at most 8); 3-4 tokens take the ISA's own count
+  GemvPrefetch prefetch = GemvPrefetch::kAhead;  // bf16, f32 and subnormal-form fp8 rows
+  bool fp8_subnormal = false;                    // fp8, up to 2 tokens, where the ISA has load_fp8_subnormal
 };
+// The tuning of this CPU's family (what the GEMV starts with, before the environment).
+GemvTuning family_gemv_tuning();
 
 const GemvTuning& gemv_tuning();
 void set_gemv_tuning(const GemvTuning& tuning);  // tests and benchmarks

@@ -13,6 +13,7 @@ struct Avx2 {
   static constexpr int kGemmRows = 6;
   // rows per GEMV group for 3-4 tokens: 4 x 4 accumulators and the token vectors would spill 16 ymm
   static constexpr int kGemvRowsManyTokens = 2;
+  static constexpr int kGemvMaxRows = 8;  // rows per GEMV group for 1 token
   static constexpr int kGemmVectors = 2;  // 6x2 accumulators + 2 token vectors + 1 broadcast
   static constexpr int kCombineSets = 4;     // combine_rows, many sets: 4x3 accumulators
   static constexpr int kCombineVectors = 3;

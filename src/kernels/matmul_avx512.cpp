@@ -16,8 +16,9 @@ struct Avx512 {
   using V = __m512;
   static constexpr int kWidth = 16;
   static constexpr int kGemmRows = 6;
-  // rows per GEMV group for 3-4 tokens (4 x 4 accumulators fit 32 zmm)
+  // rows per GEMV group: for 3-4 tokens (4 x 4 accumulators fit 32 zmm), at most for 1 token
   static constexpr int kGemvRowsManyTokens = 4;
+  static constexpr int kGemvMaxRows = 16;
   static constexpr int kGemmVectors = 4;  // 6x4 accumulators + 4 token vectors + 1 broadcast
   static constexpr int kCombineSets = 4;     // combine_rows, many sets: 4x6 accumulators
   static constexpr int kCombineVectors = 6;
@@ -43,9 +44,14 @@ struct Avx512 {
     const __m256i half = _mm256_and_si256(_mm256_slli_epi16(wide, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
     return _mm512_cvtph_ps(half);
   }
-  // (not measured on AVX-512 yet: its conversion may not be the limit there)
-  static constexpr bool kFp8Subnormal = false;
-  static V load_fp8_subnormal(const uint8_t*) { return zero(); }
+  // the code's sign to bit 31 and its other 7 bits to bits 20..26 (the sign-extended copies above
+  // them masked off): value x 2^-120 as an fp32, exactly (matmul_impl.h)
+  static constexpr bool kFp8Subnormal = true;
+  static V load_fp8_subnormal(const uint8_t* p) {
+    const __m512i code = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m512i bits = _mm512_and_si512(_mm512_slli_epi32(code, 20), _mm512_set1_epi32(static_cast<int>(0x87F00000u)));
+    return _mm512_castsi512_ps(bits);
+  }
   // GEMV fp8: widen 32 codes per instruction to fp16 patterns in L1, convert from memory.
   static constexpr bool kFp8ThroughL1 = true;
   static void fp8_to_half_2x(const uint8_t* p, uint16_t* out) {

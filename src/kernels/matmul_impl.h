@@ -46,6 +46,9 @@ constexpr float kFp8Bias = 256.0f;  // load_fp8 returns value / 256; scales abso
 // 2^112 times the canonical activation and w * x the same product (fits_subnormal_form checks).
 constexpr float kFp8SubnormalBias = 0x1p120f;
 constexpr float kFp8SubnormalMin = 0x1p-14f;  // 2^112 x the least normal float
+// GemvPrefetch::kWrapped: how far ahead of the loads in each row (Zen 5: 512 B to 1 KB measured
+// best over rows of 1.5-16 KB; 2 KB and more lost 5-15%).
+constexpr int64_t kWrappedAhead = 512;
 
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -199,9 +202,10 @@ inline WRows rows_from(const WeightMatrix& w, int64_t first) {
 }
 // ---- GEMV: a group of R rows against T tokens, weights streamed once -------------------------
 // y[t * y_stride + i] = sum_k W_i[k] * xs[t * xs_stride + k] for i < R, t < T.
-template <class S, WKind kind, int T, int R, bool kPrefetch>
+template <class S, WKind kind, int T, int R, GemvPrefetch P>
 inline void gemv_group(WRows rows, int64_t K, const float* xs,
                        int64_t xs_stride, float* y, int64_t y_stride) {
+  constexpr bool kPrefetch = P != GemvPrefetch::kNone;
   using V = typename S::V;
   constexpr int W = S::kWidth;
   V acc[R][T];
@@ -271,10 +275,30 @@ inline void gemv_group(WRows rows, int64_t K, const float* xs,
       }
     }
   }
+  if constexpr (P == GemvPrefetch::kWrapped && !Format<kind>::kGroupScaled && !(kind == WKind::kFp8 && S::kFp8ThroughL1)) {
+    // One prefetch per 64-byte line of each row, kWrappedAhead bytes ahead; past the row's end
+    // into the same row of the next group (rows are `stride` apart, so that is R - 1 rows on).
+    constexpr int64_t kLineCols = 64 / Format<kind>::offset(1);
+    static_assert(kLineCols % W == 0, "a line holds whole vectors");
+    const int64_t stride = rows.stride, ahead = min64(kWrappedAhead, stride);
+    for (; k + kLineCols <= K; k += kLineCols) {
+      const int64_t at = Format<kind>::offset(k) + ahead;
+      const uint8_t* line = rows.data + at + (at >= stride ? (R - 1) * stride : 0);
+      for (int i = 0; i < R; ++i) __builtin_prefetch(line + i * stride, 0, 3);
+      for (int64_t v = 0; v < kLineCols; v += W) {
+        V xv[T];
+        for (int t = 0; t < T; ++t) xv[t] = S::load(xs + t * xs_stride + k + v);
+        for (int i = 0; i < R; ++i) {
+          const V wv = load_w<S, kind>(rows[i], k + v);
+          for (int t = 0; t < T; ++t) acc[i][t] = S::fma(wv, xv[t], acc[i][t]);
+        }
+      }
+    }
+  }
   for (; k + W <= K; k += W) {
     V xv[T];
     for (int t = 0; t < T; ++t) xv[t] = S::load(xs + t * xs_stride + k);
-    if constexpr (kPrefetch && kind != WKind::kFp8 && kind != WKind::kFp8Subnormal)
+    if constexpr (P == GemvPrefetch::kAhead && kind != WKind::kFp8 && kind != WKind::kFp8Subnormal)
       for (int i = 0; i < R; ++i) __builtin_prefetch(rows[i].data + Format<kind>::offset(k) + 4096, 0, 3);
     for (int i = 0; i < R; ++i) {
       const V wv = load_w<S, kind>(rows[i], k);
@@ -289,23 +313,32 @@ inline void gemv_group(WRows rows, int64_t K, const float* xs,
     }
 }
 
-template <class S, WKind kind, int T, bool kPrefetch>
+template <class S, WKind kind, int T, GemvPrefetch P>
 inline void gemv_dispatch_rows(int group, WRows rows, int64_t K, const float* xs,
                                int64_t xs_stride, float* y, int64_t y_stride) {
-  if constexpr (T <= 2) {
-    if (group == 8) return gemv_group<S, kind, T, 8, kPrefetch>(rows, K, xs, xs_stride, y, y_stride);
+  if constexpr (T == 1 && S::kGemvMaxRows >= 16) {
+    if (group == 16) return gemv_group<S, kind, T, 16, P>(rows, K, xs, xs_stride, y, y_stride);
   }
-  if (group == 4) gemv_group<S, kind, T, 4, kPrefetch>(rows, K, xs, xs_stride, y, y_stride);
-  else if (group == 2) gemv_group<S, kind, T, 2, kPrefetch>(rows, K, xs, xs_stride, y, y_stride);
-  else gemv_group<S, kind, T, 1, kPrefetch>(rows, K, xs, xs_stride, y, y_stride);
+  if constexpr (T <= 2) {
+    if (group == 8) return gemv_group<S, kind, T, 8, P>(rows, K, xs, xs_stride, y, y_stride);
+  }
+  if (group == 4) gemv_group<S, kind, T, 4, P>(rows, K, xs, xs_stride, y, y_stride);
+  else if (group == 2) gemv_group<S, kind, T, 2, P>(rows, K, xs, xs_stride, y, y_stride);
+  else gemv_group<S, kind, T, 1, P>(rows, K, xs, xs_stride, y, y_stride);
 }
 
 template <class S, WKind kind, int T>
 inline void gemv_dispatch(const GemvTuning& tuning, int group, WRows rows, int64_t K,
                           const float* xs, int64_t xs_stride, float* y, int64_t y_stride) {
-  // (fp8, int4 and int8 rows always prefetch: one instantiation for them; their rows are short)
-  if (tuning.prefetch || Format<kind>::kBlockScaled || Format<kind>::kGroupScaled) gemv_dispatch_rows<S, kind, T, true>(group, rows, K, xs, xs_stride, y, y_stride);
-  else gemv_dispatch_rows<S, kind, T, false>(group, rows, K, xs, xs_stride, y, y_stride);
+  // (int4 and int8 rows always prefetch their own way, as do fp8 rows widened through L1: one
+  // instantiation for them)
+  constexpr bool kOwnPrefetch = Format<kind>::kGroupScaled || (kind == WKind::kFp8 && S::kFp8ThroughL1);
+  if (kOwnPrefetch || tuning.prefetch == GemvPrefetch::kAhead)
+    gemv_dispatch_rows<S, kind, T, GemvPrefetch::kAhead>(group, rows, K, xs, xs_stride, y, y_stride);
+  else if (tuning.prefetch == GemvPrefetch::kWrapped)
+    gemv_dispatch_rows<S, kind, T, GemvPrefetch::kWrapped>(group, rows, K, xs, xs_stride, y, y_stride);
+  else
+    gemv_dispatch_rows<S, kind, T, GemvPrefetch::kNone>(group, rows, K, xs, xs_stride, y, y_stride);
 }
 
 // xs[t * K + k] = x[t * x_stride + k] * scales[k / 128] * bias for t < T (fp8 activations for one
@@ -348,34 +381,51 @@ inline void gemv_tokens(int T, const GemvTuning& tuning, int group, WRows rows, 
   }
 }
 
-// Tokens in groups of up to 4, rows in groups of 4, or 8 for up to 2 tokens where the tuning says
-// so (never straddling an fp8 scale block, since fp8 activations are pre-multiplied by the
-// block's scales: xs[t, k] = x[t, k] * scale[k/128] * 256). Each row sums alone, in the canonical
+// Rows per GEMV group for T tokens: the tuning's for 1 or 2 tokens, the ISA's for 3-4 (its
+// registers), 4 for int4 / int8 (their own loops, tuned so).
+template <class S, WKind kind>
+inline int gemv_max_group(const GemvTuning& tuning, int T) {
+  if (Format<kind>::kGroupScaled) return T > 2 ? S::kGemvRowsManyTokens : 4;
+  const int rows = T == 1 ? tuning.rows_one_token : T == 2 ? tuning.rows_two_tokens : S::kGemvRowsManyTokens;
+  return static_cast<int>(min64(rows, T == 1 ? S::kGemvMaxRows : T == 2 ? 8 : S::kGemvRowsManyTokens));
+}
+
+// The tuning for rows `row_stride` bytes apart: rows a multiple of 4 KB apart (wo: 16 KB) all map
+// to the same L1 sets, and there the default (Intel's) way measured best on Zen 5 too (fp8
+// 7168 x 16384: 50-57 GB/s against 47-50 for 8 rows of AMD's, 40 for 4).
+inline GemvTuning gemv_tuning_for(const GemvTuning& tuning, int64_t row_stride) {
+  return row_stride % 4096 == 0 ? GemvTuning{} : tuning;
+}
+
+// Tokens in groups of up to 4, rows in groups of gemv_max_group or the largest power of two below
+// it that fits (never straddling an fp8 scale block, since fp8 activations are pre-multiplied by
+// the block's scales: xs[t, k] = x[t, k] * scale[k/128] * 256). Each row sums alone, in the canonical
 // order, whatever its group. fp8 rows go through S::load_fp8_subnormal where S has it and the
 // block's scaled activations fit that form, else through S::load_fp8: the same bits either way.
 template <class S, WKind kind>
 void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
   const WeightMatrix& w = *task.w;
   const int64_t K = w.cols;
+  const GemvTuning tuning = gemv_tuning_for(task.gemv, w.row_stride());
   for (int64_t t0 = 0; t0 < task.n_tokens; t0 += 4) {
     const int T = static_cast<int>(min64(4, task.n_tokens - t0));
+    const int max_group = gemv_max_group<S, kind>(tuning, T);
     const float* xs = task.x + t0 * task.x_stride;
     int64_t xs_stride = task.x_stride;
     int64_t scaled_block = -1;
     bool subnormal_form = false;
     for (int64_t r = r0; r < r1;) {
-      const int wide = T <= 2 && task.gemv.wide_groups && !Format<kind>::kBlockScaled && !Format<kind>::kGroupScaled ? 8 : 4;
-      const int narrow = T > 2 ? S::kGemvRowsManyTokens : 4;
-      int group = T > 2 ? (r + narrow <= r1 ? narrow : 1) : r + wide <= r1 ? wide : r + 4 <= r1 ? 4 : 1;
+      int group = max_group;
+      while (group > 1 && (r + group > r1 || (Format<kind>::kBlockScaled && (r + group - 1) / kFp8Block != r / kFp8Block)))
+        group /= 2;
       if constexpr (Format<kind>::kBlockScaled) {
         const int64_t block = r / kFp8Block;
-        if ((r + group - 1) / kFp8Block != block) group = 1;  // (fp8 groups are 4 rows at most)
         if (block != scaled_block) {
           const float* scales = w.scale + block * w.scale_cols();
           const float* x = task.x + t0 * task.x_stride;
           subnormal_form = false;
           if constexpr (S::kFp8Subnormal) {
-            if (task.gemv.fp8_subnormal && T <= 2) {
+            if (tuning.fp8_subnormal && T <= 2) {
               scale_fp8_activations<S>(x, task.x_stride, T, K, scales, kFp8SubnormalBias, xs_buf);
               subnormal_form = fits_subnormal_form(xs_buf, T * K);
             }
@@ -390,12 +440,12 @@ void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
       float* y = task.y + t0 * task.y_stride + r;
       if constexpr (kind == WKind::kFp8 && S::kFp8Subnormal) {
         if (subnormal_form) {
-          gemv_tokens<S, WKind::kFp8Subnormal>(T, task.gemv, group, rows, K, xs, xs_stride, y, task.y_stride);
+          gemv_tokens<S, WKind::kFp8Subnormal>(T, tuning, group, rows, K, xs, xs_stride, y, task.y_stride);
           r += group;
           continue;
         }
       }
-      gemv_tokens<S, kind>(T, task.gemv, group, rows, K, xs, xs_stride, y, task.y_stride);
+      gemv_tokens<S, kind>(T, tuning, group, rows, K, xs, xs_stride, y, task.y_stride);
       r += group;
     }
   }
