@@ -40,6 +40,17 @@ bool cpu_is_amd() {
   return __builtin_cpu_is("amd");
 }
 
+int cpu_family() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+  const int base = static_cast<int>((a >> 8) & 0xf);
+  return base == 0xf ? base + static_cast<int>((a >> 20) & 0xff) : base;
+#else
+  return 0;
+#endif
+}
+
 bool cpu_has_amx_bf16() {
 #if defined(__x86_64__)
   unsigned a = 0, b = 0, c = 0, d = 0;

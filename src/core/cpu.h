@@ -25,6 +25,10 @@ bool cpu_has_amx_bf16();
 // True on an AMD CPU (the kernels tune their memory access per vendor, kernels/linear.h).
 bool cpu_is_amd();
 
+// The CPU's family as CPUID reports it (base plus extended family): on AMD 25 is Zen 3 / Zen 4,
+// 26 Zen 5. 0 where unknown.
+int cpu_family();
+
 // The best ISA the CPU supports, capped by DSINFER_ISA when set (an unknown name is an error).
 Isa best_isa();
 

@@ -32,14 +32,19 @@ Isa linear_isa();
 // DSINFER_GEMV_PREFETCH=none|ahead|wrapped, DSINFER_GEMV_FP8_SUBNORMAL=0|1.
 //  - Intel: 4-row groups, software prefetch 4 KB ahead in each row (short rows end before its
 //    hardware prefetcher catches on); fp8 rows widened through fp16 conversions.
-//  - AMD: more rows at once and a prefetch 512 B ahead in each row that, past the row's end,
-//    goes on into the next group's rows (their first lines are otherwise demand misses), fp8
-//    codes read as fp32 subnormal patterns (fp32 subnormal operands cost AMD's FMA nothing).
-//    On Zen 5 (2 threads, 2 GB of weights, alternating runs): fp8 rows of 1.5-7 KB at 55-68 GB/s
-//    = 0.9-1.0 of a plain read, against 39-46 for Intel's way; 16 rows of bf16 59-60 against 48
-//    for 8 (bench/README.md). Rows a multiple of 4 KB apart (wo: 16 KB) all land in the same L1
-//    sets, and there Intel's way measured best on Zen 5 too: such matrices always take it.
-//    The subnormal form for up to 2 tokens only: at 3-4 tokens the integer ops compete with the FMAs.
+//  - AMD Zen 5 (family 26): 16 rows at once for 1 token, 8 for 2, and a prefetch 512 B ahead in
+//    each row that, past the row's end, goes on into the next group's rows (their first lines are
+//    otherwise demand misses); fp8 codes read as fp32 subnormal patterns (fp32 subnormal operands
+//    cost AMD's FMA nothing). 2 threads, 2 GB of weights, alternating runs: fp8 rows of 1.5-7 KB
+//    at 55-68 GB/s = 0.9-1.0 of a plain read, against 39-46 for Intel's way; 16 rows of bf16
+//    59-61 against 47-48 (bench/README.md). Rows a multiple of 4 KB apart (wo: 16 KB) all land in
+//    the same L1 sets, and there Intel's way measured best on Zen 5 too: such matrices take it.
+//  - AMD Zen 3 / Zen 4: 8-row groups for up to 2 tokens and no software prefetch for bf16 and f32
+//    rows (measured 0.95-1.0 of a plain read's bandwidth against 0.75-0.8 on Zen 4); fp8 as on
+//    Intel, but for the subnormal form on AVX2 (Zen 3: the fp16 conversions held a core to ~11 GB/s).
+//  fp8 rows widened through fp16 conversions always go 4 rows at a time (8 measured no better),
+//  and the subnormal form serves up to 2 tokens only: at 3-4 tokens its integer ops compete with
+//  the FMAs.
 enum class GemvPrefetch { kNone, kAhead, kWrapped };
 struct GemvTuning {
   int rows_one_token = 4;   // rows per group for 1 token (at most 16 on AVX-512, 8 on AVX2)

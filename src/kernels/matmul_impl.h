@@ -382,10 +382,11 @@ inline void gemv_tokens(int T, const GemvTuning& tuning, int group, WRows rows, 
 }
 
 // Rows per GEMV group for T tokens: the tuning's for 1 or 2 tokens, the ISA's for 3-4 (its
-// registers), 4 for int4 / int8 (their own loops, tuned so).
+// registers), 4 for int4 / int8 and for fp8 widened through fp16 (their own loops, tuned so).
 template <class S, WKind kind>
 inline int gemv_max_group(const GemvTuning& tuning, int T) {
-  if (Format<kind>::kGroupScaled) return T > 2 ? S::kGemvRowsManyTokens : 4;
+  const bool fp8_through_half = kind == WKind::kFp8 && !(S::kFp8Subnormal && tuning.fp8_subnormal && T <= 2);
+  if (Format<kind>::kGroupScaled || fp8_through_half) return T > 2 ? S::kGemvRowsManyTokens : 4;
   const int rows = T == 1 ? tuning.rows_one_token : T == 2 ? tuning.rows_two_tokens : S::kGemvRowsManyTokens;
   return static_cast<int>(min64(rows, T == 1 ? S::kGemvMaxRows : T == 2 ? 8 : S::kGemvRowsManyTokens));
 }
