@@ -46,9 +46,9 @@ constexpr float kFp8Bias = 256.0f;  // load_fp8 returns value / 256; scales abso
 // 2^112 times the canonical activation and w * x the same product (fits_subnormal_form checks).
 constexpr float kFp8SubnormalBias = 0x1p120f;
 constexpr float kFp8SubnormalMin = 0x1p-14f;  // 2^112 x the least normal float
-// GemvPrefetch::kWrapped: how far ahead of the loads in each row (Zen 5: 512 B to 1 KB measured
-// best over rows of 1.5-16 KB; 2 KB and more lost 5-15%).
-constexpr int64_t kWrappedAhead = 512;
+// GemvPrefetch::kWrapped: how far ahead of the loads, over all R rows of a group (8 KB: 512 B a
+// row for 16 rows, the best measured on Zen 5 over rows of 1.5-7 KB; 16 rows at 2 KB lost 5-15%).
+constexpr int64_t kWrappedAheadPerGroup = 8192;
 
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -276,11 +276,11 @@ inline void gemv_group(WRows rows, int64_t K, const float* xs,
     }
   }
   if constexpr (P == GemvPrefetch::kWrapped && !Format<kind>::kGroupScaled && !(kind == WKind::kFp8 && S::kFp8ThroughL1)) {
-    // One prefetch per 64-byte line of each row, kWrappedAhead bytes ahead; past the row's end
+    // One prefetch per 64-byte line of each row, 8 KB / R ahead; past the row's end
     // into the same row of the next group (rows are `stride` apart, so that is R - 1 rows on).
     constexpr int64_t kLineCols = 64 / Format<kind>::offset(1);
     static_assert(kLineCols % W == 0, "a line holds whole vectors");
-    const int64_t stride = rows.stride, ahead = min64(kWrappedAhead, stride);
+    const int64_t stride = rows.stride, ahead = min64(kWrappedAheadPerGroup / R, stride);
     for (; k + kLineCols <= K; k += kLineCols) {
       const int64_t at = Format<kind>::offset(k) + ahead;
       const uint8_t* line = rows.data + at + (at >= stride ? (R - 1) * stride : 0);
