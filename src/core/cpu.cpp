@@ -4,6 +4,7 @@
 #include <cpuid.h>
 #endif
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 
@@ -62,14 +63,15 @@ bool cpu_has_amx_bf16() {
 #endif
 }
 
-bool cpu_supports(Isa isa) {
+namespace {
+bool cpu_supports_uncached(Isa isa) {
 #if defined(__x86_64__)
   switch (isa) {
     case Isa::kScalar: return true;
     case Isa::kAvx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     case Isa::kAvx512:
-      return cpu_supports(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
+      return cpu_supports_uncached(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("avx512dq") && has_avx512_bf16();
     default: return false;
@@ -77,6 +79,19 @@ bool cpu_supports(Isa isa) {
 #else
   return isa == Isa::kScalar;
 #endif
+}
+}  // namespace
+
+// Asked once per ISA: CPUID traps to the hypervisor in a VM (tens of microseconds per linear()
+// call with an explicit ISA before this cache: matmul_bench's small matrices).
+bool cpu_supports(Isa isa) {
+  static const auto supported = [] {
+    std::array<bool, static_cast<size_t>(Isa::kCount)> out{};
+    for (size_t i = 0; i < out.size(); ++i) out[i] = cpu_supports_uncached(static_cast<Isa>(i));
+    return out;
+  }();
+  const auto i = static_cast<size_t>(isa);
+  return i < supported.size() && supported[i];
 }
 
 Isa best_isa() {
