@@ -129,11 +129,12 @@ constexpr Shape kShapes[] = {{300, 200}, {1, 9}, {131, 520}, {70, 1030}, {260, 1
 // GEMV tunings (kernels/linear.h): Intel's and AMD's, and mixtures of their rows per group (16
 // to 1), prefetches (none, ahead, wrapped into the next group) and fp8 loads.
 constexpr GemvTuning kGemvTunings[] = {
-    {4, 4, GemvPrefetch::kAhead, false},
-    {16, 8, GemvPrefetch::kWrapped, true},
-    {8, 2, GemvPrefetch::kNone, true},
-    {16, 8, GemvPrefetch::kAhead, false},
-    {2, 1, GemvPrefetch::kWrapped, false},
+    {4, 4, GemvPrefetch::kAhead, 0},
+    {16, 8, GemvPrefetch::kWrapped, 4},
+    {8, 2, GemvPrefetch::kNone, 2},
+    {16, 8, GemvPrefetch::kAhead, 0},
+    {2, 1, GemvPrefetch::kWrapped, 1},
+    {1, 8, GemvPrefetch::kAhead, 3},
 };
 
 // Every GEMV tuning on every CPU.
@@ -155,7 +156,7 @@ TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
                                             << shape.cols << " tokens " << n << " threads " << threads
                                             << " gemv rows " << tuning.rows_one_token << "/" << tuning.rows_two_tokens
                                             << " prefetch " << static_cast<int>(tuning.prefetch)
-                                            << " fp8 subnormal " << tuning.fp8_subnormal);
+                                            << " fp8 subnormal up to " << tuning.fp8_subnormal_tokens << " tokens");
             const std::vector<float> x = random_x(rng, n * shape.cols);
             std::vector<float> y(static_cast<size_t>(n * shape.rows));
             linear(x.data(), n, m.w, y.data(), pool, isa);
@@ -169,6 +170,40 @@ TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
         }
       }
     }
+    }
+  }
+  set_gemv_tuning(saved);
+}
+
+// fp8 activations at the edges of the subnormal form (kernels/matmul_impl.h): a block whose scaled
+// activations would round as subnormals (tiny x) or overflow x 2^120 (huge x) must fall back to
+// the fp16 form, so the results stay the canonical ones bit for bit; blocks of ordinary x beside
+// them keep the subnormal form.
+TEST(CanonicalOrder, Fp8ActivationsOutsideTheSubnormalFormFallBack) {
+  std::mt19937 rng(5);
+  const GemvTuning saved = gemv_tuning();
+  const Matrix m(DType::kF8E4M3, 300, 260, rng);
+  for (Isa isa : supported_isas()) {
+    if (isa == Isa::kScalar) continue;
+    for (const GemvTuning tuning : kGemvTunings) {
+      set_gemv_tuning(tuning);
+      for (float edge : {1e-36f, 3e-41f, 2e30f, -1e-37f}) {
+        for (int64_t n : {1, 2, 4}) {
+          SCOPED_TRACE(testing::Message() << isa_name(isa) << " edge " << edge << " tokens " << n << " fp8 subnormal up to "
+                                          << tuning.fp8_subnormal_tokens << " tokens");
+          std::vector<float> x = random_x(rng, n * 260);
+          for (int64_t c = 0; c < 260; ++c) x[static_cast<size_t>(c)] *= edge;  // token 0 all at that scale
+          std::vector<float> y(static_cast<size_t>(n * 300));
+          ThreadPool pool(2);
+          linear(x.data(), n, m.w, y.data(), pool, isa);
+          for (int64_t t = 0; t < n; ++t)
+            for (int64_t r = 0; r < 300; ++r) {
+              const float want = canonical_dot(m, r, x.data() + t * 260, lanes(isa));
+              const float got = y[static_cast<size_t>(t * 300 + r)];
+              ASSERT_TRUE(same_bits(got, want)) << "token " << t << " row " << r << ": " << got << " vs " << want;
+            }
+        }
+      }
     }
   }
   set_gemv_tuning(saved);

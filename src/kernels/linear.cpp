@@ -117,7 +117,12 @@ GemvTuning initial_gemv_tuning() {
           " is not one of none, ahead, wrapped");
     t.prefetch = text == "none" ? GemvPrefetch::kNone : text == "ahead" ? GemvPrefetch::kAhead : GemvPrefetch::kWrapped;
   }
-  if (const char* v = std::getenv("DSINFER_GEMV_FP8_SUBNORMAL"); v && *v) t.fp8_subnormal = std::string(v) != "0";
+  if (const char* v = std::getenv("DSINFER_GEMV_FP8_SUBNORMAL"); v && *v) {
+    const std::string text(v);
+    check(text.size() == 1 && text[0] >= '0' && text[0] <= '4', "DSINFER_GEMV_FP8_SUBNORMAL=", text,
+          " is not a number of tokens from 0 to 4");
+    t.fp8_subnormal_tokens = text[0] - '0';
+  }
   return t;
 }
 GemvTuning g_gemv_tuning = initial_gemv_tuning();
@@ -235,10 +240,10 @@ ActDType parse_act_dtype(const std::string& name) {
 void set_act_dtype(ActDType act) { g_act_dtype = act; }
 GemvTuning family_gemv_tuning() {
   if (!cpu_is_amd()) return GemvTuning{};
-  if (cpu_family() >= 26) return {/*rows_one_token=*/16, /*rows_two_tokens=*/8, GemvPrefetch::kWrapped, /*fp8_subnormal=*/true};
+  if (cpu_family() >= 26) return {/*rows_one_token=*/16, /*rows_two_tokens=*/8, GemvPrefetch::kWrapped, /*fp8_subnormal_tokens=*/4};
   // Zen 3 / Zen 4 as measured there on 2026-12-01 (linear.h); the subnormal form only where the
   // AVX2 kernels run (Zen 3), unmeasured on Zen 4's AVX-512
-  return {/*rows_one_token=*/8, /*rows_two_tokens=*/8, GemvPrefetch::kNone, /*fp8_subnormal=*/!cpu_supports(Isa::kAvx512)};
+  return {/*rows_one_token=*/8, /*rows_two_tokens=*/8, GemvPrefetch::kNone, /*fp8_subnormal_tokens=*/cpu_supports(Isa::kAvx512) ? 0 : 2};
 }
 const GemvTuning& gemv_tuning() { return g_gemv_tuning; }
 void set_gemv_tuning(const GemvTuning& tuning) { g_gemv_tuning = tuning; }

@@ -29,7 +29,7 @@ Isa linear_isa();
 // numbers are the same either way, bit for bit, only the speed differs; every tuning is held to
 // the canonical order by tests/canonical_order_test.cpp). Environment overrides:
 // DSINFER_GEMV_ROWS=1|2|4|8|16 (rows per group for 1 token), DSINFER_GEMV_ROWS2 (for 2 tokens),
-// DSINFER_GEMV_PREFETCH=none|ahead|wrapped, DSINFER_GEMV_FP8_SUBNORMAL=0|1.
+// DSINFER_GEMV_PREFETCH=none|ahead|wrapped, DSINFER_GEMV_FP8_SUBNORMAL=0..4 (tokens).
 //  - Intel: 4-row groups, software prefetch 4 KB ahead in each row (short rows end before its
 //    hardware prefetcher catches on); fp8 rows widened through fp16 conversions.
 //  - AMD Zen 5 (family 26): 16 rows at once for 1 token, 8 for 2, and a prefetch 512 B ahead in
@@ -42,15 +42,16 @@ Isa linear_isa();
 //  - AMD Zen 3 / Zen 4: 8-row groups for up to 2 tokens and no software prefetch for bf16 and f32
 //    rows (measured 0.95-1.0 of a plain read's bandwidth against 0.75-0.8 on Zen 4); fp8 as on
 //    Intel, but for the subnormal form on AVX2 (Zen 3: the fp16 conversions held a core to ~11 GB/s).
-//  fp8 rows widened through fp16 conversions always go 4 rows at a time (8 measured no better),
-//  and the subnormal form serves up to 2 tokens only: at 3-4 tokens its integer ops compete with
-//  the FMAs.
+//  fp8 rows widened through fp16 conversions always go 4 rows at a time (8 measured no better).
+//  The subnormal form serves up to 4 tokens on Zen 5 (4 tokens: 36-42 GB/s against 25-27 through
+//  fp16, whose 4 x 4 block GCC keeps on the stack), up to 2 on Zen 3 (there, at 3-4 tokens, its
+//  integer ops competed with the FMAs).
 enum class GemvPrefetch { kNone, kAhead, kWrapped };
 struct GemvTuning {
   int rows_one_token = 4;   // rows per group for 1 token (at most 16 on AVX-512, 8 on AVX2)
   int rows_two_tokens = 4;  // for 2 tokens (at most 8); 3-4 tokens take the ISA's own count
   GemvPrefetch prefetch = GemvPrefetch::kAhead;  // bf16, f32 and subnormal-form fp8 rows
-  bool fp8_subnormal = false;                    // fp8, up to 2 tokens, where the ISA has load_fp8_subnormal
+  int fp8_subnormal_tokens = 0;  // fp8 codes as subnormal patterns for up to this many tokens (0: never; 4 at most)
 };
 // The tuning of this CPU's family (what the GEMV starts with, before the environment).
 GemvTuning family_gemv_tuning();
