@@ -318,14 +318,9 @@ inline void gemv_group(WRows rows, int64_t K, const float* xs,
       for (int t = 0; t < T; ++t) acc[i][t] = S::fma(wv, xv[t], acc[i][t]);
     }
   }
-  // (the lanes reduced first, in a loop of their own: a loop that also held the scalar tail kept
-  // GCC from unrolling it, so acc lived on the stack and every step above stored all of it back)
-  float sums[R][T];
-  for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t) sums[i][t] = S::reduce(acc[i][t]);
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) {
-      float s = sums[i][t];
+      float s = S::reduce(acc[i][t]);
       for (int64_t kk = k; kk < K; ++kk) s = std::fma(scalar_w<kind>(rows[i], kk), xs[t * xs_stride + kk], s);
       y[t * y_stride + i] = s;
     }
