@@ -9,7 +9,6 @@ namespace {
 
 struct Avx2 {
   using V = __m256;
-  static constexpr int kRegisters = 16;  // vector registers
   static constexpr int kWidth = 8;
   static constexpr int kGemmRows = 6;
   // rows per GEMV group for 3-4 tokens: 4 x 4 accumulators and the token vectors would spill 16 ymm

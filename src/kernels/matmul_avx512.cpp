@@ -14,7 +14,6 @@ namespace {
 
 struct Avx512 {
   using V = __m512;
-  static constexpr int kRegisters = 32;  // vector registers
   static constexpr int kWidth = 16;
   static constexpr int kGemmRows = 6;
   // rows per GEMV group: for 3-4 tokens (4 x 4 accumulators fit 32 zmm), at most for 1 token

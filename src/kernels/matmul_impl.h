@@ -200,15 +200,6 @@ inline WRows rows_from(const WeightMatrix& w, int64_t first) {
   const WRow row = row_of(w, first);
   return {row.data, w.row_stride(), row.scales, ceil_div(w.cols, kQuantGroup)};
 }
-// Keeps the T token vectors of a GEMV step in registers where R x T accumulators leave room: GCC
-// otherwise folds each into its R FMAs as a memory operand, and Zen 5 then issues R x T vector
-// loads a step instead of T (a 4 x 4 block in L2 ran at 0.44 of the FMA peak, 0.95 with this).
-template <class S, int T, int R, int kVectorsPerToken = 1>
-inline void keep_in_registers(typename S::V (&v)[T]) {
-  if constexpr (R * T + kVectorsPerToken * T + 4 <= S::kRegisters)
-    for (int t = 0; t < T; ++t) asm("" : "+v"(v[t]));
-}
-
 // ---- GEMV: a group of R rows against T tokens, weights streamed once -------------------------
 // y[t * y_stride + i] = sum_k W_i[k] * xs[t * xs_stride + k] for i < R, t < T.
 template <class S, WKind kind, int T, int R, GemvPrefetch P>
@@ -235,8 +226,6 @@ inline void gemv_group(WRows rows, int64_t K, const float* xs,
         x0[t] = S::load(xs + t * xs_stride + k);
         x1[t] = S::load(xs + t * xs_stride + k + W);
       }
-      keep_in_registers<S, T, R, 2>(x0);
-      keep_in_registers<S, T, R, 2>(x1);
       for (int i = 0; i < R; ++i) S::fp8_to_half_2x(rows[i].data + k, half[i]);
       for (int i = 0; i < R; ++i) __builtin_prefetch(next + R * k + i * 2 * W, 0, 2);
       for (int i = 0; i < R; ++i) __builtin_prefetch(rows[i].data + k + 4096, 0, 3);
@@ -299,7 +288,6 @@ inline void gemv_group(WRows rows, int64_t K, const float* xs,
       for (int64_t v = 0; v < kLineCols; v += W) {
         V xv[T];
         for (int t = 0; t < T; ++t) xv[t] = S::load(xs + t * xs_stride + k + v);
-        keep_in_registers<S, T, R>(xv);
         for (int i = 0; i < R; ++i) {
           const V wv = load_w<S, kind>(rows[i], k + v);
           for (int t = 0; t < T; ++t) acc[i][t] = S::fma(wv, xv[t], acc[i][t]);
@@ -310,7 +298,6 @@ inline void gemv_group(WRows rows, int64_t K, const float* xs,
   for (; k + W <= K; k += W) {
     V xv[T];
     for (int t = 0; t < T; ++t) xv[t] = S::load(xs + t * xs_stride + k);
-    keep_in_registers<S, T, R>(xv);
     if constexpr (P == GemvPrefetch::kAhead && kind != WKind::kFp8 && kind != WKind::kFp8Subnormal)
       for (int i = 0; i < R; ++i) __builtin_prefetch(rows[i].data + Format<kind>::offset(k) + 4096, 0, 3);
     for (int i = 0; i < R; ++i) {
