@@ -38,7 +38,7 @@ Isa linear_isa();
 //    cost AMD's FMA nothing). 2 threads, 2 GB of weights, alternating runs: fp8 rows of 1.5-7 KB
 //    at 55-68 GB/s = 0.9-1.0 of a plain read, against 39-46 for Intel's way; 16 rows of bf16
 //    59-61 against 47-48 (bench/README.md). Rows a multiple of 4 KB apart (wo: 16 KB) all land in
-//    the same L1 sets, and there Intel's way measured best on Zen 5 too: such matrices take it.
+//    the same L1 sets: such matrices go 4 rows at a time (wo 61-64 GB/s, 46-54 Intel's way).
 //  - AMD Zen 3 / Zen 4: 8-row groups for up to 2 tokens and no software prefetch for bf16 and f32
 //    rows (measured 0.95-1.0 of a plain read's bandwidth against 0.75-0.8 on Zen 4); fp8 as on
 //    Intel, but for the subnormal form on AVX2 (Zen 3: the fp16 conversions held a core to ~11 GB/s).

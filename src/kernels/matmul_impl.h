@@ -398,10 +398,16 @@ inline int gemv_max_group(const GemvTuning& tuning, int T) {
 }
 
 // The tuning for rows `row_stride` bytes apart: rows a multiple of 4 KB apart (wo: 16 KB) all map
-// to the same L1 sets, and there the default (Intel's) way measured best on Zen 5 too (fp8
-// 7168 x 16384: 50-57 GB/s against 47-50 for 8 rows of AMD's, 40 for 4).
+// to the same L1 sets, so that 16 of them streaming at once under the wrapped prefetch (Zen 5)
+// thrash the sets: there 4 rows at a time (fp8 7168 x 16384 on Zen 5, 2 alternating rounds: 1
+// token 61-64 GB/s against 46-54 for Intel's way and 45-47 for 16 rows; 2 tokens 53-55 against 40;
+// 4 tokens 38-39 against 27-28).
 inline GemvTuning gemv_tuning_for(const GemvTuning& tuning, int64_t row_stride) {
-  return row_stride % 4096 == 0 ? GemvTuning{} : tuning;
+  if (row_stride % 4096 != 0 || tuning.prefetch != GemvPrefetch::kWrapped) return tuning;
+  GemvTuning t = tuning;
+  t.rows_one_token = static_cast<int>(min64(t.rows_one_token, 4));
+  t.rows_two_tokens = static_cast<int>(min64(t.rows_two_tokens, 4));
+  return t;
 }
 
 // Tokens in groups of up to 4, rows in groups of gemv_max_group or the largest power of two below
