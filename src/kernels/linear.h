@@ -25,16 +25,16 @@ void linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, T
 // The ISA that linear() uses.
 Isa linear_isa();
 
-// How the GEMV streams its weights, per CPU family (picked at start from the CPU's vendor; the
+// How the GEMV streams its weights, per CPU family (picked at start from CPUID's vendor and family; the
 // numbers are the same either way, bit for bit, only the speed differs; every tuning is held to
 // the canonical order by tests/canonical_order_test.cpp). Environment overrides:
 // DSINFER_GEMV_ROWS=1|2|4|8|16 (rows per group for 1 token), DSINFER_GEMV_ROWS2 (for 2 tokens),
 // DSINFER_GEMV_PREFETCH=none|ahead|wrapped, DSINFER_GEMV_FP8_SUBNORMAL=0..4 (tokens).
 //  - Intel: 4-row groups, software prefetch 4 KB ahead in each row (short rows end before its
 //    hardware prefetcher catches on); fp8 rows widened through fp16 conversions.
-//  - AMD Zen 5 (family 26): 16 rows at once for 1 token, 8 for 2, and a prefetch 512 B ahead in
-//    each row that, past the row's end, goes on into the next group's rows (their first lines are
-//    otherwise demand misses); fp8 codes read as fp32 subnormal patterns (fp32 subnormal operands
+//  - AMD Zen 5 (family 26): 16 rows at once for 1 token, 8 for 2, and a prefetch 8 KB ahead over
+//    the group (512 B a row at 16 rows) that, past a row's end, goes on into the next group's rows
+//    (their first lines are otherwise demand misses); fp8 codes read as fp32 subnormal patterns (fp32 subnormal operands
 //    cost AMD's FMA nothing). 2 threads, 2 GB of weights, alternating runs: fp8 rows of 1.5-7 KB
 //    at 55-68 GB/s = 0.9-1.0 of a plain read, against 39-46 for Intel's way; 16 rows of bf16
 //    59-61 against 47-48 (bench/README.md). Rows a multiple of 4 KB apart (wo: 16 KB) all land in
