@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "test_support.h"
 
@@ -35,6 +36,22 @@ void expect_error(const test::CommandResult& r, const std::string& message, doub
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_CONTAINS(r.err, "error: " + message);
   EXPECT_LT(r.seconds, max_seconds);
+}
+
+// ---- the kernels' tuning overrides (kernels/linear.h): a bad value is one error, not an abort
+
+TEST(Hardening, ABadGemvTuningVariableIsOneClearError) {
+  const std::string prompts = scratch_dir("gemv-env") + "/prompts.txt";
+  write_file(prompts, "hello\n");
+  for (const auto& [setting, message] :
+       {std::pair<std::string, std::string>{"DSINFER_GEMV_ROWS=3", "DSINFER_GEMV_ROWS=3 is not a power of two from 1 to 16"},
+        {"DSINFER_GEMV_PREFETCH=far", "DSINFER_GEMV_PREFETCH=far is not one of none, ahead, wrapped"},
+        {"DSINFER_GEMV_FP8_SUBNORMAL=9", "DSINFER_GEMV_FP8_SUBNORMAL=9 is not a number of tokens from 0 to 4"}}) {
+    SCOPED_TRACE(setting);
+    expect_error(run_command(setting + " " + kBin + " generate --ckpt-path " + tiny_ckpt() + " --input-file " + prompts +
+                             " --max-new-tokens 2"),
+                 message);
+  }
 }
 
 // ---- results on stdout are checked like any output file (they were lost with exit 0)

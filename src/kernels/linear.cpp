@@ -125,7 +125,12 @@ GemvTuning initial_gemv_tuning() {
   }
   return t;
 }
-GemvTuning g_gemv_tuning = initial_gemv_tuning();
+// Read at first use, not during static initialization, so that a bad DSINFER_GEMV_* value is
+// one clear error from the command that ran (an exception thrown before main would abort).
+GemvTuning& current_gemv_tuning() {
+  static GemvTuning tuning = initial_gemv_tuning();
+  return tuning;
+}
 bool g_batch_invariant = true;
 
 // Where fast mode's products of kFastGemmMinTokens or more tokens go with these kernels: their
@@ -181,7 +186,7 @@ void linear_with(const MatmulKernels& kernels, const float* x, int64_t n_tokens,
     }
     x = rounded_to_bf16(x, n_tokens, w.cols, pool);
   }
-  MatmulTask task{x, n_tokens, w.cols, &w, y, w.rows, nullptr, !g_batch_invariant, g_gemv_tuning};
+  MatmulTask task{x, n_tokens, w.cols, &w, y, w.rows, nullptr, !g_batch_invariant, current_gemv_tuning()};
   // Packed once here and shared by every thread (the activations are small next to the weights).
   thread_local std::vector<float> packed;
   if (n_tokens >= kernels.gemm_min_tokens) {
@@ -245,8 +250,8 @@ GemvTuning family_gemv_tuning() {
   // AVX2 kernels run (Zen 3), unmeasured on Zen 4's AVX-512
   return {/*rows_one_token=*/8, /*rows_two_tokens=*/8, GemvPrefetch::kNone, /*fp8_subnormal_tokens=*/cpu_supports(Isa::kAvx512) ? 0 : 2};
 }
-const GemvTuning& gemv_tuning() { return g_gemv_tuning; }
-void set_gemv_tuning(const GemvTuning& tuning) { g_gemv_tuning = tuning; }
+const GemvTuning& gemv_tuning() { return current_gemv_tuning(); }
+void set_gemv_tuning(const GemvTuning& tuning) { current_gemv_tuning() = tuning; }
 void set_batch_invariant(bool on) { g_batch_invariant = on; }
 bool batch_invariant() { return g_batch_invariant; }
 ActDType act_dtype() { return g_act_dtype; }
@@ -279,7 +284,7 @@ void matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const Wei
     case FastModeKernels::kBf16Dot: return bf16dot_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
     case FastModeKernels::kExact: break;
   }
-  MatmulTask task{x, n_tokens, x_stride, &w, y, y_stride, nullptr, !g_batch_invariant, g_gemv_tuning};
+  MatmulTask task{x, n_tokens, x_stride, &w, y, y_stride, nullptr, !g_batch_invariant, current_gemv_tuning()};
   thread_local std::vector<float> packed, scratch;
   if (n_tokens >= kernels.gemm_min_tokens) {
     float* out = at_least(packed, kernels.packed_x_size(n_tokens, w.cols));
