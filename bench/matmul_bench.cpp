@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
   // (Intel's and AMD's GemvTuning, kernels/linear.h)
   const std::pair<const char*, GemvTuning> kStreamings[] = {
       {"intel", GemvTuning{}},
-      {"amd", GemvTuning{16, 8, GemvPrefetch::kWrapped, 4}},
+      {"amd", kZen5GemvTuning},
   };
   for (const Shape& s : shapes) {
     if (only_shape && std::string(s.name).find(only_shape) == std::string::npos) continue;

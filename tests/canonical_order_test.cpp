@@ -177,8 +177,8 @@ TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
 
 // fp8 activations at the edges of the subnormal form (kernels/matmul_impl.h): a block whose scaled
 // activations would round as subnormals (tiny x) or overflow x 2^120 (huge x) must fall back to
-// the fp16 form, so the results stay the canonical ones bit for bit; blocks of ordinary x beside
-// them keep the subnormal form.
+// the fp16 form, so the results stay the canonical ones bit for bit (the check covers a block's
+// tokens together: token 0 alone at the edge sends the whole group of tokens back).
 TEST(CanonicalOrder, Fp8ActivationsOutsideTheSubnormalFormFallBack) {
   std::mt19937 rng(5);
   const GemvTuning saved = gemv_tuning();

@@ -245,7 +245,7 @@ ActDType parse_act_dtype(const std::string& name) {
 void set_act_dtype(ActDType act) { g_act_dtype = act; }
 GemvTuning family_gemv_tuning() {
   if (!cpu_is_amd()) return GemvTuning{};
-  if (cpu_family() >= 26) return {/*rows_one_token=*/16, /*rows_two_tokens=*/8, GemvPrefetch::kWrapped, /*fp8_subnormal_tokens=*/4};
+  if (cpu_family() >= 26) return kZen5GemvTuning;
   // Zen 3 / Zen 4 as measured there on 2026-12-01 (linear.h); the subnormal form only where the
   // AVX2 kernels run (Zen 3), unmeasured on Zen 4's AVX-512
   return {/*rows_one_token=*/8, /*rows_two_tokens=*/8, GemvPrefetch::kNone, /*fp8_subnormal_tokens=*/cpu_supports(Isa::kAvx512) ? 0 : 2};

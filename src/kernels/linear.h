@@ -53,6 +53,9 @@ struct GemvTuning {
   GemvPrefetch prefetch = GemvPrefetch::kAhead;  // bf16, f32 and subnormal-form fp8 rows
   int fp8_subnormal_tokens = 0;  // fp8 codes as subnormal patterns for up to this many tokens (0: never; 4 at most)
 };
+// Zen 5's tuning (above), by name for the benchmarks that compare it with Intel's (GemvTuning{}).
+inline constexpr GemvTuning kZen5GemvTuning{/*rows_one_token=*/16, /*rows_two_tokens=*/8, GemvPrefetch::kWrapped,
+                                            /*fp8_subnormal_tokens=*/4};
 // The tuning of this CPU's family (what the GEMV starts with, before the environment).
 GemvTuning family_gemv_tuning();
 
