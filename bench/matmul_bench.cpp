@@ -7,7 +7,8 @@
 // DSINFER_ISA=NAME (avx512, avx2, scalar) measures that variant only (else every one the CPU runs);
 // MATMUL_SHAPE=TEXT only the shapes whose name contains TEXT; MATMUL_GEMV_AB=ROUNDS runs each GEMV
 // (up to 4 tokens) under Intel's and AMD's streaming (kernels/linear.h GemvTuning) alternately,
-// ROUNDS times (the host's bandwidth moves between runs: compare within a round).
+// ROUNDS times (the host's bandwidth moves between runs: compare within a round); MATMUL_FAST=1
+// runs fast mode (activations rounded to bf16: AMX or VDPBF16PS from kFastGemmMinTokens tokens).
 //
 // Weights are random fp8 codes with block scales (and bf16 for the head shape), several copies
 // so that the working set is far larger than the caches, in 2 MB transparent huge pages as
@@ -101,6 +102,7 @@ int main(int argc, char** argv) {
       {"wo 7168x16384 fp8", DType::kF8E4M3, 7168, 16384},
       {"expert w1 2048x7168 fp8", DType::kF8E4M3, 2048, 7168},
       {"expert w2 7168x2048 fp8", DType::kF8E4M3, 7168, 2048},
+      {"dense w1 18432x7168 fp8", DType::kF8E4M3, 18432, 7168},
       {"head 129280x7168 bf16", DType::kBF16, 129280, 7168},
       {"big 129280x7168 fp8", DType::kF8E4M3, 129280, 7168},
       {"head-ish 64640x7168 bf16", DType::kBF16, 64640, 7168},
@@ -111,6 +113,8 @@ int main(int argc, char** argv) {
   const char* only_shape = std::getenv("MATMUL_SHAPE");
   const char* ab = std::getenv("MATMUL_GEMV_AB");
   const int ab_rounds = ab ? std::atoi(ab) : 0;
+  if (const char* fast = std::getenv("MATMUL_FAST"); fast && std::string(fast) == "1") set_act_dtype(ActDType::kBF16);
+  std::printf("activations %s\n", act_dtype_name(act_dtype()));
   // (Intel's and AMD's GemvTuning, kernels/linear.h)
   const std::pair<const char*, GemvTuning> kStreamings[] = {
       {"intel", GemvTuning{}},

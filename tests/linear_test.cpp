@@ -386,9 +386,10 @@ TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
 }
 
 // The VDPBF16PS kernels themselves, called directly so that they are tested on every CPU that
-// has AVX512_BF16 (on one with AMX, fast mode prefers the tiles): token counts across the 64-token
-// tiles and the 256-token groups, rows across the 6-row panels, 48-row chunks and 128-row scale
-// blocks, odd columns; strided x and y for the serial form, whose f32 weights are rounded too.
+// has AVX512_BF16 (on one with AMX, fast mode prefers the tiles): token counts across the tiles
+// of up to 64 tokens (129: 48 + 48 + 33) and the 4-tile groups, rows across the 6-row panels,
+// 48-row chunks and 128-row scale blocks, odd columns; strided x and y for the serial form, whose
+// f32 weights are rounded too.
 TEST(Linear, Bf16DotKernelsAreTheProductOfBf16RoundedOperands) {
   if (!bf16dot_usable()) GTEST_SKIP() << "no AVX512_BF16 here";
   std::mt19937 rng(23);
@@ -400,7 +401,7 @@ TEST(Linear, Bf16DotKernelsAreTheProductOfBf16RoundedOperands) {
       TestMatrix rounded_w = m;  // f32 weights rounded; fp8 (code x block scale) and bf16 stay exact
       if (dtype == DType::kF32)
         for (float& v : rounded_w.dense) v = bf16_to_f32(f32_to_bf16(v));
-      for (int64_t n_tokens : {1, 16, 63, 64, 65, 300}) {
+      for (int64_t n_tokens : {1, 16, 63, 64, 65, 129, 300}) {
         SCOPED_TRACE(testing::Message() << format_name(dtype) << " " << rows << "x" << cols << " tokens " << n_tokens);
         const int64_t x_stride = cols + 3, y_stride = rows + 5;
         const auto x = random_floats(rng, static_cast<size_t>(n_tokens * x_stride));

@@ -45,18 +45,31 @@ __m512i pairs_of(const float* p) {
 
 int64_t pairs_of_cols(int64_t K) { return (K + 1) / 2; }
 
+// n tokens in tiles of at most 64, spread evenly in whole vectors: 129 tokens are tiles of 48,
+// 48 and 33, not 64, 64 and 1 (a one-vector tile runs its micro-kernel at half the rate: six
+// accumulators do not cover the instruction's latency). A token's sums do not depend on its tile.
+struct TokenTiles {
+  int64_t n, vectors, tiles;
+  explicit TokenTiles(int64_t n_tokens)
+      : n(n_tokens), vectors(ceil_div(n_tokens, kLanes)), tiles(ceil_div(vectors, kVectors)) {}
+  int64_t begin(int64_t j) const { return std::min(n, kLanes * (j * vectors / tiles)); }
+  int64_t count(int64_t j) const { return begin(j + 1) - begin(j); }
+};
+
 // x [n, K] (rows x_stride apart) packed: tile j, pair p, token tt at xp[(j * pairs + p) * 64 + tt]
-// = bf16 pair (x[t, 2p], x[t, 2p + 1]) of token t = 64 j + tt; zero past n and past K. Tiles [j0, j1).
-void pack_tokens(const float* x, int64_t x_stride, int64_t n, int64_t K, int64_t j0, int64_t j1, uint32_t* xp) {
+// = bf16 pair (x[t, 2p], x[t, 2p + 1]) of token t = tiles.begin(j) + tt; zero past the tile's
+// tokens and past K. Tiles [j0, j1).
+void pack_tokens(const float* x, int64_t x_stride, const TokenTiles& token_tiles, int64_t K, int64_t j0, int64_t j1,
+                 uint32_t* xp) {
   const int64_t pairs = pairs_of_cols(K);
   const __m512i stride = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                             _mm512_set1_epi32(static_cast<int>(kTileTokens)));
   for (int64_t j = j0; j < j1; ++j) {
     uint32_t* tile = xp + j * pairs * kTileTokens;
-    const int64_t tokens = std::min(kTileTokens, n - j * kTileTokens);
+    const int64_t tokens = token_tiles.count(j);
     if (tokens < kTileTokens) std::fill(tile, tile + pairs * kTileTokens, 0u);
     for (int64_t tt = 0; tt < tokens; ++tt) {
-      const float* row = x + (j * kTileTokens + tt) * x_stride;
+      const float* row = x + (token_tiles.begin(j) + tt) * x_stride;
       int64_t k = 0;
       for (; k + 32 <= K; k += 32)  // 16 pairs to 16 places 64 dwords apart
         _mm512_i32scatter_epi32(tile + (k / 2) * kTileTokens + tt, stride, pairs_of(row + k), 4);
@@ -119,12 +132,26 @@ float block_scale(const WeightMatrix& w, int64_t r, int64_t c0) {
   return 1.0f;
 }
 
+// Asks for the weight bytes of rows [r0, r1), columns [c0, c0 + 128), in L2 ahead of their
+// conversion: a block's rows are a row apart, a stride the hardware prefetchers do not follow,
+// so without this each conversion waits on memory (a fifth of a 512-token product's time on
+// Zen 5). block_bytes: a 128-column block's bytes in a row.
+void prefetch_block(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t c0, int64_t block_bytes) {
+  const int64_t stride = w.row_stride(), first = c0 / kBlockCols * block_bytes;
+  const int64_t end = std::min(first + block_bytes, stride);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.data + r * stride;
+    for (int64_t b = first & ~int64_t{63}; b < end; b += 64) _mm_prefetch(reinterpret_cast<const char*>(row + b), _MM_HINT_T1);
+  }
+}
+
 // Rows [r0, r1) of y for all n tokens. Token tiles in groups of kGroupTiles; per group, rows in
 // chunks of kChunkRows whose 128-column blocks are converted once and then serve every tile of
 // the group (a tile's block, 16 KB, stays in L1 while the chunk's 8 panels pass over it).
-void bf16dot_rows(const uint32_t* xp, int64_t n, const WeightMatrix& w, int64_t r0, int64_t r1, float* y,
-                  int64_t y_stride) {
-  const int64_t K = w.cols, pairs = pairs_of_cols(K), tiles = ceil_div(n, kTileTokens);
+void bf16dot_rows(const uint32_t* xp, const TokenTiles& token_tiles, const WeightMatrix& w, int64_t r0, int64_t r1,
+                  float* y, int64_t y_stride) {
+  const int64_t K = w.cols, pairs = pairs_of_cols(K), tiles = token_tiles.tiles;
+  const int64_t block_bytes = w.dtype == kInt4Storage ? kBlockCols / 2 : kBlockCols * static_cast<int64_t>(dtype_size(w.dtype));
   const int64_t c_stride = kGroupTiles * kTileTokens;
   thread_local std::vector<uint32_t> wbuf_storage;
   thread_local std::vector<float> cbuf_storage;
@@ -133,12 +160,18 @@ void bf16dot_rows(const uint32_t* xp, int64_t n, const WeightMatrix& w, int64_t 
   alignas(64) float scales[kChunkRows];
   for (int64_t g0 = 0; g0 < tiles; g0 += kGroupTiles) {
     const int64_t group_tiles = std::min(kGroupTiles, tiles - g0);
-    const int64_t group_tokens = std::min(group_tiles * kTileTokens, n - g0 * kTileTokens);
     for (int64_t rc = r0; rc < r1; rc += kChunkRows) {
       const int64_t rows = std::min(kChunkRows, r1 - rc), panels = ceil_div(rows, kRows);
       for (int64_t i = 0; i < panels * kRows; ++i) std::fill(cbuf + i * c_stride, cbuf + i * c_stride + group_tiles * kTileTokens, 0.0f);
       for (int64_t c0 = 0; c0 < K; c0 += kBlockCols) {
         const int64_t steps = pairs_of_cols(std::min(kBlockCols, K - c0));
+        // the next block of these rows (after the last, the next chunk's first) comes while this one computes
+        if (c0 + kBlockCols < K) {
+          prefetch_block(w, rc, rc + rows, c0 + kBlockCols, block_bytes);
+        } else {
+          const int64_t next = rc + kChunkRows < r1 ? rc + kChunkRows : r0;
+          prefetch_block(w, next, std::min(next + kChunkRows, r1), 0, block_bytes);
+        }
         for (int64_t i = 0; i < panels * kRows; ++i) {
           uint32_t* dst = wbuf + i * kBlockPairs;
           if (i < rows) {
@@ -150,7 +183,7 @@ void bf16dot_rows(const uint32_t* xp, int64_t n, const WeightMatrix& w, int64_t 
           }
         }
         for (int64_t j = 0; j < group_tiles; ++j) {
-          const int64_t tokens = std::min(kTileTokens, n - (g0 + j) * kTileTokens);
+          const int64_t tokens = token_tiles.count(g0 + j);
           const int nv = static_cast<int>(ceil_div(tokens, kLanes));
           const uint32_t* x_block = xp + ((g0 + j) * pairs + c0 / 2) * kTileTokens;
           for (int64_t p = 0; p < panels; ++p)
@@ -158,8 +191,9 @@ void bf16dot_rows(const uint32_t* xp, int64_t n, const WeightMatrix& w, int64_t 
                           cbuf + p * kRows * c_stride + j * kTileTokens, c_stride);
         }
       }
-      for (int64_t t = 0; t < group_tokens; ++t)
-        for (int64_t i = 0; i < rows; ++i) y[(g0 * kTileTokens + t) * y_stride + rc + i] = cbuf[i * c_stride + t];
+      for (int64_t j = 0; j < group_tiles; ++j)
+        for (int64_t t = token_tiles.begin(g0 + j), tt = 0; tt < token_tiles.count(g0 + j); ++t, ++tt)
+          for (int64_t i = 0; i < rows; ++i) y[t * y_stride + rc + i] = cbuf[i * c_stride + j * kTileTokens + tt];
     }
   }
 }
@@ -168,22 +202,22 @@ void bf16dot_rows(const uint32_t* xp, int64_t n, const WeightMatrix& w, int64_t 
 
 void bf16dot_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool) {
   check(bf16dot_usable(), "bf16dot_linear without AVX512_BF16");
-  const int64_t tiles = ceil_div(n_tokens, kTileTokens);
+  const TokenTiles tiles(n_tokens);
   thread_local std::vector<uint32_t> xp_storage;
-  uint32_t* xp = aligned(xp_storage, tiles * pairs_of_cols(w.cols) * kTileTokens);
-  pool.parallel_for(tiles, [&](int64_t j0, int64_t j1) { pack_tokens(x, w.cols, n_tokens, w.cols, j0, j1, xp); });
+  uint32_t* xp = aligned(xp_storage, tiles.tiles * pairs_of_cols(w.cols) * kTileTokens);
+  pool.parallel_for(tiles.tiles, [&](int64_t j0, int64_t j1) { pack_tokens(x, w.cols, tiles, w.cols, j0, j1, xp); });
   pool.parallel_for(
-      w.rows, [&](int64_t begin, int64_t end) { bf16dot_rows(xp, n_tokens, w, begin, end, y, w.rows); }, kChunkRows);
+      w.rows, [&](int64_t begin, int64_t end) { bf16dot_rows(xp, tiles, w, begin, end, y, w.rows); }, kChunkRows);
 }
 
 void bf16dot_matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
                            int64_t y_stride) {
   check(bf16dot_usable(), "bf16dot_matmul_serial without AVX512_BF16");
-  const int64_t tiles = ceil_div(n_tokens, kTileTokens);
+  const TokenTiles tiles(n_tokens);
   thread_local std::vector<uint32_t> xp_storage;
-  uint32_t* xp = aligned(xp_storage, tiles * pairs_of_cols(w.cols) * kTileTokens);
-  pack_tokens(x, x_stride, n_tokens, w.cols, 0, tiles, xp);
-  bf16dot_rows(xp, n_tokens, w, 0, w.rows, y, y_stride);
+  uint32_t* xp = aligned(xp_storage, tiles.tiles * pairs_of_cols(w.cols) * kTileTokens);
+  pack_tokens(x, x_stride, tiles, w.cols, 0, tiles.tiles, xp);
+  bf16dot_rows(xp, tiles, w, 0, w.rows, y, y_stride);
 }
 
 }  // namespace dsinfer
