@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/linear.h"
 #include "model/transformer.h"
 #include "model/weights.h"
 #include "parallel/comm.h"
@@ -65,6 +66,53 @@ TEST_P(AttentionPaths, EveryCutOfTheSequenceGivesTheSameLogits) {
     for (const auto* other : {&stepwise, &chunks})
       EXPECT_EQ(std::memcmp(other->data() + b * vocab, ref, vocab * sizeof(float)), 0)
           << "row " << b << (other == &stepwise ? " stepwise" : " chunks");
+  }
+}
+
+// Fast mode's prefill takes its own path where bf16 kernels run (attend_as_bf16_matrices: the
+// cache as bf16 weights of both products). Over several query blocks, whole and in two chunks,
+// its last logits must stay within bf16 rounding of exact mode's, with the same argmax.
+TEST_P(AttentionPaths, FastModePrefillStaysWithinRoundingOfExactMode) {
+  const std::string ckpt = test::convert_golden(GetParam());
+  auto comm = make_local_comm();
+  ThreadPool pool(2);
+  const ModelConfig config = load_config(ckpt + "/config.json");
+  auto model = Transformer::load(config, ckpt, *comm, pool);
+  constexpr int kBatch = 2, kLen = 150;
+  std::vector<int32_t> tokens(kBatch * kLen);
+  std::mt19937 rng(11);
+  for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(config.vocab_size));
+  const int64_t vocab = config.vocab_size;
+  auto run = [&](const std::vector<int>& cuts) {
+    KVCache cache(config, kBatch, kLen);
+    std::vector<float> logits(kBatch * vocab);
+    int pos = 0;
+    for (int len : cuts) {
+      std::vector<int32_t> chunk(kBatch * len);
+      for (int b = 0; b < kBatch; ++b) std::copy_n(tokens.data() + b * kLen + pos, len, chunk.data() + b * len);
+      model->forward(chunk.data(), kBatch, len, pos, cache, logits.data());
+      pos += len;
+    }
+    return logits;
+  };
+  const std::vector<float> exact = run({kLen});
+  set_act_dtype(ActDType::kBF16);
+  const std::vector<float> fast_whole = run({kLen}), fast_chunks = run({70, 80});
+  set_act_dtype(ActDType::kF32);
+  for (int b = 0; b < kBatch; ++b) {
+    const float* ref = exact.data() + b * vocab;
+    const float max_ref = *std::max_element(ref, ref + vocab, [](float x, float y) { return std::fabs(x) < std::fabs(y); });
+    for (const auto* fast : {&fast_whole, &fast_chunks}) {
+      const float* got = fast->data() + b * vocab;
+      float max_d = 0;
+      for (int64_t v = 0; v < vocab; ++v) max_d = std::max(max_d, std::fabs(got[v] - ref[v]));
+      const double ratio = max_d / std::fabs(max_ref);
+      std::printf("[ fast ] %s row %d %s: max|d|/max|ref| %.3g\n", GetParam().c_str(), b,
+                  fast == &fast_whole ? "whole" : "chunks", ratio);
+      EXPECT_GT(ratio, 0) << "fast mode gave exact mode's bits: were the activations rounded?";
+      EXPECT_LT(ratio, 0.05) << "row " << b;
+      EXPECT_EQ(std::max_element(got, got + vocab) - got, std::max_element(ref, ref + vocab) - ref) << "row " << b;
+    }
   }
 }
 
