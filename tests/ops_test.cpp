@@ -114,9 +114,9 @@ std::vector<double> softmax_reference(const std::vector<float>& x) {
   return p;
 }
 
-void expect_softmax_matches(const std::vector<float>& x) {
+void expect_softmax_matches(const std::vector<float>& x, void (*normalize)(float*, int64_t) = softmax) {
   std::vector<float> p = x;
-  softmax(p.data(), static_cast<int64_t>(p.size()));
+  normalize(p.data(), static_cast<int64_t>(p.size()));
   const std::vector<double> ref = softmax_reference(x);
   double sum = 0;
   for (size_t i = 0; i < x.size(); ++i) {
@@ -133,6 +133,20 @@ TEST(Ops, SoftmaxMatchesDoubleAndSumsToOne) {
   for (size_t n : {1, 2, 6, 64, 160, 256, 2048, 102400}) {
     for (float spread : {0.1f, 3.0f, 30.0f}) expect_softmax_matches(random_vector(rng, n, -spread, spread));
   }
+}
+
+// softmax_fast (a polynomial exp on AVX-512): the same bounds as softmax, on every length
+// around the 16-lane vectors, on spreads deep into exp's subnormal range and beyond it.
+TEST(Ops, SoftmaxFastMatchesDoubleAndSumsToOne) {
+  std::mt19937 rng(43);
+  for (size_t n : {1, 2, 15, 16, 17, 64, 160, 513, 102400}) {
+    for (float spread : {0.1f, 3.0f, 30.0f, 200.0f}) expect_softmax_matches(random_vector(rng, n, -spread, spread), softmax_fast);
+  }
+  expect_softmax_matches({1000.0f, 999.0f, 998.0f, 0.0f, -1000.0f}, softmax_fast);
+  std::vector<float> far = {0.0f, -104.0f, -500.0f, -kInf};  // far below the max: exactly 0
+  softmax_fast(far.data(), 4);
+  EXPECT_EQ(far[0], 1.0f);
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(far[i], 0.0f) << i;
 }
 
 TEST(Ops, SoftmaxLargeValuesDoNotOverflow) {

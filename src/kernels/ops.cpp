@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernels/linear.h"
+
 namespace dsinfer {
 
 void rms_norm(const float* x, const float* weight, int64_t n_rows, int64_t dim, float eps, float* y) {
@@ -29,6 +31,11 @@ void softmax(float* x, int64_t n) {
   }
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void softmax_fast(float* x, int64_t n) {
+  if (linear_isa() == Isa::kAvx512) return softmax_fast_avx512(x, n);
+  softmax(x, n);
 }
 
 int64_t argmax(const float* x, int64_t n) {

@@ -43,16 +43,17 @@ WeightMatrix value_rows(const WeightMatrix& wkv_b, int64_t h, int64_t nope, int6
 // ([q_abs | q_pe][r] . entry[t]) * scale, and 0 for t in [visible(r), keys): one product with
 // the cache entries [keys, lora + rope] (the latent and rope key side by side, KVCache), through
 // the GEMM kernels with the rows as tokens. Query rows are q_stride apart.
+// normalize: softmax (exact mode, and decode in either) or softmax_fast (fast mode's bf16 prefill).
 template <class Visible>
 void attention_probabilities(ConstMatView q_cat, const WeightMatrix& entries, float scale, const Visible& visible,
-                             MatView probs) {
+                             MatView probs, void (*normalize)(float*, int64_t) = softmax) {
   // q_cat [rows, lora + rope], entries [keys, lora + rope] -> probs [rows, keys]
   matmul_serial(q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data, probs.stride);
   for (int64_t r = 0; r < q_cat.rows; ++r) {
     float* row = probs.row(r);
     const int64_t n_keys = visible(r);
     for (int64_t t = 0; t < n_keys; ++t) row[t] *= scale;
-    softmax(row, n_keys);
+    normalize(row, n_keys);
     std::fill(row + n_keys, row + entries.rows, 0.0f);
   }
 }
@@ -153,7 +154,7 @@ void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, in
 // for every head: E [keys, lora + rope] for the scores, and its latent part transposed, L^T
 // [lora, keys], so that the attended latents O_lat = P L are a bf16 product too instead of an
 // exact combine_rows over fp32 entries (2-3x the time; together a sixth of a 512-token prefill on
-// Zen 5). The loop runs over query blocks, heads inside: a block's L^T serves every head; q_abs
+// Zen 5), and the softmax takes a vectorized exp (libm's scalar one was a fifth of this path). The loop runs over query blocks, heads inside: a block's L^T serves every head; q_abs
 // and W_v run per block and head with the exact path's kernels.
 void attend_as_bf16_matrices(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* q, SeqId seq,
                              int64_t seqlen, int64_t start_pos, KVCache& cache, float softmax_scale, float* attn) {
@@ -202,7 +203,8 @@ void attend_as_bf16_matrices(const ForwardContext& ctx, const AttentionWeights& 
         combine_rows(w.wkv_b, h * (nope + v_dim), nope, q_h, q_stride, n_q, q_cat.data(), entry_dim);
         for (int64_t s = 0; s < n_q; ++s) std::copy_n(q_h + s * q_stride + nope, rope_dim, q_cat.data() + s * entry_dim + lora);
         attention_probabilities(ConstMatView(q_cat.data(), n_q, entry_dim), block_entries, softmax_scale,
-                                [&](int64_t s) { return start_pos + s0 + s + 1; }, MatView(probs.data(), n_q, keys));
+                                [&](int64_t s) { return start_pos + s0 + s + 1; }, MatView(probs.data(), n_q, keys),
+                                softmax_fast);
         matmul_serial(probs.data(), n_q, keys, block_latents, o_lat.data(), lora);
         const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
         matmul_serial(o_lat.data(), n_q, lora, w_v_rows, attn + s0 * H * v_dim + h * v_dim, H * v_dim);
