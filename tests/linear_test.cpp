@@ -441,14 +441,23 @@ TEST(Linear, EveryIsaDequantizesEveryFp8CodeExactly) {
     }
   const float scales[2 * 2] = {0.0123f, 3.5e-5f, 7.0f, 1.0f / 448.0f};
   WeightMatrix w{DType::kF8E4M3, rows, cols, codes.data(), scales};
-  for (Isa isa : supported_isas()) {
+  // each ISA's exact kernels, then (kernel -1) fast mode's VDPBF16PS kernels, whose codes go
+  // through bf16 (one-hot activations are exact in bf16)
+  std::vector<int> kernels;
+  for (Isa isa : supported_isas()) kernels.push_back(static_cast<int>(isa));
+  if (bf16dot_usable()) kernels.push_back(-1);
+  for (int kernel : kernels) {
     for (int64_t n_tokens : {3, 40}) {
-      SCOPED_TRACE(testing::Message() << isa_name(isa) << " tokens " << n_tokens);
+      SCOPED_TRACE(testing::Message() << (kernel < 0 ? "bf16dot" : isa_name(static_cast<Isa>(kernel))) << " tokens "
+                                      << n_tokens);
       std::vector<float> x(static_cast<size_t>(n_tokens * cols), 0.0f);
       for (int64_t t = 0; t < n_tokens; ++t) x[static_cast<size_t>(t * cols + (t * 5) % cols)] = 1.0f;
       std::vector<float> y(static_cast<size_t>(n_tokens * rows));
       ThreadPool pool(2);
-      linear(x.data(), n_tokens, w, y.data(), pool, isa);
+      if (kernel < 0)
+        bf16dot_linear(x.data(), n_tokens, w, y.data(), pool);
+      else
+        linear(x.data(), n_tokens, w, y.data(), pool, static_cast<Isa>(kernel));
       for (int64_t t = 0; t < n_tokens; ++t)
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t c = (t * 5) % cols;

@@ -16,19 +16,23 @@
 namespace dsinfer {
 namespace {
 
-// out[0, 32) = bf16 bits of codes[0, 32): code << 7 (sign moved to bit 15, the copy at bit 14
-// cleared) is the fp16 bit pattern of value / 256, subnormals included; widened to fp32 and
-// times 256 (both exact), the upper half of the fp32 bits is the bf16 number (every e4m3 value
-// has at most 4 significant bits).
+// out[0, 32) = bf16 bits of codes[0, 32), in integer operations: a code with exponent field
+// e >= 1 is the bf16 pattern (code & 0x7f) << 4 plus 120 << 7 (the exponent bias 127 - 7) with
+// the code's sign; the 8 codes with e = 0 (zero and the subnormals m x 2^-9) come from a table.
+// Every e4m3 value is a bf16 number, so this is exact (code 0x7f, e4m3fn's NaN, gives 480, as the
+// scalar table's bit pattern does not matter: checkpoints hold no NaN codes).
 inline void fp8x32_to_bf16(const uint8_t* codes, uint16_t* out) {
   const __m512i wide = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)));
-  const __m512i half = _mm512_and_si512(_mm512_slli_epi16(wide, 7), _mm512_set1_epi16(static_cast<short>(0xBF80)));
-  const __m512 bias = _mm512_set1_ps(256.0f);
-  const __m512 lo = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(half)), bias);
-  const __m512 hi = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(half, 1)), bias);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(lo), 16)));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16),
-                      _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(hi), 16)));
+  const __m512i magnitude = _mm512_and_si512(wide, _mm512_set1_epi16(0x7f));
+  const __m512i normal = _mm512_add_epi16(_mm512_slli_epi16(magnitude, 4), _mm512_set1_epi16(120 << 7));
+  // e = 0: m x 2^-9 for m = 0..7 as bf16 (0, 2^-9, 2^-8, 1.5 x 2^-8, 2^-7, 1.25, 1.5, 1.75 x 2^-7)
+  const __m512i subnormals = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                              0x3c60, 0x3c40, 0x3c20, 0x3c00, 0x3bc0, 0x3b80, 0x3b00, 0);
+  const __mmask32 exponent_zero = _mm512_testn_epi16_mask(wide, _mm512_set1_epi16(0x78));
+  const __m512i unsigned_bits = _mm512_mask_permutexvar_epi16(normal, exponent_zero, magnitude, subnormals);
+  // the sign: bit 15 of the sign-extended code
+  const __m512i bits = _mm512_ternarylogic_epi32(unsigned_bits, wide, _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8);
+  _mm512_storeu_si512(out, bits);
 }
 
 // fp32 -> bf16 bits in the low half of each dword, round to nearest even (f32_to_bf16's rule,
