@@ -11,6 +11,12 @@
 
 namespace dsinfer {
 
+namespace {
+// Elements per chunk of the elementwise work split across the pool: a decode step's few rows stay
+// on the calling thread.
+constexpr int64_t kElementwiseGrain = 16384;
+}  // namespace
+
 void mlp_forward(const ForwardContext& ctx, const MlpWeights& w, const float* x, int64_t n,
                  bool reduce, Scratch& scratch, float* out) {
   const int64_t inter = w.w1.rows;
@@ -18,7 +24,10 @@ void mlp_forward(const ForwardContext& ctx, const MlpWeights& w, const float* x,
   float* b = grow(scratch.mlp_b, n * inter);  // [n, inter]
   linear(x, n, w.w1, a, ctx.pool);
   linear(x, n, w.w3, b, ctx.pool);
-  silu_mul(a, b, n * inter);
+  // elementwise, so split across the pool bit for bit (on one thread it was ~1% of a 512-token
+  // prefill's samples while the other thread waited)
+  ctx.pool.parallel_for(n * inter, [&](int64_t begin, int64_t end) { silu_mul(a + begin, b + begin, end - begin); },
+                        kElementwiseGrain);
   linear(a, n, w.w2, out, ctx.pool);  // [n, dim]
   if (reduce) ctx.comm.all_reduce_sum(out, n * w.w2.rows);
 }
@@ -105,7 +114,10 @@ void moe_forward(const ForwardContext& ctx, const MoeWeights& w, const float* x,
 
   // routed experts of this rank, in expert order: gather each expert's tokens, run it once
   float* routed = grow(scratch.routed, n * dim);  // [n, dim]
-  std::fill_n(routed, n * dim, 0.0f);
+  ctx.pool.parallel_for(n * dim, [&](int64_t begin, int64_t end) { std::fill(routed + begin, routed + end, 0.0f); },
+                        kElementwiseGrain);
+  // token rows per chunk of the per-expert gathers and weighted sums (rows of dim elements)
+  const int64_t row_grain = ceil_div(kElementwiseGrain, dim);
   std::vector<int64_t>& tokens = scratch.expert_tokens;
   std::vector<float>& token_weights = scratch.expert_token_weights;
   for (size_t local = 0; local < w.experts.size(); ++local) {
@@ -121,10 +133,15 @@ void moe_forward(const ForwardContext& ctx, const MoeWeights& w, const float* x,
     if (tokens.empty()) continue;
     const int64_t m = static_cast<int64_t>(tokens.size());
     float* gathered = grow(scratch.gathered, m * dim);  // [m, dim]
-    for (int64_t t = 0; t < m; ++t) std::copy_n(x + tokens[t] * dim, dim, gathered + t * dim);
+    ctx.pool.parallel_for(m, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) std::copy_n(x + tokens[t] * dim, dim, gathered + t * dim);
+    }, row_grain);
     float* y = grow(scratch.expert_out, m * dim);       // [m, dim]
     mlp_forward(ctx, w.experts[local], gathered, m, /*reduce=*/false, scratch, y);
-    for (int64_t t = 0; t < m; ++t) axpy(token_weights[t], y + t * dim, routed + tokens[t] * dim, dim);
+    // (an expert's tokens are distinct rows: the chunks write disjoint rows of `routed`)
+    ctx.pool.parallel_for(m, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) axpy(token_weights[t], y + t * dim, routed + tokens[t] * dim, dim);
+    }, row_grain);
   }
   // shared experts (column/row-parallel MLP), then routed + shared. The reference reduces the
   // two partial sums apart (the shared w2's RowParallelLinear, then the routed sum); one reduction
@@ -133,7 +150,9 @@ void moe_forward(const ForwardContext& ctx, const MoeWeights& w, const float* x,
   if (!w.shared.w1.empty()) {
     float* shared = grow(scratch.shared, n * dim);  // [n, dim] this rank's part
     mlp_forward(ctx, w.shared, x, n, /*reduce=*/false, scratch, shared);
-    for (int64_t i = 0; i < n * dim; ++i) out[i] = routed[i] + shared[i];
+    ctx.pool.parallel_for(n * dim, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out[i] = routed[i] + shared[i];
+    }, kElementwiseGrain);
   } else {
     std::copy_n(routed, n * dim, out);
   }
