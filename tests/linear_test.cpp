@@ -389,7 +389,7 @@ TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
 // has AVX512_BF16 (on one with AMX, fast mode prefers the tiles): token counts across the tiles
 // of up to 64 tokens (129: 48 + 48 + 33) and the 4-tile groups, rows across the 6-row panels,
 // 48-row chunks and 128-row scale blocks, odd columns; strided x and y for the serial form, whose
-// f32 weights are rounded too.
+// f32 weights are rounded too; the GEMV of few tokens for 1 to 15 tokens.
 TEST(Linear, Bf16DotKernelsAreTheProductOfBf16RoundedOperands) {
   if (!bf16dot_usable()) GTEST_SKIP() << "no AVX512_BF16 here";
   std::mt19937 rng(23);
@@ -422,6 +422,16 @@ TEST(Linear, Bf16DotKernelsAreTheProductOfBf16RoundedOperands) {
         expect_linear_matches_reference(m, rounded, n_tokens, y_linear);
         // the pool splits rows only: every row sums in one order, so threads change no bit
         EXPECT_EQ(0, std::memcmp(y_linear.data(), dense_y.data(), y_linear.size() * sizeof(float)));
+      }
+      // the GEMV of few tokens: every token count (each its own rows per group and column panels)
+      for (int64_t n_tokens = 1; n_tokens <= kBf16DotGemvMaxTokens; ++n_tokens) {
+        SCOPED_TRACE(testing::Message() << format_name(dtype) << " " << rows << "x" << cols << " gemv tokens " << n_tokens);
+        const auto x = random_floats(rng, static_cast<size_t>(n_tokens * cols));
+        std::vector<float> rounded(x.size());
+        for (size_t i = 0; i < x.size(); ++i) rounded[i] = bf16_to_f32(f32_to_bf16(x[i]));
+        std::vector<float> y(static_cast<size_t>(n_tokens * rows), NAN);
+        bf16dot_gemv(x.data(), n_tokens, m.w, y.data(), pool);
+        expect_linear_matches_reference(rounded_w, rounded, n_tokens, y);
       }
     }
   }

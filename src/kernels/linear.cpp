@@ -153,6 +153,15 @@ FastModeKernels fast_gemm(const MatmulKernels& kernels, int64_t n_tokens, const 
   return fast;
 }
 
+// Whether fast mode's product of n_tokens below kFastGemmMinTokens runs bf16dot_gemv: from
+// kBf16DotGemvMinTokens on (below, the exact GEMV, tuned per CPU family, streams as fast), where
+// the VDPBF16PS kernels are fast mode's (AMX CPUs keep the exact kernels there: unmeasured).
+bool fast_gemv(const MatmulKernels& kernels, int64_t n_tokens) {
+  static_assert(kFastGemmMinTokens - 1 <= kBf16DotGemvMaxTokens);
+  return n_tokens >= kBf16DotGemvMinTokens && n_tokens < kFastGemmMinTokens &&
+         fast_kernels_for(kernels) == FastModeKernels::kBf16Dot;
+}
+
 // n floats of `buffer` (grown as needed; per-thread buffers reused across calls), starting on a
 // cache line: the kernels' vector loads from packed tiles and scratch then never straddle two
 // lines (a straddling load costs two, and large allocations start 16 bytes past a page).
@@ -183,6 +192,7 @@ void linear_with(const MatmulKernels& kernels, const float* x, int64_t n_tokens,
         case FastModeKernels::kBf16Dot: return bf16dot_linear(x, n_tokens, w, y, pool);
         case FastModeKernels::kExact: break;
       }
+      if (fast_gemv(kernels, n_tokens)) return bf16dot_gemv(x, n_tokens, w, y, pool);
     }
     x = rounded_to_bf16(x, n_tokens, w.cols, pool);
   }

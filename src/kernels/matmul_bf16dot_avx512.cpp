@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -198,7 +199,163 @@ void bf16dot_rows(const uint32_t* xp, const TokenTiles& token_tiles, const Weigh
   }
 }
 
+// ---- few tokens (fast mode's decode batches): a GEMV over groups of rows ----
+// Each weight pair vector is converted once and multiplied with every token's pairs (tokens in
+// the accumulators' second index, not in lanes), one VDPBF16PS per token and 32 weights where
+// the exact kernels' fp32 FMAs need two. Zen 5, 2 threads, fp8 (matmul_bench MATMUL_FAST=1):
+// 5-7 tokens 18-35 GB/s against the exact GEMV's 18-24, 8-15 tokens 10-27 against the exact
+// GEMM's 3; at 2-4 tokens no better than the exact GEMV (which linear() keeps there). Columns
+// go in panels so that the tokens' part stays in L1 while the rows pass.
+
+// x [n, K] (rows x_stride apart) rounded to bf16, the n tokens' 32 columns of each step side by
+// side: x[t, 32 s + j] at xb[(s * n + t) * 32 + j], zero past K. (Token rows a row apart would
+// alias in the L1 sets: 7168 bf16 columns are 3.5 x 4 KB, so every token's line of a step fell
+// into one of two sets.)
+void round_tokens(const float* x, int64_t x_stride, int64_t n, int64_t K, uint16_t* xb) {
+  for (int64_t t = 0; t < n; ++t) {
+    const float* row = x + t * x_stride;
+    for (int64_t c = 0; c < K; c += 16) {
+      const __mmask16 m = K - c >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (K - c)) - 1);
+      const __m512i bits = _mm512_maskz_mov_epi32(m, round_to_bf16(_mm512_maskz_loadu_ps(m, row + c)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xb + ((c / 32) * n + t) * 32 + c % 32), _mm512_cvtepi32_epi16(bits));
+    }
+    if (K % 32 != 0 && K % 32 <= 16)  // the step's upper half past K
+      std::fill_n(xb + ((K / 32) * n + t) * 32 + 16, 16, uint16_t{0});
+  }
+}
+
+// How a GEMV step reads a row's 32 weights: fp8 converted in registers, bf16 loaded as is, other
+// formats (int4, int8) from a 128-column block converted by row_to_bf16 at the block's start.
+enum class GemvWeights { kFp8, kBf16, kConverted };
+
+// Tokens T, rows R at a time: R x T accumulators of one 128-column block in registers; the totals
+// (accumulators times each block's scale) in L1.
+constexpr int gemv_rows_for(int tokens) { return tokens <= 2 ? 6 : tokens == 3 ? 4 : tokens == 4 ? 3 : tokens <= 6 ? 2 : 1; }
+
+// y[t * y_stride + r] for rows [r0, r0 + R) and T tokens of xb; the weight lines `ahead` bytes
+// past each row's current step are prefetched (R rows are R streams the hardware tracks poorly),
+// as the exact GEMV's GemvPrefetch::kWrapped does.
+// Only whole 32-column steps read rows directly; a partial last step goes through row_to_bf16.
+template <int T, int R, GemvWeights kWeights>
+void gemv_group(const uint16_t* xb, const WeightMatrix& w, int64_t r0, int64_t p0, int64_t p1, float* y,
+                int64_t y_stride, int64_t ahead) {
+  const int64_t K = w.cols, stride = w.row_stride();
+  alignas(64) float total[R][T][kLanes] = {};
+  alignas(64) uint16_t converted[R][kBlockCols];  // kConverted and partial steps
+  const uint8_t* rows[R];
+  for (int i = 0; i < R; ++i) rows[i] = w.data + (r0 + i) * stride;
+  // the byte `ahead` of offset b in a row, relative to the row: past the row's end it continues
+  // in the same row of the next group, R - 1 rows further (not in the next row, read already)
+  // ahead = whole panels q, plus rem bytes: a panel's worth further on is the same row of the
+  // group R rows down, so `ahead` past byte b is q or q + 1 groups down, within the panel
+  const int64_t elem_bytes = kWeights == GemvWeights::kFp8 ? 1 : 2;
+  const int64_t panel_begin = p0 * elem_bytes, panel_bytes = (p1 - p0) * elem_bytes;
+  const int64_t q = ahead / panel_bytes, rem = ahead % panel_bytes;
+  auto wrapped = [&](int64_t b) {
+    return b + rem < panel_begin + panel_bytes ? b + rem + q * R * stride : b + rem - panel_bytes + (q + 1) * R * stride;
+  };
+  for (int64_t c0 = p0; c0 < p1; c0 += kBlockCols) {
+    const int64_t c1 = std::min(c0 + kBlockCols, K);
+    const bool direct = kWeights != GemvWeights::kConverted && c1 % 32 == 0;
+    if (!direct)
+      for (int i = 0; i < R; ++i) row_to_bf16(w, r0 + i, c0, c0 + kBlockCols, converted[i]);
+    __m512 acc[R][T];
+    for (int i = 0; i < R; ++i)
+      for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
+    auto steps = [&](auto weights_of_row) {
+      for (int64_t k = c0; k < c1; k += 32) {
+        __m512bh wv[R];
+        for (int i = 0; i < R; ++i) wv[i] = (__m512bh)weights_of_row(i, k);
+        for (int t = 0; t < T; ++t) {
+          const __m512bh xv = (__m512bh)_mm512_load_si512(xb + k * T + t * 32);
+          for (int i = 0; i < R; ++i) acc[i][t] = _mm512_dpbf16_ps(acc[i][t], wv[i], xv);
+        }
+      }
+    };
+    if (!direct) {
+      steps([&](int i, int64_t k) { return _mm512_load_si512(converted[i] + (k - c0)); });
+    } else if constexpr (kWeights == GemvWeights::kFp8) {
+      steps([&](int i, int64_t k) {
+        if (k % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(rows[i] + wrapped(k)), _MM_HINT_T0);
+        return fp8x32_to_bf16_vector(rows[i] + k);
+      });
+    } else {
+      steps([&](int i, int64_t k) {
+        _mm_prefetch(reinterpret_cast<const char*>(rows[i] + wrapped(k * 2)), _MM_HINT_T0);
+        return _mm512_loadu_si512(rows[i] + k * 2);
+      });
+    }
+    for (int i = 0; i < R; ++i) {
+      const __m512 scale = _mm512_set1_ps(block_scale(w, r0 + i, c0));
+      for (int t = 0; t < T; ++t)
+        _mm512_store_ps(total[i][t], _mm512_fmadd_ps(acc[i][t], scale, _mm512_load_ps(total[i][t])));
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) {
+      float& out = y[t * y_stride + r0 + i];
+      out = (p0 == 0 ? 0.0f : out) + _mm512_reduce_add_ps(_mm512_load_ps(total[i][t]));
+    }
+}
+
+template <int T, int R>
+void gemv_group_of(const uint16_t* xb, const WeightMatrix& w, int64_t r0, int64_t p0, int64_t p1, float* y,
+                   int64_t y_stride, int64_t ahead) {
+  if (w.dtype == DType::kF8E4M3) return gemv_group<T, R, GemvWeights::kFp8>(xb, w, r0, p0, p1, y, y_stride, ahead);
+  if (w.dtype == DType::kBF16) return gemv_group<T, R, GemvWeights::kBf16>(xb, w, r0, p0, p1, y, y_stride, ahead);
+  gemv_group<T, R, GemvWeights::kConverted>(xb, w, r0, p0, p1, y, y_stride, ahead);
+}
+
+template <int T>
+void gemv_rows(const uint16_t* xb, const WeightMatrix& w, int64_t r0, int64_t r1, float* y, int64_t y_stride,
+               int64_t ahead) {
+  constexpr int R = gemv_rows_for(T);
+  // columns in panels whose tokens' bf16 (T x 32 KB / T) stay in L1 while every row passes: the
+  // whole of 8 tokens x 7168 columns is 114 KB, which each row would stream from L2 again
+  constexpr int64_t kPanelCols = std::max<int64_t>(kBlockCols, (int64_t{16384} / T) / kBlockCols * kBlockCols);
+  for (int64_t p0 = 0; p0 < w.cols; p0 += kPanelCols) {
+    const int64_t p1 = std::min(p0 + kPanelCols, w.cols);
+    int64_t r = r0;
+    for (; r + R <= r1; r += R) gemv_group_of<T, R>(xb, w, r, p0, p1, y, y_stride, ahead);
+    for (; r < r1; ++r) gemv_group_of<T, 1>(xb, w, r, p0, p1, y, y_stride, ahead);
+  }
+}
+
+// Bytes ahead of each row's current step that the GEMV prefetches: about 8 KB in flight per
+// thread over its R rows (on Zen 5 4 KB and 16 KB were no better).
+int64_t gemv_prefetch_bytes(int tokens) { return std::max<int64_t>(64, int64_t{8192} / gemv_rows_for(tokens) / 64 * 64); }
+
 }  // namespace
+
+void bf16dot_gemv(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool) {
+  check(bf16dot_usable(), "bf16dot_gemv without AVX512_BF16");
+  check(n_tokens >= 1 && n_tokens <= kBf16DotGemvMaxTokens, "bf16dot_gemv: ", n_tokens, " tokens");
+  const int64_t K = w.cols;
+  thread_local std::vector<uint16_t> xb_storage;
+  uint16_t* xb = aligned(xb_storage, n_tokens * ceil_div(K, 32) * 32);
+  round_tokens(x, K, n_tokens, K, xb);
+  const int64_t ahead = gemv_prefetch_bytes(static_cast<int>(n_tokens));
+  // chunks of whole groups for every group size (6, 4, 3, 2, 1 rows divide 48)
+  pool.parallel_for(w.rows, [&](int64_t begin, int64_t end) {
+    switch (n_tokens) {
+      case 1: return gemv_rows<1>(xb, w, begin, end, y, w.rows, ahead);
+      case 2: return gemv_rows<2>(xb, w, begin, end, y, w.rows, ahead);
+      case 3: return gemv_rows<3>(xb, w, begin, end, y, w.rows, ahead);
+      case 4: return gemv_rows<4>(xb, w, begin, end, y, w.rows, ahead);
+      case 5: return gemv_rows<5>(xb, w, begin, end, y, w.rows, ahead);
+      case 6: return gemv_rows<6>(xb, w, begin, end, y, w.rows, ahead);
+      case 7: return gemv_rows<7>(xb, w, begin, end, y, w.rows, ahead);
+      case 8: return gemv_rows<8>(xb, w, begin, end, y, w.rows, ahead);
+      case 9: return gemv_rows<9>(xb, w, begin, end, y, w.rows, ahead);
+      case 10: return gemv_rows<10>(xb, w, begin, end, y, w.rows, ahead);
+      case 11: return gemv_rows<11>(xb, w, begin, end, y, w.rows, ahead);
+      case 12: return gemv_rows<12>(xb, w, begin, end, y, w.rows, ahead);
+      case 13: return gemv_rows<13>(xb, w, begin, end, y, w.rows, ahead);
+      case 14: return gemv_rows<14>(xb, w, begin, end, y, w.rows, ahead);
+      default: return gemv_rows<15>(xb, w, begin, end, y, w.rows, ahead);
+    }
+  }, 48);
+}
 
 void bf16dot_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool) {
   check(bf16dot_usable(), "bf16dot_linear without AVX512_BF16");

@@ -21,7 +21,7 @@ namespace {
 // the code's sign; the 8 codes with e = 0 (zero and the subnormals m x 2^-9) come from a table.
 // Every e4m3 value is a bf16 number, so this is exact (code 0x7f, e4m3fn's NaN, gives 480, as the
 // scalar table's bit pattern does not matter: checkpoints hold no NaN codes).
-inline void fp8x32_to_bf16(const uint8_t* codes, uint16_t* out) {
+inline __m512i fp8x32_to_bf16_vector(const uint8_t* codes) {
   const __m512i wide = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)));
   const __m512i magnitude = _mm512_and_si512(wide, _mm512_set1_epi16(0x7f));
   const __m512i normal = _mm512_add_epi16(_mm512_slli_epi16(magnitude, 4), _mm512_set1_epi16(120 << 7));
@@ -31,9 +31,9 @@ inline void fp8x32_to_bf16(const uint8_t* codes, uint16_t* out) {
   const __mmask32 exponent_zero = _mm512_testn_epi16_mask(wide, _mm512_set1_epi16(0x78));
   const __m512i unsigned_bits = _mm512_mask_permutexvar_epi16(normal, exponent_zero, magnitude, subnormals);
   // the sign: bit 15 of the sign-extended code
-  const __m512i bits = _mm512_ternarylogic_epi32(unsigned_bits, wide, _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8);
-  _mm512_storeu_si512(out, bits);
+  return _mm512_ternarylogic_epi32(unsigned_bits, wide, _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8);
 }
+inline void fp8x32_to_bf16(const uint8_t* codes, uint16_t* out) { _mm512_storeu_si512(out, fp8x32_to_bf16_vector(codes)); }
 
 // fp32 -> bf16 bits in the low half of each dword, round to nearest even (f32_to_bf16's rule,
 // NaN kept quiet); integer ops, so no MXCSR or DAZ question arises.
