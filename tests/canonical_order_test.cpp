@@ -135,6 +135,7 @@ constexpr GemvTuning kGemvTunings[] = {
     {16, 8, GemvPrefetch::kAhead, 0},
     {2, 1, GemvPrefetch::kWrapped, 1},
     {1, 8, GemvPrefetch::kAhead, 3},
+    {16, 8, GemvPrefetch::kWrapped, 4, kGemvAlways},  // Zen 5's: the GEMV at every token count
 };
 
 // Every GEMV tuning on every CPU.

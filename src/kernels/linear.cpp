@@ -123,6 +123,12 @@ GemvTuning initial_gemv_tuning() {
           " is not a number of tokens from 0 to 4");
     t.fp8_subnormal_tokens = text[0] - '0';
   }
+  if (const char* v = std::getenv("DSINFER_GEMV_MAX_TOKENS"); v && *v) {
+    const std::string text(v);
+    check(text.size() <= 18 && text.find_first_not_of("0123456789") == std::string::npos, "DSINFER_GEMV_MAX_TOKENS=",
+          text, " is not a number of tokens (0: the ISA's own switch to the GEMM)");
+    t.gemv_max_tokens = std::stoll(text);
+  }
   return t;
 }
 // Read at first use, not during static initialization, so that a bad DSINFER_GEMV_* value is
@@ -162,6 +168,13 @@ bool fast_gemv(const MatmulKernels& kernels, int64_t n_tokens) {
          fast_kernels_for(kernels) == FastModeKernels::kBf16Dot;
 }
 
+// Whether an exact-mode product of n_tokens packs its tokens for the GEMM, else runs the GEMV.
+// The batch-variant opt-out always takes the GEMM from gemm_min_tokens on: its k-order sums are
+// the point of it (on Zen 5 at 512 tokens 134-146 tok/s against the GEMV's 128-129).
+bool takes_gemm(const MatmulKernels& kernels, int64_t n_tokens) {
+  return n_tokens >= kernels.gemm_min_tokens && (!g_batch_invariant || n_tokens > current_gemv_tuning().gemv_max_tokens);
+}
+
 // n floats of `buffer` (grown as needed; per-thread buffers reused across calls), starting on a
 // cache line: the kernels' vector loads from packed tiles and scratch then never straddle two
 // lines (a straddling load costs two, and large allocations start 16 bytes past a page).
@@ -199,7 +212,7 @@ void linear_with(const MatmulKernels& kernels, const float* x, int64_t n_tokens,
   MatmulTask task{x, n_tokens, w.cols, &w, y, w.rows, nullptr, !g_batch_invariant, current_gemv_tuning()};
   // Packed once here and shared by every thread (the activations are small next to the weights).
   thread_local std::vector<float> packed;
-  if (n_tokens >= kernels.gemm_min_tokens) {
+  if (takes_gemm(kernels, n_tokens)) {
     float* out = at_least(packed, kernels.packed_x_size(n_tokens, w.cols));
     // in whole tiles per thread (a tile of `tile` tokens is tile * cols floats)
     const int64_t tile = kernels.packed_x_size(1, w.cols) / w.cols;
@@ -296,7 +309,7 @@ void matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const Wei
   }
   MatmulTask task{x, n_tokens, x_stride, &w, y, y_stride, nullptr, !g_batch_invariant, current_gemv_tuning()};
   thread_local std::vector<float> packed, scratch;
-  if (n_tokens >= kernels.gemm_min_tokens) {
+  if (takes_gemm(kernels, n_tokens)) {
     float* out = at_least(packed, kernels.packed_x_size(n_tokens, w.cols));
     kernels.pack_x(x, n_tokens, w.cols, x_stride, out);
     task.x_packed = out;

@@ -29,7 +29,8 @@ Isa linear_isa();
 // numbers are the same either way, bit for bit, only the speed differs; every tuning is held to
 // the canonical order by tests/canonical_order_test.cpp). Environment overrides:
 // DSINFER_GEMV_ROWS=1|2|4|8|16 (rows per group for 1 token), DSINFER_GEMV_ROWS2 (for 2 tokens),
-// DSINFER_GEMV_PREFETCH=none|ahead|wrapped, DSINFER_GEMV_FP8_SUBNORMAL=0..4 (tokens).
+// DSINFER_GEMV_PREFETCH=none|ahead|wrapped, DSINFER_GEMV_FP8_SUBNORMAL=0..4 (tokens),
+// DSINFER_GEMV_MAX_TOKENS=N (0: the ISA's switch to the GEMM).
 //  - Intel: 4-row groups, software prefetch 4 KB ahead in each row (short rows end before its
 //    hardware prefetcher catches on); fp8 rows widened through fp16 conversions.
 //  - AMD Zen 5 (family 26): 16 rows at once for 1 token, 8 for 2, and a prefetch 8 KB ahead over
@@ -52,10 +53,16 @@ struct GemvTuning {
   int rows_two_tokens = 4;  // for 2 tokens (at most 8); 3-4 tokens take the ISA's own count
   GemvPrefetch prefetch = GemvPrefetch::kAhead;  // bf16, f32 and subnormal-form fp8 rows
   int fp8_subnormal_tokens = 0;  // fp8 codes as subnormal patterns for up to this many tokens (0: never; 4 at most)
+  // Exact-mode products of up to this many tokens take the GEMV (4 tokens at a time) even where the
+  // ISA's GEMM would start (8 tokens), unless batch invariance is off; 0: the ISA's own switch.
+  int64_t gemv_max_tokens = 0;
 };
+inline constexpr int64_t kGemvAlways = INT64_MAX;
 // Zen 5's tuning (above), by name for the benchmarks that compare it with Intel's (GemvTuning{}).
+// There the GEMV (subnormal form, 4 tokens a pass) outruns the exact GEMM at every token count:
+// fp8, 2 threads, 320-390 GFLOP/s at 128-512 tokens against the GEMM's 140-257, 4x at 8 tokens.
 inline constexpr GemvTuning kZen5GemvTuning{/*rows_one_token=*/16, /*rows_two_tokens=*/8, GemvPrefetch::kWrapped,
-                                            /*fp8_subnormal_tokens=*/4};
+                                            /*fp8_subnormal_tokens=*/4, /*gemv_max_tokens=*/kGemvAlways};
 // The tuning of this CPU's family (what the GEMV starts with, before the environment).
 GemvTuning family_gemv_tuning();
 
