@@ -257,6 +257,29 @@ TEST(BenchCommand, JsonHasEveryKey) {
   EXPECT_EQ(j["prefill_flop_fraction"], j["prefill"][1]["flop_fraction"]);
 }
 
+// Fast mode where its kernels are the exact ones (no AMX, no AVX512_BF16: here forced with
+// DSINFER_ISA=avx2, as on a Zen 3) measures its prefill against the fp32 FMA peak; it used to stop
+// with "no bf16 flop ceiling on this CPU".
+TEST(BenchCommand, FastModeOnExactKernelsMeasuresAgainstTheFmaPeak) {
+  if (!cpu_supports(Isa::kAvx2)) {
+    GTEST_SKIP() << "no AVX2 here";
+  }
+  const std::string ckpt = test::convert_golden("tiny-v3");
+  setenv("DSINFER_ISA", "avx2", 1);
+  auto r = test::run_dsinfer("--threads 1 --fast bench --ckpt-path " + ckpt + kSmall + " --batch 1 --prefill 8 --json");
+  auto text = test::run_dsinfer("--threads 1 --fast bench --ckpt-path " + ckpt + kSmall + " --batch 1 --prefill 8");
+  unsetenv("DSINFER_ISA");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["act_dtype"], "bf16");
+  EXPECT_EQ(j["isa"], "avx2");
+  EXPECT_EQ(j["prefill_ceiling"], "fma_f32_gflops");
+  EXPECT_NEAR(j["prefill"][0]["flop_fraction"].get<double>(),
+              j["prefill"][0]["gflops"].get<double>() / j["ceilings"]["fma_f32_gflops"].get<double>(), 1e-9);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_CONTAINS(text.out, "fraction of fp32 FMA peak");
+}
+
 // --mtp on: per batch and number of drafts, the verify step reads at least the decode step's
 // weights (the union of the experts its rows route to), the drafts cost more with each chained one,
 // and the break-even acceptance and speedups are consistent with the times.
@@ -280,7 +303,9 @@ TEST(BenchCommand, MtpCostPerBatchAndDrafts) {
       for (int i = 0; i < drafts; ++i) tokens += (p *= 0.85);
       EXPECT_NEAR(k["speedup_at_0.85"].get<double>(), tokens * decode_ms / cycle, 1e-9);
       const double even = k["break_even_acceptance"];
-      if (even <= 1) EXPECT_EQ(k["speedup_at_0.667"].get<double>() < 1, 2.0 / 3 < even) << drafts;
+      if (even <= 1) {
+        EXPECT_EQ(k["speedup_at_0.667"].get<double>() < 1, 2.0 / 3 < even) << drafts;
+      }
     }
   }
 }

@@ -160,7 +160,8 @@ void run_bench(const BenchOptions& o) {
   auto comm = make_comm();
   ThreadPool& pool = ThreadPool::global();
   const Isa isa = best_isa();
-  // exact mode, or fast mode (--act-dtype bf16): its ceiling is the AMX or bf16-dot peak
+  // exact mode, or fast mode (--act-dtype bf16): its ceiling is the AMX or bf16-dot peak where it
+  // runs those kernels (model_bench.h: prefill_ceiling)
   const ActDType act = act_dtype();
   const int world = comm->world_size();
 
@@ -305,8 +306,7 @@ void run_bench(const BenchOptions& o) {
                 {"world_size", world},
                 {"act_dtype", act_dtype_name(act)},
                 {"batch_invariant", batch_invariant()},
-                {"prefill_ceiling", act == ActDType::kF32 ? "fma_f32_gflops"
-                                    : fast_mode_uses_amx() ? "amx_bf16_gflops" : "bf16_dot_gflops"},
+                {"prefill_ceiling", prefill_ceiling_key(prefill_ceiling(act))},
                 {"ceilings", ceilings},
                 {"decode", decodes},
                 {"prefill", prefills},
@@ -337,7 +337,7 @@ void run_bench(const BenchOptions& o) {
                 d["ms_per_step"].get<double>(), d["weight_bytes_per_token"].get<double>() / 1e6,
                 d["gbps"].get<double>(), d["bw_fraction"].get<double>());
   std::printf("\nprefill    tokens/s  seconds  GFLOP     GFLOP/s  fraction of %s\n",
-              act == ActDType::kF32 ? "fp32 FMA peak" : fast_mode_uses_amx() ? "AMX bf16 peak" : "bf16 dot peak");
+              prefill_ceiling_name(prefill_ceiling(act)));
   for (const json& p : prefills)
     std::printf("  %4d tokens %6.2f %8.3f %9.2f %7.2f  %.3f\n", p["tokens"].get<int>(), p["tokens_per_s"].get<double>(),
                 p["seconds"].get<double>(), p["flops"].get<double>() / 1e9, p["gflops"].get<double>(),

@@ -17,9 +17,41 @@ void PartTotals::add(const ForwardStats& s) {
   }
 }
 
+PrefillCeiling prefill_ceiling(ActDType act) {
+  if (act == ActDType::kF32) return PrefillCeiling::kFmaF32;
+  switch (fast_mode_kernels()) {
+    case FastModeKernels::kAmx: return PrefillCeiling::kAmxBf16;
+    case FastModeKernels::kBf16Dot: return PrefillCeiling::kBf16Dot;
+    case FastModeKernels::kExact: break;  // rounded activations through the fp32 FMA kernels
+  }
+  return PrefillCeiling::kFmaF32;
+}
+
+const char* prefill_ceiling_key(PrefillCeiling ceiling) {
+  switch (ceiling) {
+    case PrefillCeiling::kAmxBf16: return "amx_bf16_gflops";
+    case PrefillCeiling::kBf16Dot: return "bf16_dot_gflops";
+    case PrefillCeiling::kFmaF32: break;
+  }
+  return "fma_f32_gflops";
+}
+
+const char* prefill_ceiling_name(PrefillCeiling ceiling) {
+  switch (ceiling) {
+    case PrefillCeiling::kAmxBf16: return "AMX bf16 peak";
+    case PrefillCeiling::kBf16Dot: return "bf16 dot peak";
+    case PrefillCeiling::kFmaF32: break;
+  }
+  return "fp32 FMA peak";
+}
+
 double prefill_ceiling_gflops(const Ceilings& ceilings, ActDType act) {
-  if (act == ActDType::kF32) return ceilings.fma_gflops;
-  return fast_mode_uses_amx() ? ceilings.amx_gflops : ceilings.bf16_gflops;
+  switch (prefill_ceiling(act)) {
+    case PrefillCeiling::kAmxBf16: return ceilings.amx_gflops;
+    case PrefillCeiling::kBf16Dot: return ceilings.bf16_gflops;
+    case PrefillCeiling::kFmaF32: break;
+  }
+  return ceilings.fma_gflops;
 }
 
 namespace {
