@@ -136,6 +136,8 @@ constexpr GemvTuning kGemvTunings[] = {
     {2, 1, GemvPrefetch::kWrapped, 1},
     {1, 8, GemvPrefetch::kAhead, 3},
     {16, 8, GemvPrefetch::kWrapped, 4, kGemvAlways},  // Zen 5's: the GEMV at every token count
+    {8, 8, GemvPrefetch::kWrapped, 2, 0, 4},           // Zen 3's: fp8 rows 4 at a time for 1 token
+    {4, 2, GemvPrefetch::kWrapped, 2, 0, 16},          // fp8 rows more at a time than the others
 };
 
 // Every GEMV tuning on every CPU.
@@ -156,6 +158,7 @@ TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
             SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " " << shape.rows << "x"
                                             << shape.cols << " tokens " << n << " threads " << threads
                                             << " gemv rows " << tuning.rows_one_token << "/" << tuning.rows_two_tokens
+                                            << " fp8 " << tuning.fp8_rows_one_token
                                             << " prefetch " << static_cast<int>(tuning.prefetch)
                                             << " fp8 subnormal up to " << tuning.fp8_subnormal_tokens << " tokens");
             const std::vector<float> x = random_x(rng, n * shape.cols);

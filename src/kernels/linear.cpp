@@ -111,6 +111,8 @@ GemvTuning initial_gemv_tuning() {
   GemvTuning t = family_gemv_tuning();
   t.rows_one_token = gemv_rows_from_env("DSINFER_GEMV_ROWS", t.rows_one_token, 16);
   t.rows_two_tokens = gemv_rows_from_env("DSINFER_GEMV_ROWS2", t.rows_two_tokens, 8);
+  if (const char* v = std::getenv("DSINFER_GEMV_ROWS_FP8"); v && *v)
+    t.fp8_rows_one_token = std::string(v) == "0" ? 0 : gemv_rows_from_env("DSINFER_GEMV_ROWS_FP8", 0, 16);
   if (const char* v = std::getenv("DSINFER_GEMV_PREFETCH"); v && *v) {
     const std::string text(v);
     check(text == "none" || text == "ahead" || text == "wrapped", "DSINFER_GEMV_PREFETCH=", text,
@@ -269,9 +271,9 @@ void set_act_dtype(ActDType act) { g_act_dtype = act; }
 GemvTuning family_gemv_tuning() {
   if (!cpu_is_amd()) return GemvTuning{};
   if (cpu_family() >= 26) return kZen5GemvTuning;
-  // Zen 3 / Zen 4 as measured there on 2026-12-01 (linear.h); the subnormal form only where the
-  // AVX2 kernels run (Zen 3), unmeasured on Zen 4's AVX-512
-  return {/*rows_one_token=*/8, /*rows_two_tokens=*/8, GemvPrefetch::kNone, /*fp8_subnormal_tokens=*/cpu_supports(Isa::kAvx512) ? 0 : 2};
+  // Zen 4 as measured there on 2026-12-01, Zen 3 (no AVX-512) on 2026-12-03 (linear.h)
+  if (!cpu_supports(Isa::kAvx512)) return kZen3GemvTuning;
+  return {/*rows_one_token=*/8, /*rows_two_tokens=*/8, GemvPrefetch::kNone, /*fp8_subnormal_tokens=*/0};
 }
 const GemvTuning& gemv_tuning() { return current_gemv_tuning(); }
 void set_gemv_tuning(const GemvTuning& tuning) { current_gemv_tuning() = tuning; }

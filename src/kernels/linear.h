@@ -30,7 +30,8 @@ Isa linear_isa();
 // the canonical order by tests/canonical_order_test.cpp). Environment overrides:
 // DSINFER_GEMV_ROWS=1|2|4|8|16 (rows per group for 1 token), DSINFER_GEMV_ROWS2 (for 2 tokens),
 // DSINFER_GEMV_PREFETCH=none|ahead|wrapped, DSINFER_GEMV_FP8_SUBNORMAL=0..4 (tokens),
-// DSINFER_GEMV_MAX_TOKENS=N (0: the ISA's switch to the GEMM).
+// DSINFER_GEMV_MAX_TOKENS=N (0: the ISA's switch to the GEMM), DSINFER_GEMV_ROWS_FP8=1..16 (rows per
+// group for 1 token of fp8 in the subnormal form; 0: DSINFER_GEMV_ROWS's).
 //  - Intel: 4-row groups, software prefetch 4 KB ahead in each row (short rows end before its
 //    hardware prefetcher catches on); fp8 rows widened through fp16 conversions.
 //  - AMD Zen 5 (family 26): 16 rows at once for 1 token, 8 for 2, and a prefetch 8 KB ahead over
@@ -40,9 +41,13 @@ Isa linear_isa();
 //    at 55-68 GB/s = 0.9-1.0 of a plain read, against 39-46 for Intel's way; 16 rows of bf16
 //    59-61 against 47-48 (bench/README.md). Rows a multiple of 4 KB apart (wo: 16 KB) all land in
 //    the same L1 sets: such matrices go 4 rows at a time (wo 61-64 GB/s, 46-54 Intel's way).
-//  - AMD Zen 3 / Zen 4: 8-row groups for up to 2 tokens and no software prefetch for bf16 and f32
+//  - AMD Zen 4: 8-row groups for up to 2 tokens and no software prefetch for bf16 and f32
 //    rows (measured 0.95-1.0 of a plain read's bandwidth against 0.75-0.8 on Zen 4); fp8 as on
-//    Intel, but for the subnormal form on AVX2 (Zen 3: the fp16 conversions held a core to ~11 GB/s).
+//    Intel.
+//  - AMD Zen 3 (AVX2 only): 8-row groups for bf16 and f32, fp8 codes in the subnormal form (the fp16
+//    conversions held a core to ~11 GB/s) for up to 2 tokens, 4 rows at a time for 1 token, and
+//    the wrapped prefetch (2026-12-03, slice decode, 3 alternating rounds: MoE 29-30 GB/s against
+//    21-22 with 8 rows and no prefetch, decode batch 1 +0-12%, batch 4 +11-16%).
 //  fp8 rows widened through fp16 conversions always go 4 rows at a time (8 measured no better).
 //  The subnormal form serves up to 4 tokens on Zen 5 (4 tokens: 36-42 GB/s against 25-27 through
 //  fp16, whose 4 x 4 block GCC keeps on the stack), up to 2 on Zen 3 (there, at 3-4 tokens, its
@@ -56,6 +61,8 @@ struct GemvTuning {
   // Exact-mode products of up to this many tokens take the GEMV (4 tokens at a time) even where the
   // ISA's GEMM would start (8 tokens), unless batch invariance is off; 0: the ISA's own switch.
   int64_t gemv_max_tokens = 0;
+  // rows per group for 1 token of fp8 rows in the subnormal form (0: rows_one_token)
+  int fp8_rows_one_token = 0;
 };
 inline constexpr int64_t kGemvAlways = INT64_MAX;
 // Zen 5's tuning (above), by name for the benchmarks that compare it with Intel's (GemvTuning{}).
@@ -63,6 +70,9 @@ inline constexpr int64_t kGemvAlways = INT64_MAX;
 // fp8, 2 threads, 320-390 GFLOP/s at 128-512 tokens against the GEMM's 140-257, 4x at 8 tokens.
 inline constexpr GemvTuning kZen5GemvTuning{/*rows_one_token=*/16, /*rows_two_tokens=*/8, GemvPrefetch::kWrapped,
                                             /*fp8_subnormal_tokens=*/4, /*gemv_max_tokens=*/kGemvAlways};
+inline constexpr GemvTuning kZen3GemvTuning{/*rows_one_token=*/8, /*rows_two_tokens=*/8, GemvPrefetch::kWrapped,
+                                            /*fp8_subnormal_tokens=*/2, /*gemv_max_tokens=*/0,
+                                            /*fp8_rows_one_token=*/4};
 // The tuning of this CPU's family (what the GEMV starts with, before the environment).
 GemvTuning family_gemv_tuning();
 

@@ -387,13 +387,16 @@ inline void gemv_tokens(int T, const GemvTuning& tuning, int group, WRows rows, 
   }
 }
 
-// Rows per GEMV group for T tokens: the tuning's for 1 or 2 tokens, the ISA's for 3-4 (its
+// Rows per GEMV group for T tokens: the tuning's for 1 (fp8 in the subnormal form its own where
+// set) or 2 tokens, the ISA's for 3-4 (its
 // registers), 4 for int4 / int8 and for fp8 widened through fp16 (their own loops, tuned so).
 template <class S, WKind kind>
 inline int gemv_max_group(const GemvTuning& tuning, int T) {
   const bool fp8_through_half = kind == WKind::kFp8 && !(S::kFp8Subnormal && T <= tuning.fp8_subnormal_tokens);
   if (Format<kind>::kGroupScaled || fp8_through_half) return T > 2 ? S::kGemvRowsManyTokens : 4;
-  const int rows = T == 1 ? tuning.rows_one_token : T == 2 ? tuning.rows_two_tokens : S::kGemvRowsManyTokens;
+  const bool fp8_one = (kind == WKind::kFp8 || kind == WKind::kFp8Subnormal) && tuning.fp8_rows_one_token > 0;
+  const int rows = T == 1 ? (fp8_one ? tuning.fp8_rows_one_token : tuning.rows_one_token)
+                   : T == 2 ? tuning.rows_two_tokens : S::kGemvRowsManyTokens;
   return static_cast<int>(min64(rows, T == 1 ? S::kGemvMaxRows : T == 2 ? 8 : S::kGemvRowsManyTokens));
 }
 
@@ -406,6 +409,7 @@ inline GemvTuning gemv_tuning_for(const GemvTuning& tuning, int64_t row_stride) 
   if (row_stride % 4096 != 0 || tuning.prefetch != GemvPrefetch::kWrapped) return tuning;
   GemvTuning t = tuning;
   t.rows_one_token = static_cast<int>(min64(t.rows_one_token, 4));
+  if (t.fp8_rows_one_token > 0) t.fp8_rows_one_token = static_cast<int>(min64(t.fp8_rows_one_token, 4));
   t.rows_two_tokens = static_cast<int>(min64(t.rows_two_tokens, 4));
   return t;
 }
