@@ -47,7 +47,10 @@ Isa linear_isa();
 //  - AMD Zen 3 (AVX2 only): 8-row groups for bf16 and f32, fp8 codes in the subnormal form (the fp16
 //    conversions held a core to ~11 GB/s) for up to 2 tokens, 4 rows at a time for 1 token, and
 //    the wrapped prefetch (2026-12-03, slice decode, 3 alternating rounds: MoE 29-30 GB/s against
-//    21-22 with 8 rows and no prefetch, decode batch 1 +0-12%, batch 4 +11-16%).
+//    21-22 with 8 rows and no prefetch, decode batch 1 +0-12%, batch 4 +11-16%). Exact products
+//    of up to 15 tokens take the GEMV: fp8 at 8-12 tokens 104-110 GFLOP/s against the GEMM's
+//    63-77, even at 16-24, the GEMM ahead from 32 (124-126 against 108); slice decode batch 8
+//    14.9-15.8 -> 22.6-22.7 tok/s, prefill of 12 tokens 26-31 -> 37-38 (3 alternating rounds).
 //  fp8 rows widened through fp16 conversions always go 4 rows at a time (8 measured no better).
 //  The subnormal form serves up to 4 tokens on Zen 5 (4 tokens: 36-42 GB/s against 25-27 through
 //  fp16, whose 4 x 4 block GCC keeps on the stack), up to 2 on Zen 3 (there, at 3-4 tokens, its
@@ -71,7 +74,7 @@ inline constexpr int64_t kGemvAlways = INT64_MAX;
 inline constexpr GemvTuning kZen5GemvTuning{/*rows_one_token=*/16, /*rows_two_tokens=*/8, GemvPrefetch::kWrapped,
                                             /*fp8_subnormal_tokens=*/4, /*gemv_max_tokens=*/kGemvAlways};
 inline constexpr GemvTuning kZen3GemvTuning{/*rows_one_token=*/8, /*rows_two_tokens=*/8, GemvPrefetch::kWrapped,
-                                            /*fp8_subnormal_tokens=*/2, /*gemv_max_tokens=*/0,
+                                            /*fp8_subnormal_tokens=*/2, /*gemv_max_tokens=*/15,
                                             /*fp8_rows_one_token=*/4};
 // The tuning of this CPU's family (what the GEMV starts with, before the environment).
 GemvTuning family_gemv_tuning();
