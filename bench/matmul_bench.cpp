@@ -7,7 +7,10 @@
 // DSINFER_ISA=NAME (avx512, avx2, scalar) measures that variant only (else every one the CPU runs);
 // MATMUL_SHAPE=TEXT only the shapes whose name contains TEXT; MATMUL_GEMV_AB=ROUNDS runs each GEMV
 // (up to 4 tokens) under Intel's and AMD's streaming (kernels/linear.h GemvTuning) alternately,
-// ROUNDS times (the host's bandwidth moves between runs: compare within a round); MATMUL_FAST=1
+// ROUNDS times (the host's bandwidth moves between runs: compare within a round); MATMUL_MB=N sets
+// the weights' working set (default 256 MB, far past the caches; 1 keeps one copy of each shape,
+// which for the 14 MB expert matrices stays in a 32 MB L3: is a kernel bound by its own work or
+// by memory?); MATMUL_FAST=1
 // runs fast mode (activations rounded to bf16: AMX or VDPBF16PS from kFastGemmMinTokens tokens).
 //
 // Weights are random fp8 codes with block scales (and bf16 for the head shape), several copies
@@ -15,6 +18,7 @@
 // dsinfer reads shards by default (io/mapped_file).
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +35,13 @@ namespace {
 
 using namespace dsinfer;
 using Clock = std::chrono::steady_clock;
+
+// Bytes of weights each shape cycles through (MATMUL_MB, default 256 MB).
+int64_t working_set_bytes() {
+  const char* mb = std::getenv("MATMUL_MB");
+  const int64_t n = mb && *mb ? std::atoll(mb) : 256;
+  return std::max<int64_t>(1, n) << 20;
+}
 
 struct Shape {
   const char* name;
@@ -64,7 +75,7 @@ class HugeBuffer {
 // Copies of one matrix that together exceed the caches (>= 256 MB).
 struct Matrices {
   static int64_t elem(const Shape& s) { return s.dtype == DType::kF8E4M3 ? 1 : 2; }
-  static int64_t copies_of(const Shape& s) { return std::max<int64_t>(1, (int64_t{256} << 20) / (s.rows * s.cols * elem(s))); }
+  static int64_t copies_of(const Shape& s) { return std::max<int64_t>(1, working_set_bytes() / (s.rows * s.cols * elem(s))); }
   HugeBuffer data;
   std::vector<float> scales;
   std::vector<WeightMatrix> copies;
