@@ -136,7 +136,7 @@ constexpr GemvTuning kGemvTunings[] = {
     {2, 1, GemvPrefetch::kWrapped, 1},
     {1, 8, GemvPrefetch::kAhead, 3},
     {16, 8, GemvPrefetch::kWrapped, 4, kGemvAlways},  // Zen 5's: the GEMV at every token count
-    {8, 8, GemvPrefetch::kWrapped, 2, 15, 4},          // Zen 3's: fp8 rows 4 at a time for 1 token
+    {8, 8, GemvPrefetch::kWrapped, 4, 31, 4},          // Zen 3's: fp8 rows 4 at a time for 1 token
     {4, 2, GemvPrefetch::kWrapped, 2, 0, 16},          // fp8 rows more at a time than the others
 };
 

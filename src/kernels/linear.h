@@ -45,16 +45,17 @@ Isa linear_isa();
 //    rows (measured 0.95-1.0 of a plain read's bandwidth against 0.75-0.8 on Zen 4); fp8 as on
 //    Intel.
 //  - AMD Zen 3 (AVX2 only): 8-row groups for bf16 and f32, fp8 codes in the subnormal form (the fp16
-//    conversions held a core to ~11 GB/s) for up to 2 tokens, 4 rows at a time for 1 token, and
+//    conversions held a core to ~11 GB/s) for up to 4 tokens, 4 rows at a time for 1 token, and
 //    the wrapped prefetch (2026-12-03, slice decode, 3 alternating rounds: MoE 29-30 GB/s against
-//    21-22 with 8 rows and no prefetch, decode batch 1 +0-12%, batch 4 +11-16%). Exact products
-//    of up to 15 tokens take the GEMV: fp8 at 8-12 tokens 104-110 GFLOP/s against the GEMM's
-//    63-77, even at 16-24, the GEMM ahead from 32 (124-126 against 108); slice decode batch 8
-//    14.9-15.8 -> 22.6-22.7 tok/s, prefill of 12 tokens 26-31 -> 37-38 (3 alternating rounds).
+//    21-22 with 8 rows and no prefetch; batch 4 +11-16%, and the subnormal form at 3-4 tokens
+//    another +7-10%: fp8 101-132 GFLOP/s against 69-110 through fp16, now that its range check is
+//    vectorized). Exact products of up to 31 tokens take the GEMV: fp8 at 8-16 tokens 130-133
+//    GFLOP/s against the GEMM's 109-110 at 16 (63-77 at 8-12), even at 32, the GEMM ahead from 64
+//    (134-142 against 130-133).
 //  fp8 rows widened through fp16 conversions always go 4 rows at a time (8 measured no better).
 //  The subnormal form serves up to 4 tokens on Zen 5 (4 tokens: 36-42 GB/s against 25-27 through
-//  fp16, whose 4 x 4 block GCC keeps on the stack), up to 2 on Zen 3 (there, at 3-4 tokens, its
-//  integer ops competed with the FMAs).
+//  fp16, whose 4 x 4 block GCC keeps on the stack), and up to 4 on Zen 3 too once its range check
+//  was vectorized (before that, at 3-4 tokens, its integer ops competed with the FMAs).
 enum class GemvPrefetch { kNone, kAhead, kWrapped };
 struct GemvTuning {
   int rows_one_token = 4;   // rows per group for 1 token (at most 16 on AVX-512, 8 on AVX2)
@@ -74,7 +75,7 @@ inline constexpr int64_t kGemvAlways = INT64_MAX;
 inline constexpr GemvTuning kZen5GemvTuning{/*rows_one_token=*/16, /*rows_two_tokens=*/8, GemvPrefetch::kWrapped,
                                             /*fp8_subnormal_tokens=*/4, /*gemv_max_tokens=*/kGemvAlways};
 inline constexpr GemvTuning kZen3GemvTuning{/*rows_one_token=*/8, /*rows_two_tokens=*/8, GemvPrefetch::kWrapped,
-                                            /*fp8_subnormal_tokens=*/2, /*gemv_max_tokens=*/15,
+                                            /*fp8_subnormal_tokens=*/4, /*gemv_max_tokens=*/31,
                                             /*fp8_rows_one_token=*/4};
 // The tuning of this CPU's family (what the GEMV starts with, before the environment).
 GemvTuning family_gemv_tuning();
