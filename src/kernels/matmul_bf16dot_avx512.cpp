@@ -82,10 +82,13 @@ void pack_tokens(const float* x, int64_t x_stride, const TokenTiles& token_tiles
   }
 }
 
-// c[i * c_stride + 16 v + l] += scale[i] * sum over steps s of the pair products of w[i * 64 + s]
-// (a row's bf16 pair) and xp[s * 64 + 16 v + l] (a token's pair), i < 6 rows, v < NV vectors.
+// c[i * c_stride + 16 v + l] += scale[i] * sum over steps s of the pair products of
+// w[i * w_stride + s] (a row's bf16 pair) and xp[s * 64 + 16 v + l] (a token's pair), i < 6 rows,
+// v < NV vectors. w: 2-byte aligned (bf16 matrices are read in place), so its pairs are loaded
+// by memcpy.
 template <int NV>
-void micro(const uint32_t* w, const uint32_t* xp, int64_t steps, const float* scale, float* c, int64_t c_stride) {
+void micro(const uint16_t* w, int64_t w_stride, const uint32_t* xp, int64_t steps, const float* scale, float* c,
+           int64_t c_stride) {
   __m512 acc[kRows][NV];
   for (int i = 0; i < kRows; ++i)
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
@@ -93,7 +96,9 @@ void micro(const uint32_t* w, const uint32_t* xp, int64_t steps, const float* sc
     __m512bh x[NV];
     for (int v = 0; v < NV; ++v) x[v] = (__m512bh)_mm512_load_si512(xp + s * kTileTokens + v * kLanes);
     for (int i = 0; i < kRows; ++i) {
-      const __m512bh b = (__m512bh)_mm512_set1_epi32(static_cast<int>(w[i * kBlockPairs + s]));
+      int pair;
+      std::memcpy(&pair, w + 2 * (i * w_stride + s), sizeof pair);
+      const __m512bh b = (__m512bh)_mm512_set1_epi32(pair);
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], b, x[v]);
     }
   }
@@ -106,13 +111,13 @@ void micro(const uint32_t* w, const uint32_t* xp, int64_t steps, const float* sc
   }
 }
 
-void micro_vectors(int nv, const uint32_t* w, const uint32_t* xp, int64_t steps, const float* scale, float* c,
-                   int64_t c_stride) {
+void micro_vectors(int nv, const uint16_t* w, int64_t w_stride, const uint32_t* xp, int64_t steps, const float* scale,
+                   float* c, int64_t c_stride) {
   switch (nv) {
-    case 1: return micro<1>(w, xp, steps, scale, c, c_stride);
-    case 2: return micro<2>(w, xp, steps, scale, c, c_stride);
-    case 3: return micro<3>(w, xp, steps, scale, c, c_stride);
-    default: return micro<4>(w, xp, steps, scale, c, c_stride);
+    case 1: return micro<1>(w, w_stride, xp, steps, scale, c, c_stride);
+    case 2: return micro<2>(w, w_stride, xp, steps, scale, c, c_stride);
+    case 3: return micro<3>(w, w_stride, xp, steps, scale, c, c_stride);
+    default: return micro<4>(w, w_stride, xp, steps, scale, c, c_stride);
   }
 }
 
@@ -148,7 +153,11 @@ void prefetch_block(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t c0, i
 
 // Rows [r0, r1) of y for all n tokens. Token tiles in groups of kGroupTiles; per group, rows in
 // chunks of kChunkRows whose 128-column blocks are converted once and then serve every tile of
-// the group (a tile's block, 16 KB, stays in L1 while the chunk's 8 panels pass over it).
+// the group (a tile's block, 16 KB, stays in L1 while the chunk's 8 panels pass over it). bf16
+// matrices of whole pairs (even K) are read in place, but for a chunk's last, partial panel:
+// copying each row's 256-byte block took a sixth of attention's per-head products (one 64-token
+// tile each, so that every copy served 64 tokens). Whole blocks of fp8 codes are converted inline
+// (row_to_bf16's call and checks per row and block cost 5% of a 64-token product).
 void bf16dot_rows(const uint32_t* xp, const TokenTiles& token_tiles, const WeightMatrix& w, int64_t r0, int64_t r1,
                   float* y, int64_t y_stride) {
   const int64_t K = w.cols, pairs = pairs_of_cols(K), tiles = token_tiles.tiles;
@@ -159,10 +168,13 @@ void bf16dot_rows(const uint32_t* xp, const TokenTiles& token_tiles, const Weigh
   uint32_t* wbuf = aligned(wbuf_storage, kChunkRows * kBlockPairs);  // [chunk row][pair]
   float* cbuf = aligned(cbuf_storage, kChunkRows * c_stride);        // [chunk row][group token]
   alignas(64) float scales[kChunkRows];
+  const bool in_place = w.dtype == DType::kBF16 && K % 2 == 0, fp8 = w.dtype == DType::kF8E4M3;
+  const uint16_t* bf16_rows = reinterpret_cast<const uint16_t*>(w.data);
   for (int64_t g0 = 0; g0 < tiles; g0 += kGroupTiles) {
     const int64_t group_tiles = std::min(kGroupTiles, tiles - g0);
     for (int64_t rc = r0; rc < r1; rc += kChunkRows) {
       const int64_t rows = std::min(kChunkRows, r1 - rc), panels = ceil_div(rows, kRows);
+      const int64_t rows_in_place = in_place ? rows / kRows * kRows : 0;  // whole panels
       for (int64_t i = 0; i < panels * kRows; ++i) std::fill(cbuf + i * c_stride, cbuf + i * c_stride + group_tiles * kTileTokens, 0.0f);
       for (int64_t c0 = 0; c0 < K; c0 += kBlockCols) {
         const int64_t steps = pairs_of_cols(std::min(kBlockCols, K - c0));
@@ -173,9 +185,14 @@ void bf16dot_rows(const uint32_t* xp, const TokenTiles& token_tiles, const Weigh
           const int64_t next = rc + kChunkRows < r1 ? rc + kChunkRows : r0;
           prefetch_block(w, next, std::min(next + kChunkRows, r1), 0, block_bytes);
         }
-        for (int64_t i = 0; i < panels * kRows; ++i) {
+        for (int64_t i = 0; i < rows_in_place; ++i) scales[i] = 1.0f;
+        for (int64_t i = rows_in_place; i < panels * kRows; ++i) {
           uint32_t* dst = wbuf + i * kBlockPairs;
-          if (i < rows) {
+          if (i < rows && fp8 && c0 + kBlockCols <= K) {  // a whole block of codes, inline
+            const uint8_t* codes = w.data + (rc + i) * K + c0;
+            for (int64_t k = 0; k < kBlockCols; k += 32) fp8x32_to_bf16(codes + k, reinterpret_cast<uint16_t*>(dst) + k);
+            scales[i] = block_scale(w, rc + i, c0);
+          } else if (i < rows) {
             row_to_bf16(w, rc + i, c0, c0 + kBlockCols, reinterpret_cast<uint16_t*>(dst));
             scales[i] = block_scale(w, rc + i, c0);
           } else {
@@ -187,9 +204,13 @@ void bf16dot_rows(const uint32_t* xp, const TokenTiles& token_tiles, const Weigh
           const int64_t tokens = token_tiles.count(g0 + j);
           const int nv = static_cast<int>(ceil_div(tokens, kLanes));
           const uint32_t* x_block = xp + ((g0 + j) * pairs + c0 / 2) * kTileTokens;
-          for (int64_t p = 0; p < panels; ++p)
-            micro_vectors(nv, wbuf + p * kRows * kBlockPairs, x_block, steps, scales + p * kRows,
+          for (int64_t p = 0; p < panels; ++p) {
+            const bool direct = p * kRows < rows_in_place;
+            const uint16_t* panel = direct ? bf16_rows + (rc + p * kRows) * K + c0
+                                           : reinterpret_cast<const uint16_t*>(wbuf + p * kRows * kBlockPairs);
+            micro_vectors(nv, panel, direct ? K / 2 : kBlockPairs, x_block, steps, scales + p * kRows,
                           cbuf + p * kRows * c_stride + j * kTileTokens, c_stride);
+          }
         }
       }
       for (int64_t j = 0; j < group_tiles; ++j)
