@@ -48,7 +48,8 @@ TEST(Hardening, ABadGemvTuningVariableIsOneClearError) {
         {"DSINFER_GEMV_PREFETCH=far", "DSINFER_GEMV_PREFETCH=far is not one of none, ahead, wrapped"},
         {"DSINFER_GEMV_FP8_SUBNORMAL=9", "DSINFER_GEMV_FP8_SUBNORMAL=9 is not a number of tokens from 0 to 4"},
         {"DSINFER_GEMV_MAX_TOKENS=-1", "DSINFER_GEMV_MAX_TOKENS=-1 is not a number of tokens"},
-        {"DSINFER_GEMV_ROWS_FP8=6", "DSINFER_GEMV_ROWS_FP8=6 is not a power of two from 1 to 16"}}) {
+        {"DSINFER_GEMV_ROWS_FP8=6", "DSINFER_GEMV_ROWS_FP8=6 is not a power of two from 1 to 16"},
+        {"DSINFER_GEMV_ROWS_MANY=8", "DSINFER_GEMV_ROWS_MANY=8 is not 4 or 6"}}) {
     SCOPED_TRACE(setting);
     expect_error(run_command(setting + " " + kBin + " generate --ckpt-path " + tiny_ckpt() + " --input-file " + prompts +
                              " --max-new-tokens 2"),

@@ -125,6 +125,11 @@ GemvTuning initial_gemv_tuning() {
           " is not a number of tokens from 0 to 4");
     t.fp8_subnormal_tokens = text[0] - '0';
   }
+  if (const char* v = std::getenv("DSINFER_GEMV_ROWS_MANY"); v && *v) {
+    const std::string text(v);
+    check(text == "4" || text == "6", "DSINFER_GEMV_ROWS_MANY=", text, " is not 4 or 6 (GEMV rows per group for 3-4 tokens)");
+    t.rows_many_tokens = text[0] - '0';
+  }
   if (const char* v = std::getenv("DSINFER_GEMV_MAX_TOKENS"); v && *v) {
     const std::string text(v);
     check(text.size() <= 18 && text.find_first_not_of("0123456789") == std::string::npos, "DSINFER_GEMV_MAX_TOKENS=",

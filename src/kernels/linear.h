@@ -31,7 +31,8 @@ Isa linear_isa();
 // DSINFER_GEMV_ROWS=1|2|4|8|16 (rows per group for 1 token), DSINFER_GEMV_ROWS2 (for 2 tokens),
 // DSINFER_GEMV_PREFETCH=none|ahead|wrapped, DSINFER_GEMV_FP8_SUBNORMAL=0..4 (tokens),
 // DSINFER_GEMV_MAX_TOKENS=N (0: the ISA's switch to the GEMM), DSINFER_GEMV_ROWS_FP8=1..16 (rows per
-// group for 1 token of fp8 in the subnormal form; 0: DSINFER_GEMV_ROWS's).
+// group for 1 token of fp8 in the subnormal form; 0: DSINFER_GEMV_ROWS's), DSINFER_GEMV_ROWS_MANY=4|6
+// (rows per group for 3-4 tokens).
 //  - Intel: 4-row groups, software prefetch 4 KB ahead in each row (short rows end before its
 //    hardware prefetcher catches on); fp8 rows widened through fp16 conversions.
 //  - AMD Zen 5 (family 26): 16 rows at once for 1 token, 8 for 2, and a prefetch 8 KB ahead over
@@ -41,6 +42,9 @@ Isa linear_isa();
 //    at 55-68 GB/s = 0.9-1.0 of a plain read, against 39-46 for Intel's way; 16 rows of bf16
 //    59-61 against 47-48 (bench/README.md). Rows a multiple of 4 KB apart (wo: 16 KB) all land in
 //    the same L1 sets: such matrices go 4 rows at a time (wo 61-64 GB/s, 46-54 Intel's way).
+//    3-4 tokens: 6 rows at a time (each token vector loaded serves 6 rows; in prefill the 4
+//    tokens' rows come from L2): fp8 matmul_bench 512 tokens 45-47 against 50-51 ms, slice exact
+//    prefill 512 99.5-102 against 93-99 tok/s, decode batch 4 38.7-41.5 against 35.6-38.7 (3 rounds).
 //  - AMD Zen 4: 8-row groups for up to 2 tokens and no software prefetch for bf16 and f32
 //    rows (measured 0.95-1.0 of a plain read's bandwidth against 0.75-0.8 on Zen 4); fp8 as on
 //    Intel.
@@ -67,13 +71,17 @@ struct GemvTuning {
   int64_t gemv_max_tokens = 0;
   // rows per group for 1 token of fp8 rows in the subnormal form (0: rows_one_token)
   int fp8_rows_one_token = 0;
+  // rows per group for 3-4 tokens (bf16, f32, fp8 in the subnormal form): 4, or 6 on AVX-512, where
+  // each token vector loaded then serves 6 rows (the tokens' rows stream from L2 in prefill)
+  int rows_many_tokens = 4;
 };
 inline constexpr int64_t kGemvAlways = INT64_MAX;
 // Zen 5's tuning (above), by name for the benchmarks that compare it with Intel's (GemvTuning{}).
 // There the GEMV (subnormal form, 4 tokens a pass) outruns the exact GEMM at every token count:
 // fp8, 2 threads, 320-390 GFLOP/s at 128-512 tokens against the GEMM's 140-257, 4x at 8 tokens.
 inline constexpr GemvTuning kZen5GemvTuning{/*rows_one_token=*/16, /*rows_two_tokens=*/8, GemvPrefetch::kWrapped,
-                                            /*fp8_subnormal_tokens=*/4, /*gemv_max_tokens=*/kGemvAlways};
+                                            /*fp8_subnormal_tokens=*/4, /*gemv_max_tokens=*/kGemvAlways,
+                                            /*fp8_rows_one_token=*/0, /*rows_many_tokens=*/6};
 inline constexpr GemvTuning kZen3GemvTuning{/*rows_one_token=*/8, /*rows_two_tokens=*/8, GemvPrefetch::kWrapped,
                                             /*fp8_subnormal_tokens=*/4, /*gemv_max_tokens=*/31,
                                             /*fp8_rows_one_token=*/4};

@@ -16,8 +16,9 @@ struct Avx512 {
   using V = __m512;
   static constexpr int kWidth = 16;
   static constexpr int kGemmRows = 6;
-  // rows per GEMV group: for 3-4 tokens (4 x 4 accumulators fit 32 zmm), at most for 1 token
-  static constexpr int kGemvRowsManyTokens = 4;
+  // rows per GEMV group: at most for 3-4 tokens (6 x 4 accumulators fit 32 zmm; GemvTuning picks
+  // 4 or 6), at most for 1 token
+  static constexpr int kGemvRowsManyTokens = 6;
   static constexpr int kGemvMaxRows = 16;
   static constexpr int kGemmVectors = 4;  // 6x4 accumulators + 4 token vectors + 1 broadcast
   static constexpr int kCombineSets = 4;     // combine_rows, many sets: 4x6 accumulators

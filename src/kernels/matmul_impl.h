@@ -322,6 +322,10 @@ inline void gemv_dispatch_rows(int group, WRows rows, int64_t K, const float* xs
   if constexpr (T <= 2) {
     if (group == 8) return gemv_group<S, kind, T, 8, P>(rows, K, xs, xs_stride, y, y_stride);
   }
+  if constexpr (T > 2 && S::kGemvRowsManyTokens >= 6) {
+    if (group == 6) return gemv_group<S, kind, T, 6, P>(rows, K, xs, xs_stride, y, y_stride);
+    if (group == 3) return gemv_group<S, kind, T, 3, P>(rows, K, xs, xs_stride, y, y_stride);
+  }
   if (group == 4) gemv_group<S, kind, T, 4, P>(rows, K, xs, xs_stride, y, y_stride);
   else if (group == 2) gemv_group<S, kind, T, 2, P>(rows, K, xs, xs_stride, y, y_stride);
   else gemv_group<S, kind, T, 1, P>(rows, K, xs, xs_stride, y, y_stride);
@@ -393,10 +397,10 @@ inline void gemv_tokens(int T, const GemvTuning& tuning, int group, WRows rows, 
 template <class S, WKind kind>
 inline int gemv_max_group(const GemvTuning& tuning, int T) {
   const bool fp8_through_half = kind == WKind::kFp8 && !(S::kFp8Subnormal && T <= tuning.fp8_subnormal_tokens);
-  if (Format<kind>::kGroupScaled || fp8_through_half) return T > 2 ? S::kGemvRowsManyTokens : 4;
+  if (Format<kind>::kGroupScaled || fp8_through_half) return T > 2 ? static_cast<int>(min64(S::kGemvRowsManyTokens, 4)) : 4;
   const bool fp8_one = (kind == WKind::kFp8 || kind == WKind::kFp8Subnormal) && tuning.fp8_rows_one_token > 0;
   const int rows = T == 1 ? (fp8_one ? tuning.fp8_rows_one_token : tuning.rows_one_token)
-                   : T == 2 ? tuning.rows_two_tokens : S::kGemvRowsManyTokens;
+                   : T == 2 ? tuning.rows_two_tokens : tuning.rows_many_tokens;
   return static_cast<int>(min64(rows, T == 1 ? S::kGemvMaxRows : T == 2 ? 8 : S::kGemvRowsManyTokens));
 }
 
@@ -411,6 +415,7 @@ inline GemvTuning gemv_tuning_for(const GemvTuning& tuning, int64_t row_stride) 
   t.rows_one_token = static_cast<int>(min64(t.rows_one_token, 4));
   if (t.fp8_rows_one_token > 0) t.fp8_rows_one_token = static_cast<int>(min64(t.fp8_rows_one_token, 4));
   t.rows_two_tokens = static_cast<int>(min64(t.rows_two_tokens, 4));
+  t.rows_many_tokens = static_cast<int>(min64(t.rows_many_tokens, 4));
   return t;
 }
 
