@@ -57,8 +57,8 @@ struct TokenTiles {
   int64_t count(int64_t j) const { return begin(j + 1) - begin(j); }
 };
 
-// r[a] lane b -> r[b] lane a, for 16 x 16 dwords: pairs of rows interleaved (unpack ps), then pairs
-// of pairs (unpack pd: each 128-bit lane then holds a 4 x 4 block's column), then the 128-bit lanes
+// r[a] lane b -> r[b] lane a, for 16 x 16 dwords: pairs of rows interleaved by dwords, then pairs of
+// pairs by qwords (each 128-bit lane then holds a column of a 4 x 4 block), then the 128-bit lanes
 // gathered across the four 4-row groups (two rounds of shuffle_i32x4).
 void transpose16(__m512i (&r)[16]) {
   __m512i a[16], b[16];
