@@ -392,8 +392,8 @@ inline void gemv_tokens(int T, const GemvTuning& tuning, int group, WRows rows, 
 }
 
 // Rows per GEMV group for T tokens: the tuning's for 1 (fp8 in the subnormal form its own where
-// set) or 2 tokens, the ISA's for 3-4 (its
-// registers), 4 for int4 / int8 and for fp8 widened through fp16 (their own loops, tuned so).
+// set), 2 or 3-4 tokens, at most what the ISA's registers hold; 4 for int4 / int8 and for fp8
+// widened through fp16 (their own loops, tuned so; 2 at 3-4 tokens on AVX2).
 template <class S, WKind kind>
 inline int gemv_max_group(const GemvTuning& tuning, int T) {
   const bool fp8_through_half = kind == WKind::kFp8 && !(S::kFp8Subnormal && T <= tuning.fp8_subnormal_tokens);
