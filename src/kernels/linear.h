@@ -42,8 +42,8 @@ Isa linear_isa();
 //    at 55-68 GB/s = 0.9-1.0 of a plain read, against 39-46 for Intel's way; 16 rows of bf16
 //    59-61 against 47-48 (bench/README.md). Rows a multiple of 4 KB apart (wo: 16 KB) all land in
 //    the same L1 sets: such matrices go 4 rows at a time (wo 61-64 GB/s, 46-54 Intel's way).
-//    3-4 tokens: 6 rows at a time (each token vector loaded serves 6 rows; in prefill the 4
-//    tokens' rows come from L2): fp8 matmul_bench 512 tokens 45-47 against 50-51 ms, slice exact
+//    3-4 tokens: 6 rows at a time (each token vector loaded serves 6 rows: a third fewer loads
+//    per FMA): fp8 matmul_bench 512 tokens 45-47 against 50-51 ms, slice exact
 //    prefill 512 99.5-102 against 93-99 tok/s, decode batch 4 38.7-41.5 against 35.6-38.7 (3 rounds).
 //  - AMD Zen 4: 8-row groups for up to 2 tokens and no software prefetch for bf16 and f32
 //    rows (measured 0.95-1.0 of a plain read's bandwidth against 0.75-0.8 on Zen 4); fp8 as on
@@ -72,7 +72,7 @@ struct GemvTuning {
   // rows per group for 1 token of fp8 rows in the subnormal form (0: rows_one_token)
   int fp8_rows_one_token = 0;
   // rows per group for 3-4 tokens (bf16, f32, fp8 in the subnormal form): 4, or 6 on AVX-512, where
-  // each token vector loaded then serves 6 rows (the tokens' rows stream from L2 in prefill)
+  // each token vector loaded then serves 6 rows (a third fewer loads per FMA)
   int rows_many_tokens = 4;
 };
 inline constexpr int64_t kGemvAlways = INT64_MAX;
