@@ -27,31 +27,30 @@ PrefillCeiling prefill_ceiling(ActDType act) {
   return PrefillCeiling::kFmaF32;
 }
 
-const char* prefill_ceiling_key(PrefillCeiling ceiling) {
+namespace {
+// Each prefill ceiling's JSON key, its name in the table and where Ceilings keeps it.
+struct PrefillCeilingInfo {
+  const char* key;
+  const char* name;
+  double Ceilings::*gflops;
+};
+const PrefillCeilingInfo& info_of(PrefillCeiling ceiling) {
+  static const PrefillCeilingInfo kAmx{"amx_bf16_gflops", "AMX bf16 peak", &Ceilings::amx_gflops};
+  static const PrefillCeilingInfo kBf16{"bf16_dot_gflops", "bf16 dot peak", &Ceilings::bf16_gflops};
+  static const PrefillCeilingInfo kFma{"fma_f32_gflops", "fp32 FMA peak", &Ceilings::fma_gflops};
   switch (ceiling) {
-    case PrefillCeiling::kAmxBf16: return "amx_bf16_gflops";
-    case PrefillCeiling::kBf16Dot: return "bf16_dot_gflops";
+    case PrefillCeiling::kAmxBf16: return kAmx;
+    case PrefillCeiling::kBf16Dot: return kBf16;
     case PrefillCeiling::kFmaF32: break;
   }
-  return "fma_f32_gflops";
+  return kFma;
 }
+}  // namespace
 
-const char* prefill_ceiling_name(PrefillCeiling ceiling) {
-  switch (ceiling) {
-    case PrefillCeiling::kAmxBf16: return "AMX bf16 peak";
-    case PrefillCeiling::kBf16Dot: return "bf16 dot peak";
-    case PrefillCeiling::kFmaF32: break;
-  }
-  return "fp32 FMA peak";
-}
-
+const char* prefill_ceiling_key(PrefillCeiling ceiling) { return info_of(ceiling).key; }
+const char* prefill_ceiling_name(PrefillCeiling ceiling) { return info_of(ceiling).name; }
 double prefill_ceiling_gflops(const Ceilings& ceilings, ActDType act) {
-  switch (prefill_ceiling(act)) {
-    case PrefillCeiling::kAmxBf16: return ceilings.amx_gflops;
-    case PrefillCeiling::kBf16Dot: return ceilings.bf16_gflops;
-    case PrefillCeiling::kFmaF32: break;
-  }
-  return ceilings.fma_gflops;
+  return ceilings.*(info_of(prefill_ceiling(act)).gflops);
 }
 
 namespace {
