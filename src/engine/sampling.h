@@ -54,6 +54,9 @@ struct RaceCandidate {
 };
 RaceCandidate race_candidate(const float* logits, int64_t n, int64_t first, const SamplingParams& params,
                              int64_t position);
+// The same, computing every id's value (race_candidate skips ids that provably lose): for tests.
+RaceCandidate race_candidate_exhaustive(const float* logits, int64_t n, int64_t first, const SamplingParams& params,
+                                        int64_t position);
 // best becomes c when c beats it (a greater value; a number beats NaN).
 inline void keep_better(RaceCandidate& best, const RaceCandidate& c) {
   if (!std::isnan(c.value) && (std::isnan(best.value) || c.value > best.value)) best = c;
