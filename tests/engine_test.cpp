@@ -97,6 +97,16 @@ TEST(Engine, ASequencesLogitsDoNotDependOnItsBatchMates) {
   const std::vector<int> cuts_a = {30, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   for (size_t s = 0; s < cuts_a.size(); ++s) {
     Step step;
+    // c decodes one token at a time, after a, or every fourth step first: then b's prefill chunk
+    // lies between c's and a's decode rows, which attention gathers for one per-query pass
+    auto add_c = [&] {
+      if (pos_c < 5) {
+        step.add(sc, pos_c, c.data() + pos_c, 1);
+        ++pos_c;
+      }
+    };
+    const bool c_first = s % 4 == 0;
+    if (c_first) add_c();
     if (s % 2 == 0 && pos_b < 90) {  // b's prefill in chunks of 20, before a
       const int n = std::min(20, 90 - pos_b);
       step.add(sb, pos_b, b.data() + pos_b, n);
@@ -104,13 +114,14 @@ TEST(Engine, ASequencesLogitsDoNotDependOnItsBatchMates) {
     }
     step.add(sa, pos_a, a.data() + pos_a, cuts_a[s], /*all_logits=*/true);
     pos_a += cuts_a[s];
-    if (pos_c < 5) {  // c decodes one token at a time after a
-      step.add(sc, pos_c, c.data() + pos_c, 1);
-      ++pos_c;
-    }
+    if (!c_first) add_c();
     StepOutput out;
     m.forward(step, cache, out);
-    const int64_t first_row = (step.chunks[0].seq == sb) ? 1 : 0;
+    int64_t first_row = 0;  // a's first row of logits: one row for each chunk before it
+    for (const SeqChunk& chunk : step.chunks) {
+      if (chunk.seq == sa) break;
+      first_row += chunk.all_logits ? chunk.n_tokens : 1;
+    }
     mixed.insert(mixed.end(), out.logits.begin() + first_row * vocab,
                  out.logits.begin() + (first_row + cuts_a[s]) * vocab);
   }

@@ -58,19 +58,30 @@ void attention_probabilities(ConstMatView q_cat, const WeightMatrix& entries, fl
   }
 }
 
+// A query that walks its sequence's cache on its own (decode): its sequence and position.
+struct Query {
+  SeqId seq;
+  int64_t pos;
+};
+
 // Decode: per query, q_abs = W_k^T q_nope for each head, scores over the cache, the attended
 // latent; then W_v of every query's latent at once, straight from the checkpoint's wkv_b rows
-// where they can be viewed in place. The thread's heads share each pass over the cache: the
-// scores as one product with the heads as tokens, the attended entries as one combine_rows with
-// the heads as its sets (the same kernels, hence the same bits, as the prefill path). q [n, H, qk_dim] -> attn [n, H, v_dim].
-void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* q, SeqId seq,
-                      int64_t seqlen, int64_t start_pos, KVCache& cache, float softmax_scale, float* attn) {
+// where they can be viewed in place. Every query of the step that attends this way comes in one
+// call, whatever its sequence: wkv_b's rows are read once per step and head, not once per
+// sequence (at batch 16 that was 16 passes over them), and combine_rows / matmul_serial give each
+// query the same bits whatever the number of queries beside it. The thread's heads share each
+// pass over the cache: the scores as one product with the heads as tokens, the attended entries
+// as one combine_rows with the heads as its sets (the same kernels, hence the same bits, as the
+// prefill path). q [n, H, qk_dim] -> attn [n, H, v_dim], row i for queries[i].
+void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* q,
+                      const std::vector<Query>& queries, KVCache& cache, float softmax_scale, float* attn) {
   const ModelConfig& c = ctx.config;
   const int64_t H = ctx.plan.n_local_heads;
   const int64_t nope = c.qk_nope_head_dim, rope_dim = c.qk_rope_head_dim, v_dim = c.v_head_dim;
   const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
-  const int64_t n = seqlen;
-  const int64_t max_keys = start_pos + seqlen;
+  const int64_t n = static_cast<int64_t>(queries.size());
+  int64_t max_keys = 0;
+  for (const Query& query : queries) max_keys = std::max(max_keys, query.pos + 1);
   const int64_t entry_dim = cache.entry_dim();
   ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
     const int64_t heads = h_end - h_begin;
@@ -85,16 +96,15 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
       combine_rows(w.wkv_b, h * (nope + v_dim), nope, q + h * qk_dim, H * qk_dim, n, q_h, entry_dim);
       for (int64_t i = 0; i < n; ++i) std::copy_n(q + (i * H + h) * qk_dim + nope, rope_dim, q_h + i * entry_dim + lora);
     }
-    for (int64_t i = 0; i < seqlen; ++i) {
-      const int64_t n_keys = start_pos + i + 1;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t n_keys = queries[i].pos + 1;
+      const WeightMatrix entries = f32_matrix(cache.entry(layer, queries[i].seq, 0), n_keys, entry_dim);
       // probabilities [heads, keys]: the thread's heads are the rows
-      attention_probabilities(ConstMatView(q_cat.data() + i * entry_dim, heads, entry_dim, n * entry_dim),
-                              f32_matrix(cache.entry(layer, seq, 0), n_keys, entry_dim), softmax_scale,
-                              [&](int64_t) { return n_keys; }, MatView(scores.data(), heads, n_keys, max_keys));
+      attention_probabilities(ConstMatView(q_cat.data() + i * entry_dim, heads, entry_dim, n * entry_dim), entries,
+                              softmax_scale, [&](int64_t) { return n_keys; }, MatView(scores.data(), heads, n_keys, max_keys));
       // the attended entries of every head: the cache rows combined with the probabilities
       // (the latent part is what W_v reads; the rope part is computed and ignored)
-      combine_rows(f32_matrix(cache.entry(layer, seq, 0), n_keys, entry_dim), 0, n_keys, scores.data(), max_keys, heads,
-                   o_lat.data() + i * entry_dim, n * entry_dim);
+      combine_rows(entries, 0, n_keys, scores.data(), max_keys, heads, o_lat.data() + i * entry_dim, n * entry_dim);
     }
     // wkv_b's value half maps the attended latents to each head's outputs
     for (int64_t h = h_begin; h < h_end; ++h) {
@@ -257,20 +267,42 @@ void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer
   // (prefill); both give the same bits, so the choice never changes a result
   const float softmax_scale = attention_softmax_scale(c);
   float* attn = grow(scratch.attn, n * H * v_dim);                 // [n, H, v_dim]
+  // (the queries of short chunks, decode's, are gathered for one attend_per_query: `rows` their
+  // rows in the step, contiguous when those chunks are, as in a step of decodes only)
+  thread_local std::vector<Query> queries;
+  thread_local std::vector<int64_t> rows;
+  queries.clear();
+  rows.clear();
   row = 0;
   for (const SeqChunk& chunk : step.chunks) {
     const float* q_chunk = q + row * H * qk_dim;
     float* attn_chunk = attn + row * H * v_dim;
-    if (chunk.n_tokens >= kMatrixAttentionMinQueries && bf16_attention())
+    if (chunk.n_tokens >= kMatrixAttentionMinQueries && bf16_attention()) {
       attend_as_bf16_matrices(ctx, w, layer, q_chunk, chunk.seq, chunk.n_tokens, chunk.start_pos, cache, softmax_scale,
                               attn_chunk);
-    else if (chunk.n_tokens >= kMatrixAttentionMinQueries)
+    } else if (chunk.n_tokens >= kMatrixAttentionMinQueries) {
       attend_as_matrices(ctx, w, layer, q_chunk, chunk.seq, chunk.n_tokens, chunk.start_pos, cache, softmax_scale,
                          attn_chunk);
-    else
-      attend_per_query(ctx, w, layer, q_chunk, chunk.seq, chunk.n_tokens, chunk.start_pos, cache, softmax_scale,
-                       attn_chunk);
+    } else {
+      for (int64_t s = 0; s < chunk.n_tokens; ++s) {
+        queries.push_back({chunk.seq, chunk.start_pos + s});
+        rows.push_back(row + s);
+      }
+    }
     row += chunk.n_tokens;
+  }
+  if (!queries.empty()) {
+    const int64_t m = static_cast<int64_t>(rows.size());
+    if (rows.back() - rows.front() + 1 == m) {
+      attend_per_query(ctx, w, layer, q + rows.front() * H * qk_dim, queries, cache, softmax_scale,
+                       attn + rows.front() * H * v_dim);
+    } else {  // decodes between prefill chunks: gathered, attended, scattered back
+      float* q_rows = grow(scratch.query_rows, m * H * qk_dim);       // [m, H, qk_dim]
+      float* attn_rows = grow(scratch.query_attn, m * H * v_dim);     // [m, H, v_dim]
+      for (int64_t i = 0; i < m; ++i) std::copy_n(q + rows[i] * H * qk_dim, H * qk_dim, q_rows + i * H * qk_dim);
+      attend_per_query(ctx, w, layer, q_rows, queries, cache, softmax_scale, attn_rows);
+      for (int64_t i = 0; i < m; ++i) std::copy_n(attn_rows + i * H * v_dim, H * v_dim, attn + rows[i] * H * v_dim);
+    }
   }
 
   // output projection (row-parallel): out = wo(attn), summed over ranks

@@ -27,7 +27,7 @@ struct ForwardContext {
 // Grow-only buffers so that decode allocates nothing after the first step.
 struct Scratch {
   std::vector<float> q, q_lora, kv, attn, mlp_a, mlp_b, gathered, expert_out, routed, shared,
-      scores;
+      scores, query_rows, query_attn;
   std::vector<int> experts;
   std::vector<float> expert_weights;
   std::vector<int64_t> expert_tokens;  // one expert's tokens and their weights (moe_forward)
