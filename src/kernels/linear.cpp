@@ -169,8 +169,16 @@ FastModeKernels fast_gemm(const MatmulKernels& kernels, int64_t n_tokens, const 
 // Whether fast mode's product of n_tokens below kFastGemmMinTokens runs bf16dot_gemv: from
 // kBf16DotGemvMinTokens on (below, the exact GEMV, tuned per CPU family, streams as fast), where
 // the VDPBF16PS kernels are fast mode's (AMX CPUs keep the exact kernels there: unmeasured).
-bool fast_gemv(const MatmulKernels& kernels, int64_t n_tokens) {
+// bf16 matrices, which the VDPBF16PS GEMV does not need to convert, still run faster through the
+// exact GEMV up to kBf16ExactGemvMaxTokens (3 passes of 4 tokens, the later ones from L2: kernels
+// /matmul_impl.h, gemv_pass_chunk_rows). Zen 5, 2 threads, the slice's bf16 head 129280 x 7168,
+// 2 alternating rounds: 5 tokens 49-50 against 60 ms, 8 tokens 53-54 against 70-77, 12 tokens
+// 72-73 against 86-92; at 15 tokens the VDPBF16PS GEMV is ahead (39 against 44-45 ms for half
+// the head). fp8 stays on it (5 tokens: expert w1 0.54-0.55 against 0.61-0.64 ms).
+inline constexpr int64_t kBf16ExactGemvMaxTokens = 12;
+bool fast_gemv(const MatmulKernels& kernels, int64_t n_tokens, const WeightMatrix& w) {
   static_assert(kFastGemmMinTokens - 1 <= kBf16DotGemvMaxTokens);
+  if (w.dtype == DType::kBF16 && n_tokens <= kBf16ExactGemvMaxTokens) return false;
   return n_tokens >= kBf16DotGemvMinTokens && n_tokens < kFastGemmMinTokens &&
          fast_kernels_for(kernels) == FastModeKernels::kBf16Dot;
 }
@@ -212,7 +220,7 @@ void linear_with(const MatmulKernels& kernels, const float* x, int64_t n_tokens,
         case FastModeKernels::kBf16Dot: return bf16dot_linear(x, n_tokens, w, y, pool);
         case FastModeKernels::kExact: break;
       }
-      if (fast_gemv(kernels, n_tokens)) return bf16dot_gemv(x, n_tokens, w, y, pool);
+      if (fast_gemv(kernels, n_tokens, w)) return bf16dot_gemv(x, n_tokens, w, y, pool);
     }
     x = rounded_to_bf16(x, n_tokens, w.cols, pool);
   }

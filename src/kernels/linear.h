@@ -111,8 +111,9 @@ bool batch_invariant();
 // Where fast mode's products of kFastGemmMinTokens tokens or more run on this CPU: AMX tiles
 // (matmul_amx.h), else VDPBF16PS on AVX512_BF16 (matmul_bf16dot.h; DSINFER_BF16DOT=0 turns it
 // off), else the exact kernels; products of fewer tokens (decode) run a VDPBF16PS GEMV from 5
-// tokens on where that is fast mode's kernel (bf16dot_gemv), else the exact kernels on the rounded
-// activations; so fast mode's numbers depend on the batch (exact mode's never do).
+// tokens on where that is fast mode's kernel (bf16dot_gemv; bf16 matrices from 13 tokens on),
+// else the exact kernels on the rounded activations; so fast mode's numbers depend on the batch
+// (exact mode's never do).
 enum class FastModeKernels { kExact, kAmx, kBf16Dot };
 FastModeKernels fast_mode_kernels();
 const char* fast_mode_kernels_name(FastModeKernels kernels);
