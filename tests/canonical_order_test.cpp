@@ -6,6 +6,7 @@
 // among 200 others. The scalar oracle has one path only; it is checked for the same property.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -302,6 +303,34 @@ TEST(CanonicalOrder, CombineRowsIsOneChainPerOutputBitForBit) {
               const float got = out[static_cast<size_t>(t * shape.cols + c)];
               ASSERT_TRUE(same_bits(got, want)) << "set " << t << " column " << c << ": " << got << " vs " << want;
             }
+        }
+      }
+    }
+  }
+}
+
+// accumulate_rows continues each output's chain: rows [first, first + n) combined in pieces (a KV
+// cache's blocks, 64 and fewer rows each) give the bits of one combine_rows over them all. A chain
+// restarted from 0 in any piece fails it.
+TEST(CanonicalOrder, AccumulateRowsContinuesTheChainBitForBit) {
+  std::mt19937 rng(6);
+  for (Isa isa : supported_isas()) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      for (const Shape& shape : {Shape{300, 576}, Shape{70, 200}, Shape{9, 3}}) {
+        const Matrix m(dtype, shape.rows, shape.cols, rng);
+        for (int64_t n_sets : {1, 4, 9}) {
+          SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " " << shape.rows << "x"
+                                          << shape.cols << " sets " << n_sets);
+          const int64_t n_rows = shape.rows;
+          const std::vector<float> coef = random_x(rng, n_sets * n_rows);
+          std::vector<float> whole(static_cast<size_t>(n_sets * shape.cols)), pieces(whole.size(), 1e30f);
+          combine_rows(m.w, 0, n_rows, coef.data(), n_rows, n_sets, whole.data(), shape.cols, isa);
+          for (int64_t d0 = 0; d0 < n_rows; d0 += 64) {
+            const int64_t n = std::min<int64_t>(64, n_rows - d0);
+            if (d0 == 0) combine_rows(m.w, d0, n, coef.data() + d0, n_rows, n_sets, pieces.data(), shape.cols, isa);
+            else accumulate_rows(m.w, d0, n, coef.data() + d0, n_rows, n_sets, pieces.data(), shape.cols, isa);
+          }
+          for (size_t i = 0; i < whole.size(); ++i) ASSERT_TRUE(same_bits(whole[i], pieces[i])) << i;
         }
       }
     }

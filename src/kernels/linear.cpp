@@ -264,12 +264,22 @@ Isa linear_isa() { return active_kernels().isa; }
 
 void combine_rows(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
                   int64_t n_sets, float* out, int64_t out_stride) {
-  active_kernels().combine_rows(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
+  active_kernels().combine_rows(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride, /*accumulate=*/false);
 }
 
 void combine_rows(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
                   int64_t n_sets, float* out, int64_t out_stride, Isa isa) {
-  matmul_kernels(isa).combine_rows(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
+  matmul_kernels(isa).combine_rows(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride, /*accumulate=*/false);
+}
+
+void accumulate_rows(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
+                     int64_t n_sets, float* out, int64_t out_stride) {
+  active_kernels().combine_rows(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride, /*accumulate=*/true);
+}
+
+void accumulate_rows(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
+                     int64_t n_sets, float* out, int64_t out_stride, Isa isa) {
+  matmul_kernels(isa).combine_rows(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride, /*accumulate=*/true);
 }
 
 const char* act_dtype_name(ActDType act) { return act == ActDType::kBF16 ? "bf16" : "f32"; }

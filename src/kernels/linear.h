@@ -137,6 +137,13 @@ void combine_rows(const WeightMatrix& w, int64_t first, int64_t n_rows, const fl
 // The same with the kernels of one ISA (which the CPU must support): for tests.
 void combine_rows(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
                   int64_t n_sets, float* out, int64_t out_stride, Isa isa);
+// out += the same sum, continuing each output's chain: combine_rows over rows [0, a) of one matrix
+// then accumulate_rows over rows [0, b) of another gives the bits of one combine_rows over the
+// a + b rows stacked (attention over a KV cache's blocks, each its own matrix).
+void accumulate_rows(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
+                     int64_t n_sets, float* out, int64_t out_stride);
+void accumulate_rows(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
+                     int64_t n_sets, float* out, int64_t out_stride, Isa isa);
 
 // Dot product with fp32 accumulation in 16 independent lanes (vectorizes; fixed order, so
 // results do not depend on the thread count).

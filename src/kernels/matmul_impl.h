@@ -24,7 +24,9 @@
 // with w(r, k) the exact fp32 weight, x(t, k) the activation (fp8: w is the code's value / 256,
 // exact, and x is x * (block scale * 256), one fp32 multiply). combine_rows has its own order:
 // per output, one fma chain from 0 over the combined rows in increasing order, of
-// w(first + d, c) * coef(t, d) (fp8: coef * (block scale * 256)).
+// w(first + d, c) * coef(t, d) (fp8: coef * (block scale * 256)); with `accumulate` the chain
+// starts from the output's value instead of 0, so consecutive calls over consecutive row ranges
+// (a KV cache's blocks) give the bits of one call over all the rows.
 // tests/canonical_order_test.cpp holds every kernel to both, bit for bit.
 #pragma once
 
@@ -669,13 +671,14 @@ struct Gemm {
 // set's output (which stays in L1 for the few sets decode attention has).
 template <class S, WKind kind>
 void combine_rows_kind(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
-                       int64_t n_sets, float* out, int64_t out_stride) {
+                       int64_t n_sets, float* out, int64_t out_stride, bool accumulate) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
   constexpr int kBlockVectors = static_cast<int>(kFp8Block) / W;
   const int64_t K = w.cols;
-  for (int64_t t = 0; t < n_sets; ++t)
-    for (int64_t c = 0; c < K; ++c) out[t * out_stride + c] = 0.0f;
+  if (!accumulate)
+    for (int64_t t = 0; t < n_sets; ++t)
+      for (int64_t c = 0; c < K; ++c) out[t * out_stride + c] = 0.0f;
   const int64_t row_bytes = w.row_stride();
   for (int64_t d = 0; d < n_rows; ++d) {
     const int64_t r = first + d;
@@ -709,12 +712,12 @@ void combine_rows_kind(const WeightMatrix& w, int64_t first, int64_t n_rows, con
 template <class S, WKind kind, int T, int C>
 void combine_block(const float* rows, const uint8_t* raw, int64_t row_stride, const float* const* scale_rows,
                    int64_t c_block, int64_t n_rows, const float* coef, int64_t coef_stride, int64_t c,
-                   float* out, int64_t out_stride) {
+                   float* out, int64_t out_stride, bool accumulate) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
   V acc[T][C];
   for (int t = 0; t < T; ++t)
-    for (int v = 0; v < C; ++v) acc[t][v] = S::zero();
+    for (int v = 0; v < C; ++v) acc[t][v] = accumulate ? S::load(out + t * out_stride + c + v * W) : S::zero();
   for (int64_t d = 0; d < n_rows; ++d) {
     V wv[C];
     for (int v = 0; v < C; ++v) {
@@ -735,24 +738,24 @@ void combine_block(const float* rows, const uint8_t* raw, int64_t row_stride, co
 template <class S, WKind kind, int T, int C = S::kCombineVectors>
 void combine_block_any(int t, int c_vectors, const float* rows, const uint8_t* raw, int64_t row_stride,
                        const float* const* scale_rows, int64_t c_block, int64_t n_rows, const float* coef,
-                       int64_t coef_stride, int64_t c, float* out, int64_t out_stride) {
+                       int64_t coef_stride, int64_t c, float* out, int64_t out_stride, bool accumulate) {
   if constexpr (T > 1) {
     if (t < T)
       return combine_block_any<S, kind, T - 1, C>(t, c_vectors, rows, raw, row_stride, scale_rows, c_block, n_rows,
-                                                  coef, coef_stride, c, out, out_stride);
+                                                  coef, coef_stride, c, out, out_stride, accumulate);
   }
   if constexpr (C > 1) {
     if (c_vectors < C)
       return combine_block_any<S, kind, T, C - 1>(t, c_vectors, rows, raw, row_stride, scale_rows, c_block, n_rows,
-                                                  coef, coef_stride, c, out, out_stride);
+                                                  coef, coef_stride, c, out, out_stride, accumulate);
   }
   combine_block<S, kind, T, C>(rows, raw, row_stride, scale_rows, c_block, n_rows, coef, coef_stride, c, out,
-                               out_stride);
+                               out_stride, accumulate);
 }
 
 template <class S, WKind kind>
 void combine_rows_blocked(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
-                          int64_t n_sets, float* out, int64_t out_stride) {
+                          int64_t n_sets, float* out, int64_t out_stride, bool accumulate) {
   constexpr int W = S::kWidth, T = S::kCombineSets, C = S::kCombineVectors;
   const int64_t K = w.cols;
   const float* rows = nullptr;
@@ -787,7 +790,7 @@ void combine_rows_blocked(const WeightMatrix& w, int64_t first, int64_t n_rows, 
       for (; c + W <= end; c += C * W) {
         const int c_vectors = static_cast<int>(min64(C, (end - c) / W));
         combine_block_any<S, kind, T>(t, c_vectors, rows, raw, K, scale_rows.data(), c_block, n_rows, coef_t,
-                                      coef_stride, c, out_t, out_stride);
+                                      coef_stride, c, out_t, out_stride, accumulate);
         if (c_vectors < C) {
           c += c_vectors * W;
           break;
@@ -796,7 +799,7 @@ void combine_rows_blocked(const WeightMatrix& w, int64_t first, int64_t n_rows, 
       // columns past the last whole vector: the same chain, one column at a time
       for (; c < end; ++c)
         for (int tt = 0; tt < t; ++tt) {
-          float o = 0.0f;
+          float o = accumulate ? out_t[tt * out_stride + c] : 0.0f;
           for (int64_t d = 0; d < n_rows; ++d) {
             const float wk = kind == WKind::kFp8 ? rows[d * K + c]
                              : kind == WKind::kBF16 ? scalar_w<kind>(WRow{raw + d * K * 2, nullptr}, c)
@@ -812,11 +815,12 @@ void combine_rows_blocked(const WeightMatrix& w, int64_t first, int64_t n_rows, 
 
 template <class S>
 void combine_rows_impl(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
-                       int64_t n_sets, float* out, int64_t out_stride) {
+                       int64_t n_sets, float* out, int64_t out_stride, bool accumulate) {
   for_format(w.dtype, [&](auto format) {
     constexpr WKind kind = decltype(format)::value;
-    if (n_sets >= S::kCombineSets) combine_rows_blocked<S, kind>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
-    else combine_rows_kind<S, kind>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride);
+    if (n_sets >= S::kCombineSets)
+      combine_rows_blocked<S, kind>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride, accumulate);
+    else combine_rows_kind<S, kind>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride, accumulate);
   });
 }
 

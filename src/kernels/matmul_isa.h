@@ -42,9 +42,10 @@ struct MatmulKernels {
   void (*matmul_rows)(const MatmulTask& task, int64_t row_begin, int64_t row_end, float* scratch);
   int64_t row_grain;
   // out[t * out_stride + c] = sum_{d < n_rows} coef[t * coef_stride + d] * W[first + d, c] for
-  // t < n_sets and every column c, single-threaded (combine_rows in linear.h).
+  // t < n_sets and every column c, single-threaded (combine_rows in linear.h); `accumulate` adds
+  // to out, continuing each output's chain (accumulate_rows in linear.h).
   void (*combine_rows)(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
-                       int64_t n_sets, float* out, int64_t out_stride);
+                       int64_t n_sets, float* out, int64_t out_stride, bool accumulate);
 };
 
 const MatmulKernels& matmul_kernels_scalar();

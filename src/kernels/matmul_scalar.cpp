@@ -30,10 +30,11 @@ void matmul_rows_scalar(const MatmulTask& task, int64_t r0, int64_t r1, float* r
 
 // Each row dequantized as the reference does (code x scale), then added in times each coefficient.
 void combine_rows_scalar(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
-                         int64_t n_sets, float* out, int64_t out_stride) {
+                         int64_t n_sets, float* out, int64_t out_stride, bool accumulate) {
   thread_local std::vector<float> row;  // decode attention calls this per head: no allocation each time
   row.resize(static_cast<size_t>(w.cols));
-  for (int64_t t = 0; t < n_sets; ++t) std::fill_n(out + t * out_stride, w.cols, 0.0f);
+  if (!accumulate)
+    for (int64_t t = 0; t < n_sets; ++t) std::fill_n(out + t * out_stride, w.cols, 0.0f);
   for (int64_t d = 0; d < n_rows; ++d) {
     dequantize_row(w, first + d, row.data());
     for (int64_t t = 0; t < n_sets; ++t) axpy(coef[t * coef_stride + d], row.data(), out + t * out_stride, w.cols);
