@@ -192,7 +192,6 @@ TEST(EngineMtp, RolledBackCachesAreReusedAsIfNothingWasDrafted) {
     KVCache cache(l.config, 8192);
     EngineOptions o;
     o.mtp = mtp;
-    o.retained_sequences = 8;
     Engine engine(*l.model, cache, o);
     How how{.mtp = mtp, .temperature = 0, .max_new_tokens = 24};
     const Result first = run(prompts, how, &engine);

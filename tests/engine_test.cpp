@@ -283,7 +283,7 @@ TEST(Engine, CancelFreesTheCacheAndTheOthersGoOnUnchanged) {
   const Tokens a_alone = run_engine({a}, p, {0})[0];
   KVCache cache(m.config(), 4096);
   EngineOptions options;
-  options.retained_sequences = 0;
+  options.prefix_cache = false;
   Engine engine(m, cache, options);
   Tokens got_a, got_b;
   FinishReason reason_b = FinishReason::kStop;
@@ -330,9 +330,10 @@ TEST(Engine, PrefixReuseSkipsTheSharedPromptAndChangesNoToken) {
   EXPECT_EQ(got, second_fresh);
 }
 
-// A chat's next turn needs more room than the last turn reserved: the retained sequence is grown
-// (its blocks copied) and taken over, not copied into a second sequence.
-TEST(Engine, ALongerNextTurnGrowsTheRetainedSequence) {
+// A chat's next turn needs more room than the last turn reserved: it copies the last turn's
+// partial block (61 positions) into a block of its own and takes new blocks for the rest; the
+// finished turns leave no sequence behind, only indexed blocks.
+TEST(Engine, ALongerNextTurnCopiesThePartialBlockOfTheLastOne) {
   Transformer& m = *loaded().model;
   const int vocab = loaded().config.vocab_size;
   SamplingParams p;
@@ -357,7 +358,9 @@ TEST(Engine, ALongerNextTurnGrowsTheRetainedSequence) {
   engine.submit(second, p, std::move(e2));
   engine.run_until_idle();
   EXPECT_EQ(engine.stats().reused_tokens - reused_before, 61);
-  EXPECT_EQ(cache.n_sequences(), 1) << "taken over, not forked";
+  EXPECT_EQ(cache.n_sequences(), 0);
+  // the second turn's 102 positions: a full block and a tail (the first turn's tail superseded)
+  EXPECT_EQ(cache.used_blocks(), 2);
   EXPECT_EQ(got, fresh);
   // and a budget with no room to grow falls back to a fresh sequence, still the same tokens
   KVCache small(m.config(), 64);

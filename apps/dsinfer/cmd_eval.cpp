@@ -42,7 +42,8 @@ void run_eval(const ModelOptions& model_options, const std::string& case_path, c
   const double t0 = now_seconds();
   TensorDump intermediates;
   if (dump) model->add_observer(&intermediates);
-  const std::vector<float> logits = eval_case_logits(*model, ec, case_path);  // [steps, batch, vocab]
+  // [steps, batch, vocab]
+  const std::vector<float> logits = eval_case_logits(*model, ec, case_path, model_options.kv_dtype());
   if (dump) model->remove_observer(&intermediates);
   if (batch)
     log_info("eval: prefill ", batch, "x", ec.prefill[0].size(), " and ", ec.decode.size(), " decode steps in ",
@@ -55,6 +56,7 @@ void run_eval(const ModelOptions& model_options, const std::string& case_path, c
     options.max_new_tokens = ec.max_new_tokens;
     options.eos_id = ec.eos_id;
     options.temperature = ec.temperature;
+    options.kv_dtype = model_options.kv_dtype();
     GenerateStats stats;
     out["completions"] = generate(*model, ec.prompts, options, sampler, nullptr, &stats);
     log_info("eval: prefill of ", stats.prompt_tokens, " prompt tokens in ", stats.prefill_seconds,
@@ -87,6 +89,7 @@ Command register_eval(CLI::App& app) {
   auto seed = std::make_shared<uint64_t>(965);
   auto dump = std::make_shared<bool>(false);
   model->add_to(sub);
+  model->add_kv_cache_dtype_to(sub);
   sub->add_option("--case", *case_path, "case file (golden schema: prefill_tokens, decode_tokens, generate)")
       ->required();
   sub->add_option("--out", *out_prefix, "output prefix: writes PREFIX.safetensors and PREFIX.json")->required();

@@ -133,7 +133,7 @@ void run_batch(const GenerateCliOptions& o, const ModelConfig& config, const Tok
   // same seed and (after the all_gather) the same logits on every rank: the samples agree
   Sampler sampler(o.seed);
   GenerateOptions options{o.max_new_tokens, tokenizer.eos_id(), o.temperature, o.max_running, o.step_tokens,
-                          o.model.mtp_on(), o.model.mtp_auto(), o.model.draft_tokens};
+                          o.model.mtp_on(), o.model.mtp_auto(), o.model.draft_tokens, o.model.kv_dtype()};
   GenerateStats stats;
   const auto completions = generate(*model, prompt_ids, options, sampler, nullptr, &stats);
   report(stats);
@@ -154,9 +154,8 @@ void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, con
   // One engine for the whole chat: each turn's sequence stays in the cache when it ends, and the
   // next turn's prompt (the re-templated history) reuses the positions it shares with it and
   // prefills only the rest. Batch invariance makes that the same logits as a fresh prefill.
-  KVCache cache(config, kv_budget_or_default(o.kv_cache_tokens, config));
+  KVCache cache(config, kv_budget_or_default(o.kv_cache_tokens, config, o.model.kv_dtype()), o.model.kv_dtype());
   EngineOptions engine_options;
-  engine_options.retained_sequences = 1;
   engine_options.mtp = o.model.mtp_on();
   engine_options.mtp_auto = o.model.mtp_auto();
   engine_options.draft_tokens = o.model.draft_tokens;
@@ -179,7 +178,7 @@ void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, con
     if (*line == "/exit") break;
     if (*line == "/clear") {
       messages.clear();
-      engine.drop_retained();
+      engine.drop_prefix_cache();
       continue;
     }
     messages.push_back({{"role", "user"}, {"content", *line}});
@@ -236,6 +235,7 @@ Command register_generate(CLI::App& app) {
   auto o = std::make_shared<GenerateCliOptions>();
   o->model.add_to(sub);
   o->model.add_mtp_to(sub);
+  o->model.add_kv_cache_dtype_to(sub);
   sub->add_option("--input-file", o->input_file, "file of prompts, one per line, answered as one batch");
   sub->add_flag("--interactive", o->interactive, "chat: >>> prompt, /clear empties the history, /exit ends");
   sub->add_option("--max-new-tokens", o->max_new_tokens, "most tokens per completion")->capture_default_str();

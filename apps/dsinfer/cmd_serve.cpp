@@ -48,6 +48,7 @@ void run_serve(ServeCliOptions o) {
   serve_options.mtp = o.model.mtp_on();
   serve_options.mtp_auto = o.model.mtp_auto();
   serve_options.draft_tokens = o.model.draft_tokens;
+  serve_options.kv_dtype = o.model.kv_dtype();
   serve([&] { return o.model.load_model(config, *comm); }, *comm, chat, serve_options);
 }
 
@@ -63,6 +64,11 @@ Command register_serve(CLI::App& app) {
   auto o = std::make_shared<ServeCliOptions>();
   o->model.add_to(sub);
   o->model.add_mtp_to(sub);
+  o->model.add_kv_cache_dtype_to(sub);
+  sub->add_flag("--prefix-cache,!--no-prefix-cache", o->serve.prefix_cache,
+                "reuse the cached blocks of earlier prompts' shared prefixes (default); --no-prefix-cache prefills "
+                "every prompt whole")
+      ->capture_default_str();
   sub->add_option("--host", o->serve.host, "address to listen on")->capture_default_str();
   sub->add_option("--port", o->serve.port, "port to listen on (0: any free one, logged)")->capture_default_str();
   sub->add_option("--api-key", o->serve.api_key, "require `Authorization: Bearer KEY` (not on /health)");

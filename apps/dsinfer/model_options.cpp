@@ -24,6 +24,14 @@ void ModelOptions::add_mtp_to(CLI::App* sub) {
       ->capture_default_str();
 }
 
+void ModelOptions::add_kv_cache_dtype_to(CLI::App* sub) {
+  sub->add_option("--kv-cache-dtype", kv_cache_dtype,
+                  "the KV cache's element type: f32 (exact, as the goldens) or bf16 (half the memory per position, "
+                  "as the reference demo keeps its cache; the entries are rounded to bf16)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+}
+
 void ModelOptions::add_to(CLI::App* sub) {
   sub->add_option("--ckpt-path", ckpt_path, "directory of converted shards model{rank}-mp{N}.safetensors")
       ->required();

@@ -16,12 +16,16 @@ struct ModelOptions {
   std::string config_path;  // empty: <ckpt_path>/config.json
   std::string mtp = "off";  // --mtp off | on | auto
   int draft_tokens = 1;     // --draft-tokens K: MTP drafts per sequence and step
+  std::string kv_cache_dtype = "f32";  // --kv-cache-dtype f32 | bf16
   // Adds --ckpt-path (required) and --config to `sub`.
   void add_to(CLI::App* sub);
   // Adds --mtp (speculative decoding with the checkpoint's multi-token-prediction module).
   void add_mtp_to(CLI::App* sub);
   bool mtp_on() const { return mtp != "off"; }  // the module is loaded and runs
   bool mtp_auto() const { return mtp == "auto"; }
+  // Adds --kv-cache-dtype (the KV cache's element type).
+  void add_kv_cache_dtype_to(CLI::App* sub);
+  KVDType kv_dtype() const { return parse_kv_dtype(kv_cache_dtype); }
   // Reads the config (explicit path or the checkpoint's config.json); errors name the file.
   ModelConfig load_config() const;
   // The config file load_config() reads.

@@ -85,7 +85,7 @@ DecodeResult bench_decode(Transformer& model, int batch, int prompt_len, int war
   EngineOptions options;
   options.step_tokens = static_cast<int64_t>(batch) * prompt_len;
   options.max_running = batch;
-  options.retained_sequences = 0;
+  options.prefix_cache = false;
   options.on_step = [&](const StepReport& s) {
     if (step_index++ < 1 + warmup) return;  // the prefill and the warm-up steps
     check(s.decode_rows == batch && s.prefill_tokens == 0, "bench: a decode step held ", s.decode_rows, " rows");
@@ -121,7 +121,7 @@ PrefillResult bench_prefill(Transformer& model, int tokens, uint64_t seed) {
   r.tokens = tokens;
   EngineOptions options;
   options.step_tokens = tokens;  // the whole prompt in one step
-  options.retained_sequences = 0;
+  options.prefix_cache = false;
   options.on_step = [&](const StepReport& s) {
     if (s.prefill_tokens == 0) return;
     r.seconds += s.seconds;
@@ -150,7 +150,7 @@ ServingResult bench_serving(Transformer& model, const ServingOptions& o) {
   EngineOptions options;
   options.step_tokens = o.step_tokens;
   options.max_running = o.concurrency;
-  options.retained_sequences = 0;
+  options.prefix_cache = false;
   ServingResult result;
   result.options = o;
   options.on_step = [&](const StepReport& s) {

@@ -40,6 +40,10 @@ struct Engine::Request {
   int64_t mtp_cached = 0;
   std::vector<int32_t> drafts;  // the MTP's guesses of the tokens after generated.back()
   std::vector<float> pending_hidden;  // [cached - mtp_cached, dim] main hidden rows the MTP has yet to take
+  // Its full blocks in the prefix index: path[i] is block i's node (the first ones mapped from the
+  // index when it was admitted); the first mtp_indexed of them have their MTP blocks recorded.
+  std::vector<PrefixNodeId> path;
+  int64_t mtp_indexed = 0;
   bool done = false;
   bool prefilling() const { return cached < static_cast<int64_t>(prompt.size()); }
 };
@@ -50,8 +54,9 @@ Engine::Engine(Transformer& model, KVCache& cache, EngineOptions options)
   check(options_.max_running >= 1, "engine: max_running must be >= 1");
   if (options_.mtp) {
     check(model_.has_mtp(), "engine: --mtp needs the multi-token-prediction module (convert --keep-mtp, then load it)");
-    mtp_cache_ = std::make_unique<KVCache>(model_.make_mtp_cache(cache_.budget_positions()));
+    mtp_cache_ = std::make_unique<KVCache>(model_.make_mtp_cache(cache_.budget_positions(), cache_.dtype()));
   }
+  if (options_.prefix_cache) prefix_ = std::make_unique<PrefixCache>(cache_, mtp_cache_.get());
   check(!options_.mtp_auto || options_.mtp, "engine: mtp_auto needs mtp");
   check(options_.draft_tokens >= 1, "engine: draft_tokens must be >= 1");
   Comm& ranks = options_.ranks ? *options_.ranks : model_.comm();
@@ -189,14 +194,8 @@ void Engine::run_all_events(std::vector<Pending>& requests) {
   options_.follower_events = std::move(saved);
 }
 
-void Engine::release(const Retained& kept) {
-  cache_.release(kept.seq);
-  if (kept.mtp_seq >= 0) mtp_cache_->release(kept.mtp_seq);
-}
-
-void Engine::drop_retained() {
-  for (const Retained& r : retained_) release(r);
-  retained_.clear();
+void Engine::drop_prefix_cache() {
+  if (prefix_) prefix_->clear();
 }
 
 int32_t Engine::token_at(const Request& r, int64_t pos) {
@@ -256,24 +255,6 @@ void Engine::apply_cancels(const std::vector<RequestId>& cancelled) {
   running_.erase(std::remove_if(running_.begin(), running_.end(), gone), running_.end());
 }
 
-int Engine::best_retained(const std::vector<int32_t>& prompt, int64_t& shared) const {
-  int best = -1;
-  shared = 0;
-  for (size_t i = 0; i < retained_.size(); ++i) {
-    const auto& tokens = retained_[i].tokens;
-    const int64_t limit = std::min<int64_t>(static_cast<int64_t>(tokens.size()), static_cast<int64_t>(prompt.size()) - 1);
-    int64_t n = 0;
-    while (n < limit && tokens[n] == prompt[n]) ++n;
-    // with MTP, its entry at position i took token i + 1 as well: usable below the last shared one
-    if (mtp_cache_) n = std::min(std::max<int64_t>(n - 1, 0), retained_[i].mtp_length);
-    if (n > shared) {
-      shared = n;
-      best = static_cast<int>(i);
-    }
-  }
-  return best;
-}
-
 void Engine::admit() {
   // first come, first served: a request that does not fit waits, and so do the ones behind it
   while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_running) {
@@ -288,50 +269,57 @@ void Engine::admit() {
       waiting_.pop_front();
       continue;
     }
-    int64_t shared = 0;
-    // a request that wants every prompt position's logits computes them all
-    int reuse = r.params.prompt_logits ? -1 : best_retained(r.prompt, shared);
-    if (reuse >= 0 && cache_.grow(retained_[reuse].seq, r.capacity)) {
-      // take the retained sequence over (grown if it must be: a longer next turn of a chat): its
-      // first `shared` positions are this prompt's
-      r.seq = retained_[reuse].seq;
-      cache_.truncate(r.seq, shared);
-      if (mtp_cache_) {  // the MTP cache mirrors the main one block for block, so it has the room
-        r.mtp_seq = retained_[reuse].mtp_seq;
-        check(mtp_cache_->grow(r.mtp_seq, r.capacity), "engine: the MTP cache lost step with the main cache");
-        mtp_cache_->truncate(r.mtp_seq, shared);
-      }
-      retained_.erase(retained_.begin() + reuse);
-    } else {
-      // make room by dropping retained sequences, oldest first, the one to copy from last
-      while (!cache_.can_reserve(r.capacity) && !retained_.empty()) {
-        const size_t victim = (reuse == 0 && retained_.size() > 1) ? 1 : 0;
-        if (static_cast<int>(victim) == reuse) {  // the one to copy from is the last left
-          reuse = -1;
-          shared = 0;
-        }
-        release(retained_[victim]);
-        retained_.erase(retained_.begin() + static_cast<int64_t>(victim));
-        if (reuse > static_cast<int>(victim)) --reuse;
-      }
-      if (!cache_.can_reserve(r.capacity)) {
-        if (!running_.empty()) break;  // backpressure: wait for running sequences to finish
-        finish(r, FinishReason::kError,
-               "the prompt and its max_new_tokens need " + std::to_string(r.capacity) +
-                   " cache positions; the KV cache holds " + std::to_string(cache_.budget_positions()) +
-                   " (raise --kv-cache-tokens)");
-        waiting_.pop_front();
-        continue;
-      }
-      if (reuse >= 0 && shared > 0) {
-        r.seq = cache_.fork(retained_[reuse].seq, shared, r.capacity);
-        if (mtp_cache_) r.mtp_seq = mtp_cache_->fork(retained_[reuse].mtp_seq, shared, r.capacity);
-      } else {
-        r.seq = cache_.create(r.capacity);
-        if (mtp_cache_) r.mtp_seq = mtp_cache_->create(r.capacity);
-        shared = 0;
-      }
+    const int64_t blocks = KVCache::blocks_for(r.capacity);
+    if (blocks > cache_.total_blocks()) {  // it could never fit, whatever finishes
+      finish(r, FinishReason::kError,
+             "the prompt and its max_new_tokens need " + std::to_string(r.capacity) +
+                 " cache positions; the KV cache holds " + std::to_string(cache_.budget_positions()) +
+                 " (raise --kv-cache-tokens)");
+      waiting_.pop_front();
+      continue;
     }
+    // the longest cached prefix (at most prompt_len - 1 positions, so that a logit row is left to
+    // compute; none for a request that wants every prompt position's logits)
+    PrefixCache::Match match;
+    if (prefix_ && !r.params.prompt_logits) match = prefix_->lookup(r.prompt, prompt_len - 1);
+    // its blocks are held while room is made, so that the eviction leaves them
+    auto hold = [&](bool on) {
+      for (BlockId b : match.blocks) on ? cache_.retain_block(b) : cache_.release_block(b);
+      for (BlockId b : match.mtp_blocks) on ? mtp_cache_->retain_block(b) : mtp_cache_->release_block(b);
+      if (match.copy_from >= 0) on ? cache_.retain_block(match.copy_from) : cache_.release_block(match.copy_from);
+      if (match.mtp_copy_from >= 0)
+        on ? mtp_cache_->retain_block(match.mtp_copy_from) : mtp_cache_->release_block(match.mtp_copy_from);
+    };
+    hold(true);
+    const int64_t needed = blocks - static_cast<int64_t>(match.blocks.size());
+    auto fits = [&] {
+      return cache_.free_blocks() >= needed && (!mtp_cache_ || mtp_cache_->free_blocks() >= needed);
+    };
+    if (!fits() && prefix_ && !prefix_->make_room(needed) && match.copy_from >= 0) {
+      // the block copied from may be what is missing: without it
+      hold(false);
+      match.copy_from = match.mtp_copy_from = -1;
+      match.copy_positions = 0;
+      hold(true);
+      prefix_->make_room(needed);
+    }
+    if (!fits()) {
+      hold(false);
+      if (!running_.empty()) break;  // backpressure: wait for running sequences to finish
+      finish(r, FinishReason::kError,
+             "the prompt and its max_new_tokens need " + std::to_string(r.capacity) + " cache positions; " +
+                 std::to_string(cache_.free_positions()) + " of the KV cache's " +
+                 std::to_string(cache_.budget_positions()) + " are free (raise --kv-cache-tokens)");
+      waiting_.pop_front();
+      continue;
+    }
+    r.seq = cache_.create_sharing(match.blocks, match.copy_from, match.copy_positions, r.capacity);
+    if (mtp_cache_)
+      r.mtp_seq = mtp_cache_->create_sharing(match.mtp_blocks, match.mtp_copy_from, match.copy_positions, r.capacity);
+    hold(false);
+    const int64_t shared = match.positions();
+    r.path = std::move(match.path);
+    r.mtp_indexed = mtp_cache_ ? static_cast<int64_t>(r.path.size()) : 0;
     r.cached = shared;
     r.mtp_cached = shared;
     stats_.reused_tokens += shared;
@@ -342,33 +330,54 @@ void Engine::admit() {
   }
 }
 
+void Engine::index_blocks(Request& r) {
+  if (!prefix_ || r.seq < 0) return;
+  const int64_t settled = std::min(r.cached, cache_.length(r.seq));
+  std::vector<int32_t> tokens(static_cast<size_t>(kKVBlock));
+  while ((static_cast<int64_t>(r.path.size()) + 1) * kKVBlock <= settled) {
+    const int64_t k = static_cast<int64_t>(r.path.size());
+    for (int64_t j = 0; j < kKVBlock; ++j) tokens[static_cast<size_t>(j)] = token_at(r, k * kKVBlock + j);
+    r.path.push_back(prefix_->add_block(k == 0 ? kPrefixRoot : r.path.back(), tokens, r.seq, k));
+  }
+  if (!mtp_cache_ || r.mtp_seq < 0) return;
+  // the MTP entry at the block's last position took the token after the block
+  const int64_t mtp_settled = std::min(r.mtp_cached, mtp_cache_->length(r.mtp_seq));
+  while (r.mtp_indexed < static_cast<int64_t>(r.path.size()) && (r.mtp_indexed + 1) * kKVBlock <= mtp_settled) {
+    const int64_t k = r.mtp_indexed++;
+    prefix_->add_mtp_block(r.path[static_cast<size_t>(k)], r.mtp_seq, k, token_at(r, (k + 1) * kKVBlock));
+  }
+}
+
+void Engine::retire(Request& r, bool keep) {
+  if (keep && prefix_) {
+    index_blocks(r);
+    prefix_->touch(r.path);
+    // the partial last block, for this conversation's next turn
+    const int64_t length = std::min(r.cached, cache_.length(r.seq));
+    const int64_t first = static_cast<int64_t>(r.path.size()) * kKVBlock;
+    if (length > first) {
+      std::vector<int32_t> tail;
+      for (int64_t p = first; p < length; ++p) tail.push_back(token_at(r, p));
+      const int64_t known = static_cast<int64_t>(r.prompt.size() + r.generated.size());
+      int64_t mtp_positions = 0;
+      if (r.mtp_seq >= 0 && r.mtp_indexed == static_cast<int64_t>(r.path.size()))
+        mtp_positions = std::clamp<int64_t>(std::min(r.mtp_cached, mtp_cache_->length(r.mtp_seq)) - first, 0, length - first);
+      prefix_->add_tail(r.path.empty() ? kPrefixRoot : r.path.back(), tail, r.seq,
+                        static_cast<int64_t>(r.path.size()), r.mtp_seq, mtp_positions,
+                        length < known ? token_at(r, length) : -1);
+    }
+  }
+  cache_.release(r.seq);
+  if (r.mtp_seq >= 0) mtp_cache_->release(r.mtp_seq);
+  r.seq = -1;
+  r.mtp_seq = -1;
+}
+
 void Engine::finish(Request& r, FinishReason reason, const std::string& error) {
   r.done = true;
-  if (r.seq >= 0) {
-    // keep the sequence for prefix reuse (its positions hold the prompt and all but the last
-    // generated token), unless nothing is to be kept or it ended badly
-    const int64_t length = cache_.length(r.seq);
-    if (options_.retained_sequences > 0 && reason != FinishReason::kError && length > 0) {
-      Retained kept{r.seq, r.prompt};
-      kept.tokens.insert(kept.tokens.end(), r.generated.begin(), r.generated.end());
-      kept.tokens.resize(static_cast<size_t>(length));
-      if (r.mtp_seq >= 0) {
-        kept.mtp_seq = r.mtp_seq;
-        kept.mtp_length = std::min(mtp_cache_->length(r.mtp_seq), r.mtp_cached);
-        mtp_cache_->truncate(r.mtp_seq, kept.mtp_length);  // chained drafts' entries go
-      }
-      retained_.push_back(std::move(kept));
-      while (static_cast<int>(retained_.size()) > options_.retained_sequences) {
-        release(retained_.front());
-        retained_.pop_front();
-      }
-    } else {
-      cache_.release(r.seq);
-      if (r.mtp_seq >= 0) mtp_cache_->release(r.mtp_seq);
-    }
-    r.seq = -1;
-    r.mtp_seq = -1;
-  }
+  // its blocks stay in the prefix index for reuse (its positions hold the prompt and all but the
+  // last generated token), unless it ended badly
+  if (r.seq >= 0) retire(r, reason != FinishReason::kError);
   if (r.events.on_finish) r.events.on_finish(reason, error);
 }
 
@@ -630,6 +639,8 @@ bool Engine::run_step() {
   if (options_.mtp_auto && prefill_tokens == 0 && (step_drafts > 0) == mtp_ran)
     draft_policy_.record_step(decode_rows, step_drafts > 0, report.seconds);
   ++stats_.steps;
+  for (auto& r : running_)
+    if (!r->done) index_blocks(*r);
   if (options_.on_step) options_.on_step(report);
   running_.erase(std::remove_if(running_.begin(), running_.end(), [](const auto& r) { return r->done; }),
                  running_.end());

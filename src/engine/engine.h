@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engine/draft_policy.h"
+#include "engine/prefix_cache.h"
 #include "engine/sampling.h"
 #include "engine/step_orders.h"
 #include "model/kv_cache.h"
@@ -59,9 +60,10 @@ struct StepReport {
 struct EngineOptions {
   int64_t step_tokens = 256;  // most tokens per forward step (decode rows + prefill chunks)
   int max_running = 64;       // most sequences admitted at once
-  // Finished sequences kept in the cache for prefix reuse (a later prompt that starts with the
-  // same tokens prefills only the rest); evicted oldest first when their room is needed.
-  int retained_sequences = 4;
+  // Prefix reuse (engine/prefix_cache.h): a prompt maps the cached blocks of its longest cached
+  // prefix (a shared system prompt, a conversation's earlier turns) and prefills only the rest;
+  // blocks no sequence holds stay cached until their room is needed (least recently used first).
+  bool prefix_cache = true;
   // The ranks that step together; null: the model's. Rank 0 leads, the others follow().
   Comm* ranks = nullptr;
   // On a follower: the events of a request rank 0 submitted (none when unset), so that a front
@@ -146,17 +148,13 @@ class Engine {
   bool idle() const;
   const EngineStats& stats() const { return stats_; }
   KVCache& cache() { return cache_; }
-  // Forgets the finished sequences kept for prefix reuse (their cache room is freed).
-  void drop_retained();
+  // The prefix index (null without options.prefix_cache).
+  const PrefixCache* prefix_cache() const { return prefix_.get(); }
+  // Forgets every cached prefix (the blocks only the index held are freed).
+  void drop_prefix_cache();
 
  private:
   struct Request;
-  struct Retained {
-    SeqId seq;
-    std::vector<int32_t> tokens;  // what its cache positions hold
-    SeqId mtp_seq = -1;           // its MTP cache sequence (with options.mtp)
-    int64_t mtp_length = 0;
-  };
   // What this step starts from: the leader's submissions and cancellations (broadcast to the
   // followers when there are any), or rank 0's orders on a follower.
   void take_leader_orders();
@@ -170,7 +168,10 @@ class Engine {
   // The Error submit() gives for a bad request.
   void check_request(const std::vector<int32_t>& prompt, const SamplingParams& params) const;
   void finish(Request& r, FinishReason reason, const std::string& error = {});
-  void release(const Retained& kept);
+  // Indexes a request's full blocks of settled positions (and their MTP blocks) not yet indexed.
+  void index_blocks(Request& r);
+  // A finished request's last blocks into the index, its sequences released.
+  void retire(Request& r, bool keep);
   // Takes `token`, the one drawn for the position after r.cached (vocab_draw.h), reporting its
   // logits row (nullptr when the step kept slices: then the request did not ask for rows) unless
   // that was done already; false when that ended the request.
@@ -184,9 +185,6 @@ class Engine {
   void draft_next(Step& mtp_step, const std::vector<float>& mtp_hidden, const std::vector<Request*>& in_mtp);
   // The token at position `pos` of a request's sequence (prompt, then generated).
   static int32_t token_at(const Request& r, int64_t pos);
-  // The retained sequence sharing the longest prefix with `prompt` (at most prompt.size() - 1
-  // tokens, so that a logit row is left to compute), or -1.
-  int best_retained(const std::vector<int32_t>& prompt, int64_t& shared) const;
 
   Transformer& model_;
   KVCache& cache_;
@@ -201,8 +199,8 @@ class Engine {
   RequestId next_id_ = 0;
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<std::unique_ptr<Request>> running_;
-  std::deque<Retained> retained_;
   std::unique_ptr<KVCache> mtp_cache_;  // with options.mtp: the MTP block's cache, mirroring cache_
+  std::unique_ptr<PrefixCache> prefix_;  // with options.prefix_cache (after mtp_cache_: it goes first)
   DraftPolicy draft_policy_;  // --mtp auto, on rank 0
   bool draft_ = true;  // this step's MTP drafts for the next: rank 0's decision, sent in its orders
 };

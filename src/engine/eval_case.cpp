@@ -64,7 +64,8 @@ EvalCase parse_eval_case(const json& j, const std::string& path) {
   return c;
 }
 
-std::vector<float> eval_case_logits(Transformer& model, const EvalCase& c, const std::string& origin) {
+std::vector<float> eval_case_logits(Transformer& model, const EvalCase& c, const std::string& origin,
+                                    KVDType kv_dtype) {
   const ModelConfig& config = model.config();
   const int batch = static_cast<int>(c.prefill.size());
   if (batch == 0) return {};
@@ -82,10 +83,13 @@ std::vector<float> eval_case_logits(Transformer& model, const EvalCase& c, const
     rows.push_back(c.prefill[b]);
     for (const auto& step : c.decode) rows.back().push_back(step[b]);
   }
-  score_sequences(model, rows, [&](int b, int64_t position, const float* row) {
-    const int64_t s = position - (prefill_len - 1);
-    if (s >= 0) std::copy(row, row + vocab, logits.data() + (s * batch + b) * vocab);
-  });
+  score_sequences(
+      model, rows,
+      [&](int b, int64_t position, const float* row) {
+        const int64_t s = position - (prefill_len - 1);
+        if (s >= 0) std::copy(row, row + vocab, logits.data() + (s * batch + b) * vocab);
+      },
+      kv_dtype);
   return logits;
 }
 

@@ -30,7 +30,8 @@ EvalCase parse_eval_case(const nlohmann::json& j, const std::string& origin);
 // The last position's logits after the prefill (rows from position 0) and after each decode
 // step, as the reference golden generator ran it: [1 + decode steps, batch, vocab]. Empty when
 // the case has no prefill. `origin` names the case in errors.
-std::vector<float> eval_case_logits(Transformer& model, const EvalCase& c, const std::string& origin);
+std::vector<float> eval_case_logits(Transformer& model, const EvalCase& c, const std::string& origin,
+                                    KVDType kv_dtype = KVDType::kF32);
 
 // Row by row (rows of `vocab` logits): max|ours - ref| / max|ref| and whether the argmax agrees.
 struct LogitsRow {

@@ -47,12 +47,12 @@ std::vector<std::vector<int32_t>> generate(Transformer& model, const std::vector
   std::sort(reserved.rbegin(), reserved.rend());
   int64_t budget = 0;
   for (int i = 0; i < running; ++i) budget += reserved[static_cast<size_t>(i)];
-  KVCache cache(c, budget);
+  KVCache cache(c, budget, options.kv_dtype);
   EngineOptions engine_options;
   engine_options.step_tokens = lockstep ? std::max<int64_t>(prompt_tokens, 1)
                                : options.step_tokens > 0 ? options.step_tokens : EngineOptions{}.step_tokens;
   engine_options.max_running = running;
-  engine_options.retained_sequences = 0;
+  engine_options.prefix_cache = false;
   engine_options.mtp = options.mtp;
   engine_options.mtp_auto = options.mtp_auto;
   engine_options.draft_tokens = options.draft_tokens;

@@ -24,6 +24,7 @@ struct GenerateOptions {
   bool mtp = false;         // speculative decoding with the model's MTP module (loaded): same tokens
   bool mtp_auto = false;    // with mtp: draft only where it measured faster (EngineOptions::mtp_auto)
   int draft_tokens = 1;     // with mtp: drafts per sequence and step
+  KVDType kv_dtype = KVDType::kF32;  // the KV cache's element type (--kv-cache-dtype)
 };
 
 struct GenerateStats {

@@ -39,23 +39,51 @@ WeightMatrix value_rows(const WeightMatrix& wkv_b, int64_t h, int64_t nope, int6
   return f32_matrix(buffer.data(), v_dim, wkv_b.cols);
 }
 
+// A sequence's cache entries in one layer as attention reads them: block by block, each block
+// its own matrix [<= kKVBlock, lora + rope] straight from the cache (fp32 or bf16).
+struct CachedKeys {
+  const KVCache& cache;
+  int layer;
+  SeqId seq;
+  // fn(first key, the block's entries [rows, entry_dim]) for the blocks of keys [0, n_keys)
+  template <class Fn>
+  void for_each_block(int64_t n_keys, Fn&& fn) const {
+    for (int64_t b = 0; b * kKVBlock < n_keys; ++b)
+      fn(b * kKVBlock, cache.block_entries(layer, seq, b, std::min(kKVBlock, n_keys - b * kKVBlock)));
+  }
+};
+
 // probs[r, t] (rows `stride` apart) = softmax over t < visible(r) of
-// ([q_abs | q_pe][r] . entry[t]) * scale, and 0 for t in [visible(r), keys): one product with
-// the cache entries [keys, lora + rope] (the latent and rope key side by side, KVCache), through
-// the GEMM kernels with the rows as tokens. Query rows are q_stride apart.
-// normalize: softmax (exact mode, and decode in either) or softmax_fast (fast mode's bf16 prefill).
+// ([q_abs | q_pe][r] . entry[t]) * scale, and 0 for t in [visible(r), n_keys): one product per
+// cache block (the latent and rope key side by side, KVCache), through the GEMM kernels with the
+// rows as tokens, each score its own dot product whatever the blocking. Query rows are q_stride
+// apart. normalize: softmax (exact mode, and decode in either) or softmax_fast (fast mode's bf16
+// prefill).
 template <class Visible>
-void attention_probabilities(ConstMatView q_cat, const WeightMatrix& entries, float scale, const Visible& visible,
-                             MatView probs, void (*normalize)(float*, int64_t) = softmax) {
-  // q_cat [rows, lora + rope], entries [keys, lora + rope] -> probs [rows, keys]
-  matmul_serial(q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data, probs.stride);
+void attention_probabilities(ConstMatView q_cat, const CachedKeys& keys, int64_t n_keys, float scale,
+                             const Visible& visible, MatView probs, void (*normalize)(float*, int64_t) = softmax) {
+  // q_cat [rows, lora + rope], entries [n_keys, lora + rope] -> probs [rows, n_keys]
+  keys.for_each_block(n_keys, [&](int64_t first, const WeightMatrix& entries) {
+    matmul_serial(q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data + first, probs.stride);
+  });
   for (int64_t r = 0; r < q_cat.rows; ++r) {
     float* row = probs.row(r);
-    const int64_t n_keys = visible(r);
-    for (int64_t t = 0; t < n_keys; ++t) row[t] *= scale;
-    normalize(row, n_keys);
-    std::fill(row + n_keys, row + entries.rows, 0.0f);
+    const int64_t visible_keys = visible(r);
+    for (int64_t t = 0; t < visible_keys; ++t) row[t] *= scale;
+    normalize(row, visible_keys);
+    std::fill(row + visible_keys, row + n_keys, 0.0f);
   }
+}
+
+// out[t] = sum over keys k < n_keys of probs[t, k] * entry[k] for t < n_sets: the cache's
+// entries combined with the probabilities, block after block as one chain per output (the bits
+// of one combine_rows over the whole sequence).
+void attended_entries(const CachedKeys& keys, int64_t n_keys, const float* probs, int64_t probs_stride,
+                      int64_t n_sets, float* out, int64_t out_stride) {
+  keys.for_each_block(n_keys, [&](int64_t first, const WeightMatrix& entries) {
+    if (first == 0) combine_rows(entries, 0, entries.rows, probs, probs_stride, n_sets, out, out_stride);
+    else accumulate_rows(entries, 0, entries.rows, probs + first, probs_stride, n_sets, out, out_stride);
+  });
 }
 
 // A query that walks its sequence's cache on its own (decode): its sequence and position.
@@ -98,13 +126,13 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
     }
     for (int64_t i = 0; i < n; ++i) {
       const int64_t n_keys = queries[i].pos + 1;
-      const WeightMatrix entries = f32_matrix(cache.entry(layer, queries[i].seq, 0), n_keys, entry_dim);
+      const CachedKeys keys{cache, layer, queries[i].seq};
       // probabilities [heads, keys]: the thread's heads are the rows
-      attention_probabilities(ConstMatView(q_cat.data() + i * entry_dim, heads, entry_dim, n * entry_dim), entries,
+      attention_probabilities(ConstMatView(q_cat.data() + i * entry_dim, heads, entry_dim, n * entry_dim), keys, n_keys,
                               softmax_scale, [&](int64_t) { return n_keys; }, MatView(scores.data(), heads, n_keys, max_keys));
       // the attended entries of every head: the cache rows combined with the probabilities
       // (the latent part is what W_v reads; the rope part is computed and ignored)
-      combine_rows(entries, 0, n_keys, scores.data(), max_keys, heads, o_lat.data() + i * entry_dim, n * entry_dim);
+      attended_entries(keys, n_keys, scores.data(), max_keys, heads, o_lat.data() + i * entry_dim, n * entry_dim);
     }
     // wkv_b's value half maps the attended latents to each head's outputs
     for (int64_t h = h_begin; h < h_end; ++h) {
@@ -144,19 +172,34 @@ void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, in
       // q_abs through wkv_b's key rows, as decode absorbs its queries (same kernel, same order)
       combine_rows(w.wkv_b, h * (nope + v_dim), nope, q_h, q_stride, seqlen, q_cat.data(), entry_dim);
       for (int64_t s = 0; s < seqlen; ++s) std::copy_n(q_h + s * q_stride + nope, rope_dim, q_cat.data() + s * entry_dim + lora);
-      const WeightMatrix entries = f32_matrix(cache.entry(layer, seq, 0), max_keys, entry_dim);
+      const CachedKeys cached{cache, layer, seq};
       for (int64_t qb = 0; qb < n_blocks; ++qb) {
         const int64_t s0 = qb * kQueryBlock, n_q = std::min<int64_t>(kQueryBlock, seqlen - s0);
         const int64_t keys = block_keys(qb);
-        attention_probabilities(ConstMatView(q_cat.data() + s0 * entry_dim, n_q, entry_dim),
-                                f32_matrix(cache.entry(layer, seq, 0), keys, entry_dim), softmax_scale,
-                                [&](int64_t s) { return start_pos + s0 + s + 1; }, MatView(scores.data(), n_q, keys));
+        attention_probabilities(ConstMatView(q_cat.data() + s0 * entry_dim, n_q, entry_dim), cached, keys,
+                                softmax_scale, [&](int64_t s) { return start_pos + s0 + s + 1; },
+                                MatView(scores.data(), n_q, keys));
         // past each query's own keys the probabilities are 0: the chain over them adds exact zeros
-        combine_rows(entries, 0, keys, scores.data(), keys, n_q, o_lat.data() + s0 * entry_dim, entry_dim);
+        attended_entries(cached, keys, scores.data(), keys, n_q, o_lat.data() + s0 * entry_dim, entry_dim);
       }
       matmul_serial(o_lat.data(), seqlen, entry_dim, w_v_rows, attn + h * v_dim, H * v_dim);
     }
   });
+}
+
+// attention_probabilities' computation over fast mode's gathered bf16 entries [keys, lora + rope]
+// (one matrix), with the vectorized softmax_fast.
+template <class Visible>
+void bf16_probabilities(ConstMatView q_cat, const WeightMatrix& entries, float scale, const Visible& visible,
+                        MatView probs) {
+  matmul_serial(q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data, probs.stride);
+  for (int64_t r = 0; r < q_cat.rows; ++r) {
+    float* row = probs.row(r);
+    const int64_t n_keys = visible(r);
+    for (int64_t t = 0; t < n_keys; ++t) row[t] *= scale;
+    softmax_fast(row, n_keys);
+    std::fill(row + n_keys, row + entries.rows, 0.0f);
+  }
 }
 
 // Fast mode's prefill where its bf16 kernels run (AMX tiles or VDPBF16PS): the same computation,
@@ -174,16 +217,26 @@ void attend_as_bf16_matrices(const ForwardContext& ctx, const AttentionWeights& 
   const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
   const int64_t entry_dim = cache.entry_dim(), q_stride = H * qk_dim;
   const int64_t max_keys = start_pos + seqlen;
-  const float* cached = cache.entry(layer, seq, 0);  // [max_keys, entry_dim]
   // (the calling thread's buffers, reached from the pool's threads through these pointers)
   thread_local std::vector<uint16_t> entries_storage, latents_t_storage, block_latents_t;
   entries_storage.resize(static_cast<size_t>(max_keys * entry_dim));
   latents_t_storage.resize(static_cast<size_t>(lora * max_keys));
   uint16_t* entries = entries_storage.data();      // E [max_keys, entry_dim] bf16
   uint16_t* latents_t = latents_t_storage.data();  // L^T [lora, max_keys] bf16
-  ctx.pool.parallel_for(max_keys, [&](int64_t k0, int64_t k1) {
-    for (int64_t i = k0 * entry_dim; i < k1 * entry_dim; ++i) entries[i] = f32_to_bf16(cached[i]);
-  }, 64);
+  // the cache's blocks gathered into one bf16 matrix (a copy where the cache is bf16 already)
+  ctx.pool.parallel_for(KVCache::blocks_for(max_keys), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t rows = std::min(kKVBlock, max_keys - b * kKVBlock);
+      const WeightMatrix block = cache.block_entries(layer, seq, b, rows);
+      uint16_t* dst = entries + b * kKVBlock * entry_dim;
+      if (block.dtype == DType::kBF16) {
+        std::copy_n(reinterpret_cast<const uint16_t*>(block.data), rows * entry_dim, dst);
+      } else {
+        const float* src = reinterpret_cast<const float*>(block.data);
+        for (int64_t i = 0; i < rows * entry_dim; ++i) dst[i] = f32_to_bf16(src[i]);
+      }
+    }
+  });
   ctx.pool.parallel_for(lora, [&](int64_t c0, int64_t c1) {
     for (int64_t col = c0; col < c1; ++col)
       for (int64_t k = 0; k < max_keys; ++k) latents_t[col * max_keys + k] = entries[k * entry_dim + col];
@@ -212,9 +265,8 @@ void attend_as_bf16_matrices(const ForwardContext& ctx, const AttentionWeights& 
         const float* q_h = q + s0 * q_stride + h * qk_dim;
         combine_rows(w.wkv_b, h * (nope + v_dim), nope, q_h, q_stride, n_q, q_cat.data(), entry_dim);
         for (int64_t s = 0; s < n_q; ++s) std::copy_n(q_h + s * q_stride + nope, rope_dim, q_cat.data() + s * entry_dim + lora);
-        attention_probabilities(ConstMatView(q_cat.data(), n_q, entry_dim), block_entries, softmax_scale,
-                                [&](int64_t s) { return start_pos + s0 + s + 1; }, MatView(probs.data(), n_q, keys),
-                                softmax_fast);
+        bf16_probabilities(ConstMatView(q_cat.data(), n_q, entry_dim), block_entries, softmax_scale,
+                           [&](int64_t s) { return start_pos + s0 + s + 1; }, MatView(probs.data(), n_q, keys));
         matmul_serial(probs.data(), n_q, keys, block_latents, o_lat.data(), lora);
         const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
         matmul_serial(o_lat.data(), n_q, lora, w_v_rows, attn + s0 * H * v_dim + h * v_dim, H * v_dim);
@@ -253,13 +305,16 @@ void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer
   // rotate the rope parts (rope holds each row's absolute position), then cache kv_norm(latent)
   // and k_pe at each chunk's positions of its sequence
   int64_t row = 0;
+  thread_local std::vector<float> latent_storage;
+  latent_storage.resize(static_cast<size_t>(lora));
+  float* latent = latent_storage.data();  // [lora]: one position's normalised latent
   for (const SeqChunk& chunk : step.chunks) {
     for (int64_t s = 0; s < chunk.n_tokens; ++s, ++row) {
       for (int64_t h = 0; h < H; ++h) rope.apply(q + (row * H + h) * qk_dim + nope, row);
       float* kv_i = kv + row * (lora + rope_dim);
       rope.apply(kv_i + lora, row);
-      rms_norm(kv_i, w.kv_norm.data(), 1, lora, 1e-6f, cache.latent(layer, chunk.seq, chunk.start_pos + s));
-      std::copy_n(kv_i + lora, rope_dim, cache.rope_key(layer, chunk.seq, chunk.start_pos + s));
+      rms_norm(kv_i, w.kv_norm.data(), 1, lora, 1e-6f, latent);
+      cache.write_entry(layer, chunk.seq, chunk.start_pos + s, latent, kv_i + lora);
     }
   }
 

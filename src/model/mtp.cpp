@@ -21,10 +21,10 @@ void Transformer::load_mtp(const std::string& ckpt_dir) {
            mtp_->embed.empty() && mtp_->head.empty() ? ", sharing the main embedding and head" : "", ")");
 }
 
-KVCache Transformer::make_mtp_cache(int64_t budget_positions) const {
+KVCache Transformer::make_mtp_cache(int64_t budget_positions, KVDType dtype) const {
   ModelConfig one_layer = config_;
   one_layer.n_layers = 1;
-  return KVCache(one_layer, budget_positions);
+  return KVCache(one_layer, budget_positions, dtype);
 }
 
 void Transformer::forward_mtp(const Step& step, const float* hidden, KVCache& mtp_cache, StepOutput& output) {

@@ -45,7 +45,7 @@ class Transformer {
   void load_mtp(const std::string& ckpt_dir);
   bool has_mtp() const { return mtp_ != nullptr; }
   // The MTP block's own cache: one layer, budget in positions like the main cache's.
-  KVCache make_mtp_cache(int64_t budget_positions) const;
+  KVCache make_mtp_cache(int64_t budget_positions, KVDType dtype = KVDType::kF32) const;
   // One ragged step of the MTP module. A chunk's rows are positions i of a sequence (continuing
   // its MTP cache); step.tokens holds t_{i+1} for each row, `hidden` [rows, dim] the main model's
   // final-norm hidden state at i (StepOutput::hidden of a step that asked for every row). Output

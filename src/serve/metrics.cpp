@@ -45,6 +45,18 @@ std::string ServerMetrics::render() const {
   metric("dsinfer_mtp_draft_tokens_total", "counter", "Tokens drafted by the MTP module and verified (--mtp on).",
          mtp_drafted);
   metric("dsinfer_mtp_accepted_tokens_total", "counter", "MTP drafts the model agreed with.", mtp_accepted);
+  const int64_t block_bytes = kv_block_positions * kv_bytes_per_position;
+  metric("dsinfer_kv_cache_budget_positions", "gauge", "Positions the KV cache may hold (--kv-cache-tokens).",
+         kv_budget_blocks * kv_block_positions);
+  metric("dsinfer_kv_cache_budget_bytes", "gauge", "Bytes the KV cache may take.", kv_budget_blocks * block_bytes);
+  metric("dsinfer_kv_cache_used_positions", "gauge",
+         "Positions in blocks held by sequences or the prefix cache (shared blocks counted once).",
+         kv_used_blocks * kv_block_positions);
+  metric("dsinfer_kv_cache_used_bytes", "gauge", "Bytes of those blocks.", kv_used_blocks * block_bytes);
+  metric("dsinfer_prefix_cache_blocks", "gauge", "Blocks the prefix cache indexes (in use or idle).",
+         prefix_cache_blocks);
+  metric("dsinfer_prefix_cache_evictions_total", "counter", "Idle cached blocks evicted to make room.",
+         prefix_cache_evictions);
   out << ttft.render("dsinfer_time_to_first_token_seconds", "From the request's arrival to its first token.");
   out << inter_token.render("dsinfer_inter_token_latency_seconds", "Between consecutive tokens of a request.");
   out << e2e.render("dsinfer_e2e_request_latency_seconds", "From the request's arrival to its last token.");

@@ -30,6 +30,10 @@ struct ServerMetrics {
   std::atomic<int64_t> requests_finished{0}, requests_failed{0}, requests_cancelled{0};
   std::atomic<int64_t> prompt_tokens{0}, generation_tokens{0}, prefix_cache_hit_tokens{0};
   std::atomic<int64_t> mtp_drafted{0}, mtp_accepted{0};  // speculative decoding (--mtp on)
+  // The KV cache (set once at start, then after each step): its budget, the blocks in use (by
+  // sequences or the prefix index), the blocks the prefix index holds, its evictions.
+  std::atomic<int64_t> kv_block_positions{0}, kv_bytes_per_position{0}, kv_budget_blocks{0};
+  std::atomic<int64_t> kv_used_blocks{0}, prefix_cache_blocks{0}, prefix_cache_evictions{0};
   Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60}};
   Histogram inter_token{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}};
   Histogram e2e{{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60, 120, 300}};

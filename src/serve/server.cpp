@@ -105,7 +105,7 @@ class Server {
     EngineOptions e;
     e.step_tokens = o.step_tokens;
     e.max_running = o.max_running;
-    e.retained_sequences = o.retained_sequences;
+    e.prefix_cache = o.prefix_cache;
     e.mtp = o.mtp;
     e.mtp_auto = o.mtp_auto;
     e.draft_tokens = o.draft_tokens;
@@ -226,6 +226,11 @@ void Server::engine_loop() {
     while (engine_->step()) {
       metrics_.mtp_drafted = engine_->stats().drafted;
       metrics_.mtp_accepted = engine_->stats().accepted;
+      metrics_.kv_used_blocks = cache_->used_blocks();
+      if (const PrefixCache* prefix = engine_->prefix_cache()) {
+        metrics_.prefix_cache_blocks = prefix->nodes();
+        metrics_.prefix_cache_evictions = prefix->evictions();
+      }
     }
     engine_->pause();  // the other ranks wait for the next orders (none at world size 1)
   }
@@ -632,7 +637,13 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   std::thread listener([&] { http.listen_after_bind(); });
   try {
     model_ = load();
-    cache_ = std::make_unique<KVCache>(model_->config(), kv_budget_or_default(o_.kv_cache_tokens, model_->config()));
+    cache_ = std::make_unique<KVCache>(model_->config(),
+                                       kv_budget_or_default(o_.kv_cache_tokens, model_->config(), o_.kv_dtype), o_.kv_dtype);
+    metrics_.kv_block_positions = kKVBlock;
+    metrics_.kv_bytes_per_position = cache_->bytes_per_position();
+    metrics_.kv_budget_blocks = cache_->total_blocks();
+    log_info("serve: KV cache of ", cache_->budget_positions(), " positions (", kv_dtype_name(o_.kv_dtype), ", ",
+             cache_->budget_bytes() / (1 << 20), " MiB at most)");
     engine_ = std::make_unique<Engine>(*model_, *cache_, engine_options(o_));
   } catch (...) {
     http.stop();
@@ -689,7 +700,8 @@ void serve(const std::function<std::unique_ptr<Transformer>()>& load, Comm& comm
         "serve: --max-running, --max-body and --step-tokens must be >= 1, --max-queued >= 0");
   if (comm.rank() != 0) {
     auto model = load();
-    KVCache cache(model->config(), kv_budget_or_default(options.kv_cache_tokens, model->config()));
+    KVCache cache(model->config(), kv_budget_or_default(options.kv_cache_tokens, model->config(), options.kv_dtype),
+                  options.kv_dtype);
     Engine engine(*model, cache, Server::engine_options(options));
     while (engine.follow()) {
     }

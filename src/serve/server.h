@@ -28,7 +28,8 @@ struct ServeOptions {
   int64_t max_body = 1 << 20;
   int64_t step_tokens = 256;
   int64_t kv_cache_tokens = 0;     // 0: from the model and free memory
-  int retained_sequences = 8;      // finished conversations kept for prefix reuse
+  bool prefix_cache = true;        // reuse cached prompt prefixes (engine/prefix_cache.h)
+  KVDType kv_dtype = KVDType::kF32;  // the KV cache's element type
   double keep_alive_seconds = 5;   // a silent stream (queued, slow) gets an SSE comment this often
   double drain_seconds = 30;       // after SIGTERM, how long running requests may take to finish
   bool mtp = false;                // speculative decoding with the model's MTP module (loaded)
