@@ -73,8 +73,11 @@ json compare_with_golden(const std::string& dir, ThreadPool& pool) {
   const ActDType saved = act_dtype();
   set_act_dtype(ActDType::kF32);
   const std::vector<float> exact = eval_case_logits(*model, ec, case_path);
+  // the KV cache in bf16 (--kv-cache-dtype bf16), as the demo keeps its own
+  const std::vector<float> exact_bf16_kv = eval_case_logits(*model, ec, case_path, KVDType::kBF16);
   set_act_dtype(ActDType::kBF16);
   const std::vector<float> fast = eval_case_logits(*model, ec, case_path);
+  const std::vector<float> fast_bf16_kv = eval_case_logits(*model, ec, case_path, KVDType::kBF16);
   set_act_dtype(saved);
 
   const int64_t vocab = config.vocab_size, rows = static_cast<int64_t>(exact.size()) / vocab;
@@ -84,6 +87,8 @@ json compare_with_golden(const std::string& dir, ThreadPool& pool) {
           {"rows", rows},
           {"exact", summary(compare_logits(exact.data(), ref.data(), rows, vocab))},
           {"fast", summary(compare_logits(fast.data(), ref.data(), rows, vocab))},
+          {"exact_bf16_kv", summary(compare_logits(exact_bf16_kv.data(), ref.data(), rows, vocab))},
+          {"fast_bf16_kv", summary(compare_logits(fast_bf16_kv.data(), ref.data(), rows, vocab))},
           {"demo_bf16", summary(compare_logits(demo.data(), ref.data(), rows, vocab))}};
 }
 
@@ -91,10 +96,15 @@ void print_golden_comparison(const json& c) {
   std::printf("\ngolden %s: %d rows of logits against the reference's fp32 run, max|d|/max|ref| per row\n",
               c["dir"].get<std::string>().c_str(), c["rows"].get<int>());
   std::printf("                       median      worst  rows>0.1  argmax differs\n");
-  for (const char* key : {"exact", "fast", "demo_bf16"}) {
+  const std::pair<const char*, const char*> rows[] = {{"exact", "exact mode"},
+                                                      {"exact_bf16_kv", "exact, bf16 KV"},
+                                                      {"fast", "fast mode"},
+                                                      {"fast_bf16_kv", "fast, bf16 KV"},
+                                                      {"demo_bf16", "demo's bf16 run"}};
+  for (const auto& [key, label] : rows) {
+    if (!c.contains(key)) continue;
     const json& s = c[key];
-    std::printf("  %-16s %10.3g %10.3g %9d %15d\n",
-                std::string(key) == "demo_bf16" ? "demo's bf16 run" : std::string(key) == "fast" ? "fast mode" : "exact mode",
+    std::printf("  %-16s %10.3g %10.3g %9d %15d\n", label,
                 s["median_ratio"].get<double>(), s["worst_ratio"].get<double>(), s["far_rows"].get<int>(),
                 s["argmax_mismatches"].get<int>());
   }
