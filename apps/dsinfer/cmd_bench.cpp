@@ -40,6 +40,7 @@ struct BenchOptions {
   uint64_t seed = 1;
   bool as_json = false;
   std::string golden;  // a golden model dir: compare exact and fast mode with the demo's bf16 run
+  std::vector<int64_t> depths;  // decode at these depths (synthetic cache entries), beside depth 16
   std::vector<int> serving = {1, 4, 8};  // concurrencies of the serving-shaped runs; {0}: none
   int serving_requests = 0;              // 0: twice the concurrency
   ServingOptions serving_shape;
@@ -220,6 +221,48 @@ void run_bench(const BenchOptions& o) {
                        {"parts_rank0", parts_json(r.parts, r.steps)},
                        {"collectives_rank0", collectives_json(r.collectives, r.steps)}});
   }
+  // decode at depth: each batch at depth 16 and at every --depth; the extra time over depth 16
+  // against the extra flops (attention's, which grow with the depth) is what the depth costs
+  json depths = json::array();
+  if (!o.depths.empty()) {
+    constexpr int64_t kBaseDepth = 16;
+    const KVDType kv = o.model.kv_dtype();
+    for (int b : o.batches) {
+      double base_seconds = 0, base_flops = 0;
+      std::vector<int64_t> all = {kBaseDepth};
+      all.insert(all.end(), o.depths.begin(), o.depths.end());
+      for (int64_t depth : all) {
+        log_info("bench: decode at depth ", depth, ", batch ", b, " (", o.runs, " runs of ", o.warmup_steps,
+                 " warm-up + ", o.decode_steps, " steps)");
+        const DecodeResult r = fastest(o.runs, [&] {
+          return bench_decode_at_depth(*model, b, depth, o.warmup_steps, o.decode_steps, o.seed + 5, kv);
+        });
+        const PartStats& att = r.parts.parts[static_cast<int>(ForwardPart::kAttention)];
+        int64_t macs = 0;
+        for (const PartStats& p : r.parts.parts) macs += p.macs;
+        const double step_s = r.seconds / r.steps;
+        const double flops = 2.0 * sum_over_ranks(*comm, static_cast<double>(macs)) / r.steps;
+        const double att_flops = 2.0 * sum_over_ranks(*comm, static_cast<double>(att.macs)) / r.steps;
+        if (depth == kBaseDepth) {
+          base_seconds = step_s;
+          base_flops = flops;
+        }
+        if (depth == kBaseDepth && std::find(o.depths.begin(), o.depths.end(), kBaseDepth) != o.depths.end()) continue;
+        const double extra_s = step_s - base_seconds, extra_flops = flops - base_flops;
+        depths.push_back({{"depth", depth},
+                          {"batch", b},
+                          {"kv_cache_dtype", kv_dtype_name(kv)},
+                          {"tokens_per_s", r.tokens_per_s()},
+                          {"ms_per_step", 1e3 * step_s},
+                          {"attention_ms_per_step", 1e3 * att.seconds / r.steps},
+                          {"attention_gflops", att.seconds > 0 ? att_flops / (att.seconds / r.steps) / 1e9 : 0.0},
+                          {"weight_gbps", sum_over_ranks(*comm, static_cast<double>(r.weight_bytes)) / r.seconds / 1e9},
+                          {"extra_ms_over_depth_16", 1e3 * extra_s},
+                          {"extra_gflops_over_depth_16", extra_s > 0 ? extra_flops / extra_s / 1e9 : 0.0},
+                          {"parts_rank0", parts_json(r.parts, r.steps)}});
+      }
+    }
+  }
   json mtps = json::array();
   if (o.model.mtp_on())
     for (int b : o.batches) {
@@ -270,6 +313,10 @@ void run_bench(const BenchOptions& o) {
   const double flop_ceiling = prefill_ceiling_gflops(total, act);
   for (json& p : prefills) p["flop_fraction"] = p["gflops"].get<double>() / flop_ceiling;
   for (json& d : decodes) d["bw_fraction"] = d["gbps"].get<double>() / total.read_gbps;
+  for (json& d : depths) {
+    d["extra_flop_fraction"] = d["extra_gflops_over_depth_16"].get<double>() / flop_ceiling;
+    d["attention_flop_fraction"] = d["attention_gflops"].get<double>() / flop_ceiling;
+  }
   if (comm->rank() != 0) return;
   // rank 0 alone, on a tiny model in this process (no collectives)
   const json golden = o.golden.empty() ? json() : compare_with_golden(o.golden, pool);
@@ -311,6 +358,7 @@ void run_bench(const BenchOptions& o) {
                 {"decode", decodes},
                 {"prefill", prefills},
                 {"serving", servings},
+                {"depth", depths},
                 {"mtp", mtps},
                 {"decode_bw_fraction", (*headline_decode)["bw_fraction"]},
                 {"golden", golden},
@@ -342,6 +390,18 @@ void run_bench(const BenchOptions& o) {
     std::printf("  %4d tokens %6.2f %8.3f %9.2f %7.2f  %.3f\n", p["tokens"].get<int>(), p["tokens_per_s"].get<double>(),
                 p["seconds"].get<double>(), p["flops"].get<double>() / 1e9, p["gflops"].get<double>(),
                 p["flop_fraction"].get<double>());
+  if (!depths.empty()) {
+    std::printf("\ndecode at depth (%s cache; synthetic entries)  tokens/s  ms/step  attention ms  attention GFLOP/s  "
+                "extra over depth 16: ms  GFLOP/s  fraction of %s\n",
+                depths[0]["kv_cache_dtype"].get<std::string>().c_str(), prefill_ceiling_name(prefill_ceiling(act)));
+    for (const json& d : depths)
+      std::printf("  depth %6lld batch %-3d %26.2f %8.2f %13.2f %17.1f %24.2f %8.1f %6.3f\n",
+                  static_cast<long long>(d["depth"].get<int64_t>()), d["batch"].get<int>(),
+                  d["tokens_per_s"].get<double>(), d["ms_per_step"].get<double>(),
+                  d["attention_ms_per_step"].get<double>(), d["attention_gflops"].get<double>(),
+                  d["extra_ms_over_depth_16"].get<double>(), d["extra_gflops_over_depth_16"].get<double>(),
+                  d["extra_flop_fraction"].get<double>());
+  }
   if (!servings.empty()) {
     std::printf("\nserving    requests  tokens/s  per-seq tok/s  TTFT mean/p90 s  TPOT mean/p90 ms  longest step ms\n");
     for (const json& v : servings)
@@ -398,6 +458,7 @@ Command register_bench(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   o->model.add_to(sub);
   o->model.add_mtp_to(sub);
+  o->model.add_kv_cache_dtype_to(sub);
   sub->add_option("--batch", o->batches, "decode batch sizes")->delimiter(',')->capture_default_str();
   sub->add_option("--prefill", o->prefill_lens, "prefill lengths (batch 1, from position 0)")
       ->delimiter(',')
@@ -415,6 +476,11 @@ Command register_bench(CLI::App& app) {
                   "shared machine's neighbours only ever slow a run down)")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "seed of the random token ids")->capture_default_str();
+  sub->add_option("--depth", o->depths,
+                  "also decode at these depths (each --batch; cache entries synthetic, written straight into the "
+                  "cache), beside depth 16: tok/s, attention's GFLOP/s, and the extra time over depth 16 against the "
+                  "extra flops as a fraction of the mode's flop ceiling")
+      ->delimiter(',');
   sub->add_option("--serving", o->serving,
                   "concurrencies of the serving-shaped runs (staggered arrivals, chunked prefill beside running "
                   "decodes; 0: none)")

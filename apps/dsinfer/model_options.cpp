@@ -37,6 +37,10 @@ void ModelOptions::add_to(CLI::App* sub) {
       ->required();
   sub->add_option("--config", config_path,
                   "model config (configs/*.json form or HF config.json; default: <ckpt-path>/config.json)");
+  sub->add_option("--max-seq-len", max_seq_len,
+                  "longest sequence (prompt + completion) in positions, overriding the config's max_seq_len (the "
+                  "reference's default is 16384; V3 / R1 are trained for 128k: 131072)")
+      ->check(CLI::PositiveNumber);
 }
 
 std::string ModelOptions::resolved_config_path() const {
@@ -55,7 +59,9 @@ ModelConfig ModelOptions::load_config() const {
   if (config_path.empty())
     check(std::filesystem::exists(path), "no --config given and ", path,
           " does not exist (dsinfer convert copies it; or pass --config configs/config_671B.json)");
-  return dsinfer::load_config(path);
+  ModelConfig config = dsinfer::load_config(path);
+  if (max_seq_len > 0) config.max_seq_len = max_seq_len;
+  return config;
 }
 
 }  // namespace dsinfer::cli

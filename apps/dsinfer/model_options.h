@@ -17,6 +17,7 @@ struct ModelOptions {
   std::string mtp = "off";  // --mtp off | on | auto
   int draft_tokens = 1;     // --draft-tokens K: MTP drafts per sequence and step
   std::string kv_cache_dtype = "f32";  // --kv-cache-dtype f32 | bf16
+  int max_seq_len = 0;      // --max-seq-len: overrides the config's (0: the config's, else the reference's 16384)
   // Adds --ckpt-path (required) and --config to `sub`.
   void add_to(CLI::App* sub);
   // Adds --mtp (speculative decoding with the checkpoint's multi-token-prediction module).

@@ -111,6 +111,50 @@ DecodeResult bench_decode(Transformer& model, int batch, int prompt_len, int war
   return r;
 }
 
+DecodeResult bench_decode_at_depth(Transformer& model, int batch, int64_t depth, int warmup, int steps,
+                                   uint64_t seed, KVDType kv_dtype) {
+  const ModelConfig& c = model.config();
+  check(batch >= 1 && depth >= 0 && warmup >= 0 && steps >= 1, "bench: decode at depth needs batch, steps >= 1");
+  check(depth + warmup + steps <= c.max_seq_len, "bench: depth ", depth, " + ", warmup + steps,
+        " decode steps exceed max_seq_len (", c.max_seq_len, ")");
+  std::mt19937_64 rng(seed);
+  KVCache cache(c, batch * KVCache::blocks_of(depth + warmup + steps), kv_dtype);
+  std::vector<SeqId> seqs;
+  // unit-variance values, as the normalised latent and the rotated rope key have
+  std::vector<float> latent(static_cast<size_t>(c.kv_lora_rank)), rope(static_cast<size_t>(c.qk_rope_head_dim));
+  auto fill = [&](std::vector<float>& v) {
+    for (float& x : v) x = static_cast<float>(static_cast<double>(rng() >> 11) * 0x1p-53 * 3.4641 - 1.7320);
+  };
+  for (int b = 0; b < batch; ++b) {
+    const SeqId s = cache.create(depth + warmup + steps);
+    for (int l = 0; l < c.n_layers; ++l)
+      for (int64_t p = 0; p < depth; ++p) {
+        fill(latent);
+        fill(rope);
+        cache.write_entry(l, s, p, latent.data(), rope.data());
+      }
+    cache.set_length(s, depth);
+    seqs.push_back(s);
+  }
+  DecodeResult r;
+  r.batch = batch;
+  for (int i = 0; i < warmup + steps; ++i) {
+    Step step;
+    const std::vector<int32_t> tokens = random_tokens(rng, c.vocab_size, batch);
+    for (int b = 0; b < batch; ++b) step.add(seqs[b], depth + i, &tokens[b], 1);
+    StepOutput out;
+    const double start = now_seconds();
+    model.forward(step, cache, out);
+    if (i < warmup) continue;
+    r.seconds += now_seconds() - start;
+    ++r.steps;
+    r.weight_bytes += model.stats().weight_bytes;
+    r.parts.add(model.stats());
+    r.collectives.add(model.collective_stats());
+  }
+  return r;
+}
+
 PrefillResult bench_prefill(Transformer& model, int tokens, uint64_t seed) {
   const ModelConfig& c = model.config();
   check(tokens >= 1 && tokens <= c.max_seq_len, "bench: prefill length ", tokens, " is outside [1, max_seq_len=",

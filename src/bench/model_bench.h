@@ -46,6 +46,14 @@ struct DecodeResult {
 DecodeResult bench_decode(Transformer& model, int batch, int prompt_len, int warmup, int steps,
                           uint64_t seed);
 
+// Decode at depth: `batch` sequences whose caches hold `depth` positions of synthetic entries
+// (random latents and rope keys written straight into the cache: prefilling 16k positions of V3
+// on 2 cores takes minutes and leaves a decode step's work the same; attention's cost does not
+// depend on the entries' values), then `warmup` untimed and `steps` timed decode steps of one
+// random token per sequence, straight through Transformer::forward. Every rank draws the same.
+DecodeResult bench_decode_at_depth(Transformer& model, int batch, int64_t depth, int warmup, int steps,
+                                   uint64_t seed, KVDType kv_dtype = KVDType::kF32);
+
 struct PrefillResult {
   int tokens = 0;
   double seconds = 0;
