@@ -272,6 +272,19 @@ void combine_rows(const WeightMatrix& w, int64_t first, int64_t n_rows, const fl
   matmul_kernels(isa).combine_rows(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride, /*accumulate=*/false);
 }
 
+void dot_rows(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y, int64_t y_stride) {
+  check(w.dtype == DType::kF32 || w.dtype == DType::kBF16, "dot_rows: rows of ", dtype_name(w.dtype),
+        " (f32 or bf16 only)");
+  active_kernels().dot_rows(x, n_tokens, x_stride, w, y, y_stride);
+}
+
+void dot_rows(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y, int64_t y_stride,
+              Isa isa) {
+  check(w.dtype == DType::kF32 || w.dtype == DType::kBF16, "dot_rows: rows of ", dtype_name(w.dtype),
+        " (f32 or bf16 only)");
+  matmul_kernels(isa).dot_rows(x, n_tokens, x_stride, w, y, y_stride);
+}
+
 void accumulate_rows(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
                      int64_t n_sets, float* out, int64_t out_stride) {
   active_kernels().combine_rows(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride, /*accumulate=*/true);

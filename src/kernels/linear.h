@@ -137,6 +137,13 @@ void combine_rows(const WeightMatrix& w, int64_t first, int64_t n_rows, const fl
 // The same with the kernels of one ISA (which the CPU must support): for tests.
 void combine_rows(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
                   int64_t n_sets, float* out, int64_t out_stride, Isa isa);
+// y[t * y_stride + r] = x[t] . W[r] for t < n_tokens and every row r of w (f32 or bf16 rows), in
+// the ISA's canonical order (the bits of linear() and of matmul_serial in exact mode), on the
+// calling thread, register-blocked for a few tokens against many long rows: attention's scores
+// (heads against cached keys), 2-3x the canonical GEMM's speed there.
+void dot_rows(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y, int64_t y_stride);
+void dot_rows(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y, int64_t y_stride,
+              Isa isa);
 // out += the same sum, continuing each output's chain: combine_rows over rows [0, a) of one matrix
 // then accumulate_rows over rows [0, b) of another gives the bits of one combine_rows over the
 // a + b rows stacked (attention over a KV cache's blocks, each its own matrix).

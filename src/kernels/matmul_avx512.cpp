@@ -23,6 +23,8 @@ struct Avx512 {
   static constexpr int kGemmVectors = 4;  // 6x4 accumulators + 4 token vectors + 1 broadcast
   static constexpr int kCombineSets = 4;     // combine_rows, many sets: 4x6 accumulators
   static constexpr int kCombineVectors = 6;
+  static constexpr int kDotTokens = 4;       // dot_rows: 4x5 accumulators, 4 + 5 operands
+  static constexpr int kDotRows = 5;
   static constexpr int kGemmChunkTiles = 2;  // token tiles whose lane partials stay in L2
   static V zero() { return _mm512_setzero_ps(); }
   static V load(const float* p) { return _mm512_loadu_ps(p); }
@@ -108,6 +110,7 @@ const MatmulKernels& matmul_kernels_avx512() {
       matmul_rows_impl<Avx512>,
       /*row_grain=*/48,
       combine_rows_impl<Avx512>,
+      dot_rows_impl<Avx512>,
   };
   return kernels;
 }

@@ -46,6 +46,10 @@ struct MatmulKernels {
   // to out, continuing each output's chain (accumulate_rows in linear.h).
   void (*combine_rows)(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
                        int64_t n_sets, float* out, int64_t out_stride, bool accumulate);
+  // y[t * y_stride + r] = x[t] . W[r] in the canonical order for f32 or bf16 rows, register-
+  // blocked for few tokens against many rows, single-threaded (dot_rows in linear.h).
+  void (*dot_rows)(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
+                   int64_t y_stride);
 };
 
 const MatmulKernels& matmul_kernels_scalar();

@@ -41,6 +41,16 @@ void combine_rows_scalar(const WeightMatrix& w, int64_t first, int64_t n_rows, c
   }
 }
 
+void dot_rows_scalar(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
+                     int64_t y_stride) {
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(w.cols));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    dequantize_row(w, r, row.data());
+    for (int64_t t = 0; t < n_tokens; ++t) y[t * y_stride + r] = dot(x + t * x_stride, row.data(), w.cols);
+  }
+}
+
 }  // namespace
 
 const MatmulKernels& matmul_kernels_scalar() {
@@ -53,6 +63,7 @@ const MatmulKernels& matmul_kernels_scalar() {
       matmul_rows_scalar,
       /*row_grain=*/16,
       combine_rows_scalar,
+      dot_rows_scalar,
   };
   return kernels;
 }
