@@ -257,6 +257,45 @@ TEST(BenchCommand, JsonHasEveryKey) {
   EXPECT_EQ(j["prefill_flop_fraction"], j["prefill"][1]["flop_fraction"]);
 }
 
+// --depth: decode at each depth beside depth 16, attention's FLOPs growing with it; the extra
+// time over depth 16 against the extra flops. --conversations: the multi-turn workload with the
+// prefix cache on reuses exactly what an ideal cache would, and with it off nothing.
+TEST(BenchCommand, DepthAndConversations) {
+  const std::string ckpt = test::convert_golden("tiny-v3");
+  auto r = test::run_dsinfer("--threads 1 bench --ckpt-path " + ckpt + kSmall +
+                             " --batch 1 --prefill 8 --depth 300,900 --conversations 3 --turns 3 --system-prompt 70 "
+                             "--user-tokens 9 --answer-tokens 4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["depth"].size(), 3u);  // the baseline first
+  EXPECT_EQ(j["depth"][0]["depth"], 16);
+  EXPECT_EQ(j["depth"][1]["depth"], 300);
+  EXPECT_EQ(j["depth"][2]["depth"], 900);
+  EXPECT_LT(j["depth"][1]["attention_ms_per_step"].get<double>(), j["depth"][2]["attention_ms_per_step"].get<double>());
+  for (const json& d : j["depth"]) {
+    for (const char* key : {"tokens_per_s", "ms_per_step", "attention_ms_per_step", "attention_gflops"})
+      EXPECT_GT(d[key].get<double>(), 0) << key;
+    EXPECT_TRUE(d.contains("extra_gflops_over_depth_16"));
+    EXPECT_TRUE(d.contains("extra_flop_fraction"));
+  }
+  ASSERT_EQ(j["conversations"].size(), 2u);
+  const json& on = j["conversations"][0];
+  const json& off = j["conversations"][1];
+  EXPECT_TRUE(on["prefix_cache"].get<bool>());
+  // turns 2 and 3 take all of the previous prompt and answer but its last token; users 2 and 3
+  // start after an answer, so their first turns take the system prompt (its full block shared,
+  // its last 6 tokens copied from user 1's tail)
+  const int64_t users = 3, system = 70, user = 9, answer = 4;
+  int64_t ideal = 0;
+  for (int64_t turn = 1; turn < 3; ++turn) ideal += users * (system + turn * (user + answer) - 1);
+  ideal += (users - 1) * system;
+  EXPECT_EQ(on["ideal_reused_tokens"].get<int64_t>(), ideal);
+  EXPECT_EQ(on["reused_tokens"].get<int64_t>(), ideal);
+  EXPECT_EQ(off["reused_tokens"].get<int64_t>(), 0);
+  EXPECT_GT(on["peak_kv_positions"].get<int64_t>(), 0);
+  ASSERT_EQ(on["by_turn"].size(), 3u);
+}
+
 // Fast mode where its kernels are the exact ones (no AMX, no AVX512_BF16: here forced with
 // DSINFER_ISA=avx2, as on a Zen 3) measures its prefill against the fp32 FMA peak; it used to stop
 // with "no bf16 flop ceiling on this CPU".

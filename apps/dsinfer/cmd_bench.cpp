@@ -44,6 +44,7 @@ struct BenchOptions {
   std::vector<int> serving = {1, 4, 8};  // concurrencies of the serving-shaped runs; {0}: none
   int serving_requests = 0;              // 0: twice the concurrency
   ServingOptions serving_shape;
+  ConversationOptions conversations{.users = 0};  // users 0: no conversation workload
 };
 
 double mean(const std::vector<double>& v) {
@@ -56,6 +57,33 @@ double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+json conversation_json(const ConversationResult& r) {
+  json turns = json::array();
+  for (size_t t = 0; t < r.ttft_seconds.size(); ++t)
+    turns.push_back({{"turn", t + 1},
+                     {"prompt_tokens", r.turn_prompt_tokens[t]},
+                     {"reused_tokens", r.turn_reused[t]},
+                     {"ttft_mean_s", mean(r.ttft_seconds[t])},
+                     {"ttft_p90_s", percentile(r.ttft_seconds[t], 0.9)},
+                     {"tpot_mean_s", mean(r.tpot_seconds[t])}});
+  const ConversationOptions& o = r.options;
+  return {{"users", o.users},
+          {"turns", o.turns},
+          {"system_prompt_tokens", o.system_len},
+          {"user_tokens", o.user_len},
+          {"answer_tokens", o.max_new_tokens},
+          {"prefix_cache", o.prefix_cache},
+          {"seconds", r.seconds},
+          {"prompt_tokens", r.prompt_tokens},
+          {"reused_tokens", r.reused_tokens},
+          {"ideal_reused_tokens", r.ideal_reused_tokens},
+          {"hit_of_ideal", r.ideal_reused_tokens > 0 ? static_cast<double>(r.reused_tokens) / r.ideal_reused_tokens : 0.0},
+          {"peak_kv_positions", r.peak_kv_blocks * kKVBlock},
+          {"peak_kv_bytes", r.peak_kv_blocks * r.kv_bytes_per_block},
+          {"evictions", r.evictions},
+          {"by_turn", turns}};
 }
 
 json serving_json(const ServingResult& r) {
@@ -298,6 +326,17 @@ void run_bench(const BenchOptions& o) {
              so.step_tokens, " tokens)");
     servings.push_back(serving_json(bench_serving(*model, so)));
   }
+  json conversations = json::array();
+  if (o.conversations.users > 0)
+    for (bool prefix : {true, false}) {
+      ConversationOptions co2 = o.conversations;
+      co2.prefix_cache = prefix;
+      co2.seed = o.seed + 6;
+      log_info("bench: ", co2.users, " conversations x ", co2.turns, " turns (system prompt ", co2.system_len,
+               ", user turns ", co2.user_len, ", answers ", co2.max_new_tokens, " tokens), prefix cache ",
+               prefix ? "on" : "off");
+      conversations.push_back(conversation_json(bench_conversations(*model, co2)));
+    }
   log_info("bench: ceilings again");
   const Ceilings after = measure_ceilings(pool, isa, co, [&] { comm->barrier(); });
   const Ceilings mine{std::max(before.read_gbps, after.read_gbps), std::max(before.fma_gflops, after.fma_gflops),
@@ -359,6 +398,7 @@ void run_bench(const BenchOptions& o) {
                 {"prefill", prefills},
                 {"serving", servings},
                 {"depth", depths},
+                {"conversations", conversations},
                 {"mtp", mtps},
                 {"decode_bw_fraction", (*headline_decode)["bw_fraction"]},
                 {"golden", golden},
@@ -401,6 +441,24 @@ void run_bench(const BenchOptions& o) {
                   d["attention_ms_per_step"].get<double>(), d["attention_gflops"].get<double>(),
                   d["extra_ms_over_depth_16"].get<double>(), d["extra_gflops_over_depth_16"].get<double>(),
                   d["extra_flop_fraction"].get<double>());
+  }
+  for (const json& v : conversations) {
+    std::printf("\nconversations: %d users x %d turns, system prompt %d, user turns %d, answers %d; prefix cache %s: "
+                "%.1f s\n",
+                v["users"].get<int>(), v["turns"].get<int>(), v["system_prompt_tokens"].get<int>(),
+                v["user_tokens"].get<int>(), v["answer_tokens"].get<int>(), v["prefix_cache"].get<bool>() ? "on" : "off",
+                v["seconds"].get<double>());
+    std::printf("  prompt tokens %lld, from the cache %lld of an ideal %lld (%.3f); peak KV %lld positions, %.1f MiB; "
+                "evictions %lld\n",
+                static_cast<long long>(v["prompt_tokens"].get<int64_t>()), static_cast<long long>(v["reused_tokens"].get<int64_t>()),
+                static_cast<long long>(v["ideal_reused_tokens"].get<int64_t>()), v["hit_of_ideal"].get<double>(),
+                static_cast<long long>(v["peak_kv_positions"].get<int64_t>()), v["peak_kv_bytes"].get<double>() / (1 << 20),
+                static_cast<long long>(v["evictions"].get<int64_t>()));
+    std::printf("  turn  prompt tokens  reused  TTFT mean/p90 s   TPOT mean ms\n");
+    for (const json& t : v["by_turn"])
+      std::printf("  %4d %14lld %7lld %8.3f %7.3f %12.1f\n", t["turn"].get<int>(),
+                  static_cast<long long>(t["prompt_tokens"].get<int64_t>()), static_cast<long long>(t["reused_tokens"].get<int64_t>()),
+                  t["ttft_mean_s"].get<double>(), t["ttft_p90_s"].get<double>(), 1e3 * t["tpot_mean_s"].get<double>());
   }
   if (!servings.empty()) {
     std::printf("\nserving    requests  tokens/s  per-seq tok/s  TTFT mean/p90 s  TPOT mean/p90 ms  longest step ms\n");
@@ -481,6 +539,15 @@ Command register_bench(CLI::App& app) {
                   "cache), beside depth 16: tok/s, attention's GFLOP/s, and the extra time over depth 16 against the "
                   "extra flops as a fraction of the mode's flop ceiling")
       ->delimiter(',');
+  sub->add_option("--conversations", o->conversations.users,
+                  "also a multi-turn workload of this many users (0: none), run with the prefix cache on and off: "
+                  "prefix-hit tokens against the ideal, peak KV, TTFT and TPOT per turn")
+      ->capture_default_str();
+  sub->add_option("--turns", o->conversations.turns, "turns per conversation")->capture_default_str();
+  sub->add_option("--system-prompt", o->conversations.system_len, "tokens of the system prompt every conversation shares")
+      ->capture_default_str();
+  sub->add_option("--user-tokens", o->conversations.user_len, "new tokens per user turn")->capture_default_str();
+  sub->add_option("--answer-tokens", o->conversations.max_new_tokens, "tokens per answer")->capture_default_str();
   sub->add_option("--serving", o->serving,
                   "concurrencies of the serving-shaped runs (staggered arrivals, chunked prefill beside running "
                   "decodes; 0: none)")

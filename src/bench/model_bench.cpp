@@ -251,6 +251,98 @@ ServingResult bench_serving(Transformer& model, const ServingOptions& o) {
   return result;
 }
 
+ConversationResult bench_conversations(Transformer& model, const ConversationOptions& o) {
+  const ModelConfig& c = model.config();
+  check(o.users >= 1 && o.turns >= 1 && o.system_len >= 0 && o.user_len >= 1 && o.max_new_tokens >= 1,
+        "bench: conversations need users, turns, user tokens and new tokens >= 1");
+  const int64_t longest = o.system_len + static_cast<int64_t>(o.turns) * (o.user_len + o.max_new_tokens);
+  check(longest <= c.max_seq_len, "bench: a conversation of ", longest, " positions exceeds max_seq_len (",
+        c.max_seq_len, ")");
+  std::mt19937_64 rng(o.seed);
+  const int64_t budget = o.kv_positions > 0 ? o.kv_positions : o.users * KVCache::blocks_of(longest);
+  KVCache cache(c, budget);
+  EngineOptions options;
+  options.step_tokens = o.step_tokens;
+  options.max_running = o.users;
+  options.prefix_cache = o.prefix_cache;
+  ConversationResult result;
+  result.options = o;
+  result.kv_bytes_per_block = cache.bytes_per_position() * kKVBlock;
+  options.on_step = [&](const StepReport&) {
+    result.peak_kv_blocks = std::max(result.peak_kv_blocks, cache.used_blocks());
+  };
+  Engine engine(model, cache, options);
+  if (!engine.leader()) {
+    engine.follow();
+    return result;
+  }
+  result.ttft_seconds.assign(static_cast<size_t>(o.turns), {});
+  result.tpot_seconds.assign(static_cast<size_t>(o.turns), {});
+  result.turn_reused.assign(static_cast<size_t>(o.turns), 0);
+  result.turn_prompt_tokens.assign(static_cast<size_t>(o.turns), 0);
+  const std::vector<int32_t> system = random_tokens(rng, c.vocab_size, o.system_len);
+  struct User {
+    std::vector<int32_t> history, answer;
+    int turn = 0;
+    bool busy = false;
+    double submitted = 0, first = 0, last = 0;
+  };
+  std::vector<User> users(static_cast<size_t>(o.users));
+  for (User& u : users) u.history = system;
+  int done = 0, answered = 0;
+  const double t0 = now_seconds();
+  while (done < o.users) {
+    for (size_t i = 0; i < users.size(); ++i) {
+      User& u = users[i];
+      if (u.busy || u.turn >= o.turns || static_cast<int>(i) > answered) continue;
+      std::vector<int32_t> prompt = u.history;
+      const std::vector<int32_t> message = random_tokens(rng, c.vocab_size, o.user_len);
+      prompt.insert(prompt.end(), message.begin(), message.end());
+      // ideal: everything a previous turn of this user left in the cache, or else the system
+      // prompt when some earlier request computed it (user 0's first turn has, by the time others start)
+      const int64_t ideal = u.turn > 0 ? static_cast<int64_t>(u.history.size()) - 1
+                                       : (i > 0 ? std::min<int64_t>(o.system_len, static_cast<int64_t>(prompt.size()) - 1) : 0);
+      result.ideal_reused_tokens += ideal;
+      result.prompt_tokens += static_cast<int64_t>(prompt.size());
+      result.turn_prompt_tokens[static_cast<size_t>(u.turn)] += static_cast<int64_t>(prompt.size());
+      SamplingParams params;
+      params.temperature = 1.0f;
+      params.seed = o.seed + 1000 * i + static_cast<uint64_t>(u.turn);
+      params.max_new_tokens = o.max_new_tokens;
+      RequestEvents events;
+      const size_t turn = static_cast<size_t>(u.turn);
+      events.on_start = [&result, turn](int64_t reused) {
+        result.reused_tokens += reused;
+        result.turn_reused[turn] += reused;
+      };
+      events.on_token = [&u](int32_t t) {
+        u.last = now_seconds();
+        if (u.answer.empty()) u.first = u.last;
+        u.answer.push_back(t);
+      };
+      events.on_finish = [&u, &result, &done, &answered, &o, turn, p = prompt](FinishReason, const std::string&) mutable {
+        ++answered;
+        result.ttft_seconds[turn].push_back(u.first - u.submitted);
+        if (u.answer.size() > 1)
+          result.tpot_seconds[turn].push_back((u.last - u.first) / static_cast<double>(u.answer.size() - 1));
+        u.history = std::move(p);
+        u.history.insert(u.history.end(), u.answer.begin(), u.answer.end());
+        u.answer.clear();
+        u.busy = false;
+        if (++u.turn == o.turns) ++done;
+      };
+      u.busy = true;
+      u.submitted = now_seconds();
+      engine.submit(std::move(prompt), params, std::move(events));
+    }
+    engine.step();
+  }
+  engine.pause();
+  result.seconds = now_seconds() - t0;
+  if (const PrefixCache* prefix = engine.prefix_cache()) result.evictions = prefix->evictions();
+  return result;
+}
+
 double MtpCostResult::break_even_acceptance(int k) const {
   if (speedup_at(k, 1.0) < 1) return 2;  // not even when every draft is accepted
   double lo = 0, hi = 1;

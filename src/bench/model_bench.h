@@ -97,6 +97,43 @@ struct ServingResult {
 // Every rank calls it; rank 0 decides the arrivals and reports, the others follow its steps.
 ServingResult bench_serving(Transformer& model, const ServingOptions& options);
 
+// Conversations (agents, chats that grow): `users` users each hold `turns` turns; every prompt is
+// a shared system prompt of `system_len` random tokens, the user's history (its earlier prompts'
+// new parts and the answers, as a chat template re-sends them), and `user_len` new tokens; each
+// answer has `max_new_tokens` sampled tokens. Every user sends its next turn as soon as its last
+// answer ends (think time 0); user i starts once i answers (any user's) have ended, so new
+// conversations begin while others go on, and the turns of different users interleave. The KV
+// cache holds `kv_positions` (0: room for every user's longest sequence).
+struct ConversationOptions {
+  int users = 8;
+  int turns = 4;
+  int system_len = 300;
+  int user_len = 32;
+  int max_new_tokens = 16;
+  int64_t step_tokens = 256;
+  int64_t kv_positions = 0;
+  bool prefix_cache = true;
+  uint64_t seed = 1;
+};
+
+struct ConversationResult {
+  ConversationOptions options;
+  double seconds = 0;
+  int64_t prompt_tokens = 0;
+  int64_t reused_tokens = 0;  // prompt positions taken from the cache
+  // What an ideal cache reuses: a later turn's whole previous prompt and answer (but the answer's
+  // last token, never fed), and the system prompt of every first turn but the very first.
+  int64_t ideal_reused_tokens = 0;
+  int64_t peak_kv_blocks = 0, kv_bytes_per_block = 0;
+  int64_t evictions = 0;
+  // per turn index: every user's time to first token, mean time per output token, reused tokens
+  std::vector<std::vector<double>> ttft_seconds, tpot_seconds;
+  std::vector<int64_t> turn_reused, turn_prompt_tokens;
+};
+
+// Every rank calls it; rank 0 decides the arrivals and reports, the others follow its steps.
+ConversationResult bench_conversations(Transformer& model, const ConversationOptions& options);
+
 // What one cycle of MTP speculation costs next to a plain decode step, at `batch` sequences of
 // `prompt_len` random tokens, for 1 .. max_drafts drafts per sequence: per round, a decode step
 // (one token per sequence), for each k a verify step (the token and k drafts per sequence, every
