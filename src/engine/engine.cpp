@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/scheduler.h"
 #include "engine/vocab_draw.h"
 
 namespace dsinfer {
@@ -481,36 +482,31 @@ bool Engine::run_step() {
   if (running_.empty()) return false;
   const bool mtp = mtp_cache_ != nullptr;
 
-  // decode rows first (every sequence past its prompt: its next token, and with MTP the draft of
-  // the one after when it could still be used), then prefill chunks in admission order
+  // the step's chunks (engine/scheduler.h): every decoding sequence's next token (and with MTP the
+  // drafts of the ones after, where they could still be used), then prefill chunks
+  std::vector<ScheduleEntry> entries;
+  for (auto& r : running_)
+    entries.push_back({r->cached, static_cast<int64_t>(r->prompt.size()), r->prefilling() ? 0 : usable_drafts(*r)});
   Step step;
   step.want_hidden = mtp;  // the MTP reads the main model's hidden state of every row
   std::vector<Request*> in_step;
-  int64_t decode_tokens = 0;
-  for (auto& r : running_) {
-    if (r->prefilling()) continue;
-    std::vector<int32_t> tokens = {r->generated.back()};
-    tokens.insert(tokens.end(), r->drafts.begin(), r->drafts.begin() + usable_drafts(*r));
-    step.add(r->seq, r->cached, tokens.data(), static_cast<int64_t>(tokens.size()), /*all_logits=*/tokens.size() > 1);
+  int64_t decode_tokens = 0, decode_rows = 0, prefill_tokens = 0;
+  for (const ScheduledChunk& c : schedule_step(entries, options_.step_tokens)) {
+    Request& r = *running_[c.entry];
+    if (c.decode) {
+      std::vector<int32_t> tokens = {r.generated.back()};
+      tokens.insert(tokens.end(), r.drafts.begin(), r.drafts.begin() + (c.n_tokens - 1));
+      step.add(r.seq, c.start, tokens.data(), c.n_tokens, /*all_logits=*/c.n_tokens > 1);
+      decode_tokens += c.n_tokens;
+      ++decode_rows;
+    } else {
+      step.add(r.seq, c.start, r.prompt.data() + c.start, c.n_tokens, /*all_logits=*/r.params.prompt_logits);
+      prefill_tokens += c.n_tokens;
+    }
     step.chunks.back().all_hidden = mtp;
-    in_step.push_back(r.get());
-    decode_tokens += static_cast<int64_t>(tokens.size());
+    in_step.push_back(&r);
   }
-  const int64_t step_drafts = decode_tokens - static_cast<int64_t>(in_step.size());
-  int64_t budget = std::max<int64_t>(options_.step_tokens - decode_tokens, 0);
-  // a step always makes prefill progress when nothing decodes
-  if (in_step.empty()) budget = std::max<int64_t>(budget, 1);
-  const int64_t decode_rows = static_cast<int64_t>(in_step.size());
-  int64_t prefill_tokens = 0;
-  for (auto& r : running_) {
-    if (!r->prefilling() || budget == 0) continue;
-    const int64_t n = std::min<int64_t>(budget, static_cast<int64_t>(r->prompt.size()) - r->cached);
-    step.add(r->seq, r->cached, r->prompt.data() + r->cached, n, /*all_logits=*/r->params.prompt_logits);
-    step.chunks.back().all_hidden = mtp;
-    in_step.push_back(r.get());
-    budget -= n;
-    prefill_tokens += n;
-  }
+  const int64_t step_drafts = decode_tokens - decode_rows;
   stats_.prefilled_tokens += prefill_tokens;
   // every rank decides alike (from the requests' parameters): whole rows only where a request
   // reads them or its draw needs them
