@@ -60,11 +60,7 @@ Engine::Engine(Transformer& model, KVCache& cache, EngineOptions options)
   if (options_.prefix_cache) prefix_ = std::make_unique<PrefixCache>(cache_, mtp_cache_.get());
   check(!options_.mtp_auto || options_.mtp, "engine: mtp_auto needs mtp");
   check(options_.draft_tokens >= 1, "engine: draft_tokens must be >= 1");
-  Comm& ranks = options_.ranks ? *options_.ranks : model_.comm();
-  if (ranks.world_size() > 1) {
-    ranks_ = &ranks;
-    rank_ = ranks.rank();
-  }
+  channel_ = RankChannel(options_.ranks ? options_.ranks : &model_.comm());
 }
 
 void Engine::check_request(const std::vector<int32_t>& prompt, const SamplingParams& params) const {
@@ -78,7 +74,7 @@ void Engine::check_request(const std::vector<int32_t>& prompt, const SamplingPar
 }
 
 RequestId Engine::submit(std::vector<int32_t> prompt, const SamplingParams& params, RequestEvents events) {
-  check(leader(), "engine: rank ", rank_, " follows rank 0 and takes no submissions");
+  check(leader(), "engine: rank ", channel_.rank(), " follows rank 0 and takes no submissions");
   check_request(prompt, params);
   check(!events.on_logits || params.prompt_logits || params.token_logits,
         "engine: on_logits needs params.prompt_logits or params.token_logits");
@@ -99,27 +95,13 @@ void Engine::cancel(RequestId id) {
 }
 
 Engine::~Engine() {
-  if (!ranks_ || !leader() || !followers_inside_) return;
   // unwinding on rank 0 (a front end's error between steps): release the followers
-  try {
-    StepOrders abort;
-    abort.kind = StepOrders::Kind::kAbort;
-    abort.reason = "rank 0 stopped in the middle of a run (its own error says why)";
-    send(abort);
-  } catch (const Error&) {
-    // the ranks have lost each other already; their collectives fail on their own
-  }
+  channel_.abort_run("rank 0 stopped in the middle of a run (its own error says why)");
 }
 
 bool Engine::idle() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return submitted_.empty() && waiting_.empty() && running_.empty();
-}
-
-void Engine::send(const StepOrders& orders) {
-  std::string bytes = encode_orders(orders);
-  ranks_->broadcast(bytes, 0);
-  followers_inside_ = orders.kind == StepOrders::Kind::kStep;
 }
 
 void Engine::run_until_idle() {
@@ -128,24 +110,20 @@ void Engine::run_until_idle() {
   pause();
 }
 
-void Engine::pause() { send_kind(StepOrders::Kind::kPause); }
-
-void Engine::stop() { send_kind(StepOrders::Kind::kStop); }
-
-void Engine::send_kind(StepOrders::Kind kind) {
+void Engine::pause() {
   check(leader(), "engine: pause() and stop() are rank 0's");
-  if (!ranks_) return;
-  StepOrders orders;
-  orders.kind = kind;
-  send(orders);
+  channel_.send_kind(StepOrders::Kind::kPause);
+}
+
+void Engine::stop() {
+  check(leader(), "engine: pause() and stop() are rank 0's");
+  channel_.send_kind(StepOrders::Kind::kStop);
 }
 
 bool Engine::follow() {
   check(!leader(), "engine: follow() is for ranks other than 0");
   for (;;) {
-    std::string bytes;
-    ranks_->broadcast(bytes, 0);
-    const StepOrders orders = decode_orders(bytes);
+    const StepOrders orders = channel_.receive();
     switch (orders.kind) {
       case StepOrders::Kind::kPause: return true;
       case StepOrders::Kind::kStop: return false;
@@ -211,7 +189,7 @@ void Engine::take_leader_orders() {
     std::lock_guard<std::mutex> lock(mutex_);
     while (!submitted_.empty()) {
       Request& r = *submitted_.front();
-      if (ranks_) orders.submissions.push_back({r.id, r.prompt, r.params});
+      if (!channel_.alone()) orders.submissions.push_back({r.id, r.prompt, r.params});
       waiting_.push_back(std::move(submitted_.front()));
       submitted_.pop_front();
     }
@@ -222,10 +200,10 @@ void Engine::take_leader_orders() {
   int64_t decoding = 0;
   for (auto& r : running_) decoding += !r->prefilling();
   draft_ = mtp_cache_ && (!options_.mtp_auto || draft_policy_.should_draft(decoding));
-  if (ranks_) {
+  if (!channel_.alone()) {
     orders.cancels = cancelled;
     orders.draft = draft_;
-    send(orders);
+    channel_.send(orders);
   }
   apply_cancels(cancelled);
 }
@@ -383,7 +361,7 @@ void Engine::finish(Request& r, FinishReason reason, const std::string& error) {
 }
 
 bool Engine::step() {
-  check(leader(), "engine: step() is rank 0's; rank ", rank_, " follows");
+  check(leader(), "engine: step() is rank 0's; rank ", channel_.rank(), " follows");
   take_leader_orders();
   return run_step();
 }

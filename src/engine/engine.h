@@ -25,6 +25,7 @@
 
 #include "engine/draft_policy.h"
 #include "engine/prefix_cache.h"
+#include "engine/rank_channel.h"
 #include "engine/sampling.h"
 #include "engine/step_orders.h"
 #include "model/kv_cache.h"
@@ -113,7 +114,7 @@ class Engine {
   ~Engine();
 
   // Whether this rank schedules (rank 0, or a world of one); the others follow().
-  bool leader() const { return rank_ == 0; }
+  bool leader() const { return channel_.leader(); }
 
   // Queues a request; an Error for a bad one (empty prompt, token ids outside the vocabulary,
   // longer than max_seq_len, bad parameters), or on a follower. Thread safe.
@@ -161,8 +162,6 @@ class Engine {
   void apply_orders(const StepOrders& orders);
   void apply_cancels(const std::vector<RequestId>& cancelled);
   bool run_step();
-  void send(const StepOrders& orders);
-  void send_kind(StepOrders::Kind kind);
   void admit();
   void run_all_events(std::vector<Pending>& requests);
   // The Error submit() gives for a bad request.
@@ -189,9 +188,7 @@ class Engine {
   Transformer& model_;
   KVCache& cache_;
   EngineOptions options_;
-  Comm* ranks_ = nullptr;  // null: a world of one
-  int rank_ = 0;
-  bool followers_inside_ = false;  // the leader sent a step since the last pause or stop
+  RankChannel channel_{nullptr};  // the ranks that step together (engine/rank_channel.h)
   EngineStats stats_;
   mutable std::mutex mutex_;  // guards submitted_, cancelled_, next_id_
   std::deque<std::unique_ptr<Request>> submitted_;
