@@ -455,170 +455,202 @@ void Engine::draft_next(Step& mtp_step, const std::vector<float>& mtp_hidden, co
   }
 }
 
+// The step's plan: its chunks, the request of each, and what they hold.
+struct Engine::PlannedStep {
+  Step step;
+  std::vector<Request*> in_step;  // chunk i is in_step[i]'s
+  int64_t decode_rows = 0, decode_tokens = 0, prefill_tokens = 0;
+  int64_t drafts() const { return decode_tokens - decode_rows; }
+};
+
+// The tokens drawn from the step's logits: drawn[draw_of_row[row]] for each row a request draws from.
+struct Engine::DrawnRows {
+  std::vector<int32_t> drawn;
+  std::vector<int64_t> draw_of_row;
+  int32_t token(int64_t row) const { return drawn[static_cast<size_t>(draw_of_row[static_cast<size_t>(row)])]; }
+};
+
+// With MTP, what each sequence's MTP catches up on after the step: positions [mtp_cached,
+// cached), each with the token after it and the main hidden state there (its chunk's rows).
+struct Engine::MtpCatchUp {
+  Step step;
+  std::vector<float> hidden;  // [rows, dim]
+  std::vector<Request*> requests;
+};
+
 bool Engine::run_step() {
   admit();
   if (running_.empty()) return false;
-  const bool mtp = mtp_cache_ != nullptr;
+  PlannedStep plan = plan_step();
+  stats_.prefilled_tokens += plan.prefill_tokens;
+  const double start = now_seconds();
+  StepOutput out;
+  model_.forward(plan.step, cache_, out);
+  const DrawnRows drawn = draw_rows(plan, out);
+  MtpCatchUp catch_up;
+  for (size_t i = 0, row = 0, hidden_row = 0, token_row = 0; i < plan.in_step.size(); ++i) {
+    const SeqChunk& chunk = plan.step.chunks[i];
+    commit_chunk(*plan.in_step[i], chunk, plan, out, drawn, static_cast<int64_t>(row), static_cast<int64_t>(hidden_row),
+                 static_cast<int64_t>(token_row), catch_up);
+    row += static_cast<size_t>(chunk.all_logits ? chunk.n_tokens : 1);
+    hidden_row += static_cast<size_t>(chunk.all_logits || chunk.all_hidden ? chunk.n_tokens : 1);
+    token_row += static_cast<size_t>(chunk.n_tokens);
+  }
+  if (!catch_up.requests.empty()) {
+    const double mtp_start = now_seconds();
+    draft_next(catch_up.step, catch_up.hidden, catch_up.requests);
+    stats_.mtp_seconds += now_seconds() - mtp_start;
+  }
+  record_step(plan, now_seconds() - start, !catch_up.requests.empty());
+  for (auto& r : running_)
+    if (!r->done) index_blocks(*r);
+  running_.erase(std::remove_if(running_.begin(), running_.end(), [](const auto& r) { return r->done; }),
+                 running_.end());
+  return true;
+}
 
+Engine::PlannedStep Engine::plan_step() {
   // the step's chunks (engine/scheduler.h): every decoding sequence's next token (and with MTP the
   // drafts of the ones after, where they could still be used), then prefill chunks
+  const bool mtp = mtp_cache_ != nullptr;
   std::vector<ScheduleEntry> entries;
   for (auto& r : running_)
     entries.push_back({r->cached, static_cast<int64_t>(r->prompt.size()), r->prefilling() ? 0 : usable_drafts(*r)});
-  Step step;
-  step.want_hidden = mtp;  // the MTP reads the main model's hidden state of every row
-  std::vector<Request*> in_step;
-  int64_t decode_tokens = 0, decode_rows = 0, prefill_tokens = 0;
+  PlannedStep plan;
+  plan.step.want_hidden = mtp;  // the MTP reads the main model's hidden state of every row
   for (const ScheduledChunk& c : schedule_step(entries, options_.step_tokens)) {
     Request& r = *running_[c.entry];
     if (c.decode) {
       std::vector<int32_t> tokens = {r.generated.back()};
       tokens.insert(tokens.end(), r.drafts.begin(), r.drafts.begin() + (c.n_tokens - 1));
-      step.add(r.seq, c.start, tokens.data(), c.n_tokens, /*all_logits=*/c.n_tokens > 1);
-      decode_tokens += c.n_tokens;
-      ++decode_rows;
+      plan.step.add(r.seq, c.start, tokens.data(), c.n_tokens, /*all_logits=*/c.n_tokens > 1);
+      plan.decode_tokens += c.n_tokens;
+      ++plan.decode_rows;
     } else {
-      step.add(r.seq, c.start, r.prompt.data() + c.start, c.n_tokens, /*all_logits=*/r.params.prompt_logits);
-      prefill_tokens += c.n_tokens;
+      plan.step.add(r.seq, c.start, r.prompt.data() + c.start, c.n_tokens, /*all_logits=*/r.params.prompt_logits);
+      plan.prefill_tokens += c.n_tokens;
     }
-    step.chunks.back().all_hidden = mtp;
-    in_step.push_back(&r);
+    plan.step.chunks.back().all_hidden = mtp;
+    plan.in_step.push_back(&r);
   }
-  const int64_t step_drafts = decode_tokens - decode_rows;
-  stats_.prefilled_tokens += prefill_tokens;
   // every rank decides alike (from the requests' parameters): whole rows only where a request
   // reads them or its draw needs them
-  step.gather_logits = std::any_of(in_step.begin(), in_step.end(), [](const Request* r) {
+  plan.step.gather_logits = std::any_of(plan.in_step.begin(), plan.in_step.end(), [](const Request* r) {
     return r->params.prompt_logits || r->params.token_logits || !race_splits_over_vocab(r->params);
   });
-  const double start = now_seconds();
-  StepOutput out;
-  model_.forward(step, cache_, out);
+  return plan;
+}
 
-  const int64_t vocab = model_.config().vocab_size, dim = model_.config().dim;
-  const int64_t columns = out.logit_columns;
+Engine::DrawnRows Engine::draw_rows(const PlannedStep& plan, const StepOutput& out) {
   // the token of every row a request draws from, all in one call (one collective when sliced):
   // a decode chunk's rows (the next token, then each draft's successor), a prompt's last row
   std::vector<RowDraw> draws;
-  std::vector<int64_t> draw_of_row(static_cast<size_t>(step.logit_rows()), -1);
-  for (size_t i = 0, row = 0; i < in_step.size(); ++i) {
-    const Request& r = *in_step[i];
-    const SeqChunk& chunk = step.chunks[i];
+  DrawnRows result;
+  result.draw_of_row.assign(static_cast<size_t>(plan.step.logit_rows()), -1);
+  for (size_t i = 0, row = 0; i < plan.in_step.size(); ++i) {
+    const Request& r = *plan.in_step[i];
+    const SeqChunk& chunk = plan.step.chunks[i];
     const int64_t rows = chunk.all_logits ? chunk.n_tokens : 1;
     const bool draws_any = chunk.start_pos + chunk.n_tokens >= static_cast<int64_t>(r.prompt.size()) &&
                            r.params.max_new_tokens > 0;
     // row j holds input position start_pos + n_tokens - rows + j; its token sits one further
     for (int64_t j = r.prefilling() ? rows - 1 : 0; draws_any && j < rows; ++j) {
-      draw_of_row[row + j] = static_cast<int64_t>(draws.size());
+      result.draw_of_row[row + j] = static_cast<int64_t>(draws.size());
       draws.push_back({static_cast<int64_t>(row + j), &r.params, chunk.start_pos + chunk.n_tokens - rows + j + 1});
     }
     row += static_cast<size_t>(rows);
   }
-  const std::vector<int32_t> drawn = draw_tokens(out, vocab, draws, model_.collectives());
-  auto logits_row = [&](int64_t row) { return step.gather_logits ? out.logits.data() + row * columns : nullptr; };
-  auto token_of_row = [&](int64_t row) { return drawn[static_cast<size_t>(draw_of_row[row])]; };
-  // With MTP, what each sequence's MTP catches up on after the step: positions [mtp_cached,
-  // cached), each with the token after it and the main hidden state there (its chunk's rows).
-  Step mtp_step;
-  std::vector<float> mtp_hidden;  // [mtp rows, dim]
-  std::vector<Request*> in_mtp;
-  int64_t row = 0, hidden_row = 0, token_row = 0;  // the first logits / hidden row / token of chunk i
-  for (size_t i = 0; i < in_step.size(); ++i) {
-    Request& r = *in_step[i];
-    const SeqChunk& chunk = step.chunks[i];
-    token_row += chunk.n_tokens;  // now past the chunk's tokens
-    const int64_t rows = chunk.all_logits ? chunk.n_tokens : 1;
-    const int64_t first_row = row;  // the chunk's rows of logits: first_row ..
-    const float* chunk_hidden = mtp ? out.hidden.data() + hidden_row * dim : nullptr;
-    row += rows;
-    hidden_row += chunk.all_logits || chunk.all_hidden ? chunk.n_tokens : 1;
-    const bool decoding = !r.prefilling();
-    const int64_t generated_before = static_cast<int64_t>(r.generated.size());
-    // how many tokens a decode row gave (counted however the row ends)
-    struct CountDecoded {
-      bool on;
-      const Request& r;
-      int64_t before;
-      int64_t& total;
-      ~CountDecoded() {
-        if (on) total += static_cast<int64_t>(r.generated.size()) - before;
-      }
-    } count_decoded{decoding, r, generated_before, stats_.decoded_tokens};
-    if (decoding && chunk.n_tokens > 1) {
-      // the next token and drafts of the ones after: a draft's cache entry and logits row count
-      // only if every token sampled before it agreed with the drafts (the longest agreeing
-      // prefix, then the model's own token)
-      const std::vector<int32_t> drafts(step.tokens.begin() + (token_row - chunk.n_tokens) + 1,
-                                        step.tokens.begin() + token_row);
-      cache_.truncate(r.seq, chunk.start_pos + 1);
-      r.cached = chunk.start_pos + 1;
-      stats_.drafted += static_cast<int64_t>(drafts.size());
-      int accepted = 0;
-      bool going = take_token(r, logits_row(first_row), token_of_row(first_row), /*report_logits=*/true);
-      while (going && accepted < static_cast<int>(drafts.size()) && r.generated.back() == drafts[accepted]) {
-        ++accepted;
-        cache_.set_length(r.seq, chunk.start_pos + 1 + accepted);
-        r.cached = chunk.start_pos + 1 + accepted;
-        going = take_token(r, logits_row(first_row + accepted), token_of_row(first_row + accepted),
-                           /*report_logits=*/true);
-      }
-      stats_.accepted += accepted;
-      draft_policy_.record_cycle(accepted);
-      if (!going) continue;
-    } else {
-      r.cached += chunk.n_tokens;
-      if (chunk.all_logits && r.events.on_logits)
-        for (int64_t j = 0; j < rows; ++j) r.events.on_logits(chunk.start_pos + j, logits_row(first_row + j));
-      if (!r.prefilling()) {
-        if (static_cast<int64_t>(r.generated.size()) >= r.params.max_new_tokens) {
-          finish(r, FinishReason::kLength);  // max_new_tokens 0: the prompt was only scored
-          continue;
-        }
-        const int64_t last = first_row + rows - 1;
-        if (!take_token(r, logits_row(last), token_of_row(last), /*report_logits=*/!chunk.all_logits)) continue;
-      }
-      // else a prompt chunk that is not the last: nothing to sample yet
+  result.drawn = draw_tokens(out, model_.config().vocab_size, draws, model_.collectives());
+  return result;
+}
+
+void Engine::commit_chunk(Request& r, const SeqChunk& chunk, const PlannedStep& plan, const StepOutput& out,
+                          const DrawnRows& drawn, int64_t first_row, int64_t hidden_row, int64_t token_row,
+                          MtpCatchUp& catch_up) {
+  const int64_t dim = model_.config().dim;
+  const int64_t rows = chunk.all_logits ? chunk.n_tokens : 1;  // the chunk's rows of logits: first_row ..
+  auto logits_row = [&](int64_t row) {
+    return plan.step.gather_logits ? out.logits.data() + row * out.logit_columns : nullptr;
+  };
+  const bool decoding = !r.prefilling();
+  const int64_t generated_before = static_cast<int64_t>(r.generated.size());
+  // how many tokens a decode row gave (counted however the row ends)
+  struct CountDecoded {
+    bool on;
+    const Request& r;
+    int64_t before;
+    int64_t& total;
+    ~CountDecoded() {
+      if (on) total += static_cast<int64_t>(r.generated.size()) - before;
     }
-    if (!mtp) continue;
-    // the positions this step settled (their hidden rows lead the chunk's) wait for the MTP with
-    // any that waited before; it takes them when this step drafts for the next (so a step that
-    // does not costs what it costs without MTP), or when too many wait
-    const int64_t settled = r.cached - chunk.start_pos;
-    check(r.mtp_cached + static_cast<int64_t>(r.pending_hidden.size()) / dim == chunk.start_pos,
-          "engine: the MTP cache lost step with sequence ", r.id);
-    r.pending_hidden.insert(r.pending_hidden.end(), chunk_hidden, chunk_hidden + settled * dim);
-    r.drafts.clear();
-    const int64_t n = r.cached - r.mtp_cached;
-    if (!draft_ && n < kMaxPendingMtp) continue;
-    mtp_cache_->truncate(r.mtp_seq, r.mtp_cached);  // what a chained draft wrote past them goes
-    std::vector<int32_t> next(static_cast<size_t>(n));
-    for (int64_t j = 0; j < n; ++j) next[j] = token_at(r, r.mtp_cached + j + 1);
-    mtp_step.add(r.mtp_seq, r.mtp_cached, next.data(), n);
-    mtp_hidden.insert(mtp_hidden.end(), r.pending_hidden.begin(), r.pending_hidden.end());
-    r.pending_hidden.clear();
-    in_mtp.push_back(&r);
+  } count_decoded{decoding, r, generated_before, stats_.decoded_tokens};
+  if (decoding && chunk.n_tokens > 1) {
+    // the next token and drafts of the ones after: a draft's cache entry and logits row count
+    // only if every token sampled before it agreed with the drafts (the longest agreeing
+    // prefix, then the model's own token)
+    const std::vector<int32_t> drafts(plan.step.tokens.begin() + token_row + 1,
+                                      plan.step.tokens.begin() + token_row + chunk.n_tokens);
+    cache_.truncate(r.seq, chunk.start_pos + 1);
+    r.cached = chunk.start_pos + 1;
+    stats_.drafted += static_cast<int64_t>(drafts.size());
+    int accepted = 0;
+    bool going = take_token(r, logits_row(first_row), drawn.token(first_row), /*report_logits=*/true);
+    while (going && accepted < static_cast<int>(drafts.size()) && r.generated.back() == drafts[accepted]) {
+      ++accepted;
+      cache_.set_length(r.seq, chunk.start_pos + 1 + accepted);
+      r.cached = chunk.start_pos + 1 + accepted;
+      going = take_token(r, logits_row(first_row + accepted), drawn.token(first_row + accepted),
+                         /*report_logits=*/true);
+    }
+    stats_.accepted += accepted;
+    draft_policy_.record_cycle(accepted);
+    if (!going) return;
+  } else {
+    r.cached += chunk.n_tokens;
+    if (chunk.all_logits && r.events.on_logits)
+      for (int64_t j = 0; j < rows; ++j) r.events.on_logits(chunk.start_pos + j, logits_row(first_row + j));
+    if (!r.prefilling()) {
+      if (static_cast<int64_t>(r.generated.size()) >= r.params.max_new_tokens) {
+        finish(r, FinishReason::kLength);  // max_new_tokens 0: the prompt was only scored
+        return;
+      }
+      const int64_t last = first_row + rows - 1;
+      if (!take_token(r, logits_row(last), drawn.token(last), /*report_logits=*/!chunk.all_logits)) return;
+    }
+    // else a prompt chunk that is not the last: nothing to sample yet
   }
-  if (!in_mtp.empty()) {
-    const double mtp_start = now_seconds();
-    draft_next(mtp_step, mtp_hidden, in_mtp);
-    stats_.mtp_seconds += now_seconds() - mtp_start;
-  }
-  StepReport report{decode_rows, prefill_tokens, now_seconds() - start};
-  (prefill_tokens > 0 ? stats_.prefill_seconds : stats_.decode_seconds) += report.seconds;
-  stats_.draft_steps += step_drafts > 0;
-  stats_.decode_row_steps += decode_rows;
+  if (!mtp_cache_) return;
+  // the positions this step settled (their hidden rows lead the chunk's) wait for the MTP with
+  // any that waited before; it takes them when this step drafts for the next (so a step that
+  // does not costs what it costs without MTP), or when too many wait
+  const float* chunk_hidden = out.hidden.data() + hidden_row * dim;
+  const int64_t settled = r.cached - chunk.start_pos;
+  check(r.mtp_cached + static_cast<int64_t>(r.pending_hidden.size()) / dim == chunk.start_pos,
+        "engine: the MTP cache lost step with sequence ", r.id);
+  r.pending_hidden.insert(r.pending_hidden.end(), chunk_hidden, chunk_hidden + settled * dim);
+  r.drafts.clear();
+  const int64_t n = r.cached - r.mtp_cached;
+  if (!draft_ && n < kMaxPendingMtp) return;
+  mtp_cache_->truncate(r.mtp_seq, r.mtp_cached);  // what a chained draft wrote past them goes
+  std::vector<int32_t> next(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) next[j] = token_at(r, r.mtp_cached + j + 1);
+  catch_up.step.add(r.mtp_seq, r.mtp_cached, next.data(), n);
+  catch_up.hidden.insert(catch_up.hidden.end(), r.pending_hidden.begin(), r.pending_hidden.end());
+  r.pending_hidden.clear();
+  catch_up.requests.push_back(&r);
+}
+
+void Engine::record_step(const PlannedStep& plan, double seconds, bool mtp_ran) {
+  StepReport report{plan.decode_rows, plan.prefill_tokens, seconds};
+  (plan.prefill_tokens > 0 ? stats_.prefill_seconds : stats_.decode_seconds) += report.seconds;
+  stats_.draft_steps += plan.drafts() > 0;
+  stats_.decode_row_steps += plan.decode_rows;
   // a pure decode step of either kind: without drafts or the MTP, or with both (the transitions
   // between the two hold one but not the other and would bias either mean)
-  const bool mtp_ran = !in_mtp.empty();
-  if (options_.mtp_auto && prefill_tokens == 0 && (step_drafts > 0) == mtp_ran)
-    draft_policy_.record_step(decode_rows, step_drafts > 0, report.seconds);
+  if (options_.mtp_auto && plan.prefill_tokens == 0 && (plan.drafts() > 0) == mtp_ran)
+    draft_policy_.record_step(plan.decode_rows, plan.drafts() > 0, report.seconds);
   ++stats_.steps;
-  for (auto& r : running_)
-    if (!r->done) index_blocks(*r);
   if (options_.on_step) options_.on_step(report);
-  running_.erase(std::remove_if(running_.begin(), running_.end(), [](const auto& r) { return r->done; }),
-                 running_.end());
-  return true;
 }
 
 }  // namespace dsinfer

@@ -161,7 +161,20 @@ class Engine {
   void take_leader_orders();
   void apply_orders(const StepOrders& orders);
   void apply_cancels(const std::vector<RequestId>& cancelled);
+  // One step: admit -> plan_step (schedule) -> forward -> draw_rows -> commit_chunk per chunk ->
+  // the MTP's drafts for the next -> record_step.
   bool run_step();
+  struct PlannedStep;
+  struct DrawnRows;
+  struct MtpCatchUp;
+  PlannedStep plan_step();
+  DrawnRows draw_rows(const PlannedStep& plan, const StepOutput& out);
+  // Takes what one chunk's rows gave: the tokens drawn (decode, drafts verified, a prompt's end),
+  // the logits rows reported; with MTP, queues the positions it settled for the MTP's catch-up.
+  void commit_chunk(Request& r, const SeqChunk& chunk, const PlannedStep& plan, const StepOutput& out,
+                    const DrawnRows& drawn, int64_t first_row, int64_t hidden_row, int64_t token_row,
+                    MtpCatchUp& catch_up);
+  void record_step(const PlannedStep& plan, double seconds, bool mtp_ran);
   void admit();
   void run_all_events(std::vector<Pending>& requests);
   // The Error submit() gives for a bad request.
