@@ -33,18 +33,10 @@ struct Engine::Request {
   int64_t capacity = 0;            // positions it may reach
   int64_t cached = 0;              // positions in its cache (prompt prefix, then generated tokens)
   std::vector<int32_t> generated;  // completion tokens so far (the last one not yet in the cache)
-  // With MTP: its sequence in the MTP cache, which holds the positions whose next token and main
-  // hidden state are known (all of `cached` after a step that drafts, the rest waiting in
-  // pending_hidden; chained drafts write past them, dropped at the next step), and the MTP's
-  // guesses of the tokens after generated.back().
-  SeqId mtp_seq = -1;
-  int64_t mtp_cached = 0;
-  std::vector<int32_t> drafts;  // the MTP's guesses of the tokens after generated.back()
-  std::vector<float> pending_hidden;  // [cached - mtp_cached, dim] main hidden rows the MTP has yet to take
+  Speculation spec;  // with MTP (engine/speculator.h)
   // Its full blocks in the prefix index: path[i] is block i's node (the first ones mapped from the
-  // index when it was admitted); the first mtp_indexed of them have their MTP blocks recorded.
+  // index when it was admitted; spec.mtp_indexed of them have their MTP blocks recorded).
   std::vector<PrefixNodeId> path;
-  int64_t mtp_indexed = 0;
   bool done = false;
   bool prefilling() const { return cached < static_cast<int64_t>(prompt.size()); }
 };
@@ -53,11 +45,9 @@ Engine::Engine(Transformer& model, KVCache& cache, EngineOptions options)
     : model_(model), cache_(cache), options_(std::move(options)) {
   check(options_.step_tokens >= 1, "engine: step_tokens must be >= 1");
   check(options_.max_running >= 1, "engine: max_running must be >= 1");
-  if (options_.mtp) {
-    check(model_.has_mtp(), "engine: --mtp needs the multi-token-prediction module (convert --keep-mtp, then load it)");
-    mtp_cache_ = std::make_unique<KVCache>(model_.make_mtp_cache(cache_.budget_positions(), cache_.dtype()));
-  }
-  if (options_.prefix_cache) prefix_ = std::make_unique<PrefixCache>(cache_, mtp_cache_.get());
+  if (options_.mtp) speculator_ = std::make_unique<Speculator>(model_, cache_, options_.draft_tokens);
+  if (options_.prefix_cache)
+    prefix_ = std::make_unique<PrefixCache>(cache_, speculator_ ? &speculator_->cache() : nullptr);
   check(!options_.mtp_auto || options_.mtp, "engine: mtp_auto needs mtp");
   check(options_.draft_tokens >= 1, "engine: draft_tokens must be >= 1");
   channel_ = RankChannel(options_.ranks ? options_.ranks : &model_.comm());
@@ -199,7 +189,7 @@ void Engine::take_leader_orders() {
   // decide for all); the next step has about as many decoding sequences as this one
   int64_t decoding = 0;
   for (auto& r : running_) decoding += !r->prefilling();
-  draft_ = mtp_cache_ && (!options_.mtp_auto || draft_policy_.should_draft(decoding));
+  draft_ = speculator_ && (!options_.mtp_auto || draft_policy_.should_draft(decoding));
   if (!channel_.alone()) {
     orders.cancels = cancelled;
     orders.draft = draft_;
@@ -235,6 +225,7 @@ void Engine::apply_cancels(const std::vector<RequestId>& cancelled) {
 }
 
 void Engine::admit() {
+  KVCache* mtp_cache = speculator_ ? &speculator_->cache() : nullptr;  // mirrors cache_ block for block
   // first come, first served: a request that does not fit waits, and so do the ones behind it
   while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_running) {
     Request& r = *waiting_.front();
@@ -264,15 +255,15 @@ void Engine::admit() {
     // its blocks are held while room is made, so that the eviction leaves them
     auto hold = [&](bool on) {
       for (BlockId b : match.blocks) on ? cache_.retain_block(b) : cache_.release_block(b);
-      for (BlockId b : match.mtp_blocks) on ? mtp_cache_->retain_block(b) : mtp_cache_->release_block(b);
+      for (BlockId b : match.mtp_blocks) on ? mtp_cache->retain_block(b) : mtp_cache->release_block(b);
       if (match.copy_from >= 0) on ? cache_.retain_block(match.copy_from) : cache_.release_block(match.copy_from);
       if (match.mtp_copy_from >= 0)
-        on ? mtp_cache_->retain_block(match.mtp_copy_from) : mtp_cache_->release_block(match.mtp_copy_from);
+        on ? mtp_cache->retain_block(match.mtp_copy_from) : mtp_cache->release_block(match.mtp_copy_from);
     };
     hold(true);
     const int64_t needed = blocks - static_cast<int64_t>(match.blocks.size());
     auto fits = [&] {
-      return cache_.free_blocks() >= needed && (!mtp_cache_ || mtp_cache_->free_blocks() >= needed);
+      return cache_.free_blocks() >= needed && (!mtp_cache || mtp_cache->free_blocks() >= needed);
     };
     if (!fits() && prefix_ && !prefix_->make_room(needed) && match.copy_from >= 0) {
       // the block copied from may be what is missing: without it
@@ -293,14 +284,14 @@ void Engine::admit() {
       continue;
     }
     r.seq = cache_.create_sharing(match.blocks, match.copy_from, match.copy_positions, r.capacity);
-    if (mtp_cache_)
-      r.mtp_seq = mtp_cache_->create_sharing(match.mtp_blocks, match.mtp_copy_from, match.copy_positions, r.capacity);
+    if (mtp_cache)
+      r.spec.mtp_seq = mtp_cache->create_sharing(match.mtp_blocks, match.mtp_copy_from, match.copy_positions, r.capacity);
     hold(false);
     const int64_t shared = match.positions();
     r.path = std::move(match.path);
-    r.mtp_indexed = mtp_cache_ ? static_cast<int64_t>(r.path.size()) : 0;
+    r.spec.mtp_indexed = speculator_ ? static_cast<int64_t>(r.path.size()) : 0;
     r.cached = shared;
-    r.mtp_cached = shared;
+    r.spec.mtp_cached = shared;
     stats_.reused_tokens += shared;
     if (r.events.on_start) r.events.on_start(shared);
     stats_.prompt_tokens += static_cast<int64_t>(r.prompt.size());
@@ -318,12 +309,12 @@ void Engine::index_blocks(Request& r) {
     for (int64_t j = 0; j < kKVBlock; ++j) tokens[static_cast<size_t>(j)] = token_at(r, k * kKVBlock + j);
     r.path.push_back(prefix_->add_block(k == 0 ? kPrefixRoot : r.path.back(), tokens, r.seq, k));
   }
-  if (!mtp_cache_ || r.mtp_seq < 0) return;
+  if (!speculator_ || r.spec.mtp_seq < 0) return;
   // the MTP entry at the block's last position took the token after the block
-  const int64_t mtp_settled = std::min(r.mtp_cached, mtp_cache_->length(r.mtp_seq));
-  while (r.mtp_indexed < static_cast<int64_t>(r.path.size()) && (r.mtp_indexed + 1) * kKVBlock <= mtp_settled) {
-    const int64_t k = r.mtp_indexed++;
-    prefix_->add_mtp_block(r.path[static_cast<size_t>(k)], r.mtp_seq, k, token_at(r, (k + 1) * kKVBlock));
+  const int64_t mtp_settled = std::min(r.spec.mtp_cached, speculator_->cache().length(r.spec.mtp_seq));
+  while (r.spec.mtp_indexed < static_cast<int64_t>(r.path.size()) && (r.spec.mtp_indexed + 1) * kKVBlock <= mtp_settled) {
+    const int64_t k = r.spec.mtp_indexed++;
+    prefix_->add_mtp_block(r.path[static_cast<size_t>(k)], r.spec.mtp_seq, k, token_at(r, (k + 1) * kKVBlock));
   }
 }
 
@@ -339,17 +330,18 @@ void Engine::retire(Request& r, bool keep) {
       for (int64_t p = first; p < length; ++p) tail.push_back(token_at(r, p));
       const int64_t known = static_cast<int64_t>(r.prompt.size() + r.generated.size());
       int64_t mtp_positions = 0;
-      if (r.mtp_seq >= 0 && r.mtp_indexed == static_cast<int64_t>(r.path.size()))
-        mtp_positions = std::clamp<int64_t>(std::min(r.mtp_cached, mtp_cache_->length(r.mtp_seq)) - first, 0, length - first);
+      if (r.spec.mtp_seq >= 0 && r.spec.mtp_indexed == static_cast<int64_t>(r.path.size()))
+        mtp_positions = std::clamp<int64_t>(
+            std::min(r.spec.mtp_cached, speculator_->cache().length(r.spec.mtp_seq)) - first, 0, length - first);
       prefix_->add_tail(r.path.empty() ? kPrefixRoot : r.path.back(), tail, r.seq,
-                        static_cast<int64_t>(r.path.size()), r.mtp_seq, mtp_positions,
+                        static_cast<int64_t>(r.path.size()), r.spec.mtp_seq, mtp_positions,
                         length < known ? token_at(r, length) : -1);
     }
   }
   cache_.release(r.seq);
-  if (r.mtp_seq >= 0) mtp_cache_->release(r.mtp_seq);
+  if (r.spec.mtp_seq >= 0) speculator_->cache().release(r.spec.mtp_seq);
   r.seq = -1;
-  r.mtp_seq = -1;
+  r.spec.mtp_seq = -1;
 }
 
 void Engine::finish(Request& r, FinishReason reason, const std::string& error) {
@@ -397,62 +389,7 @@ int64_t Engine::max_drafts(const Request& r) {
 }
 
 int64_t Engine::usable_drafts(const Request& r) {
-  return std::min(static_cast<int64_t>(r.drafts.size()), max_drafts(r));
-}
-
-void Engine::draft_next(Step& mtp_step, const std::vector<float>& mtp_hidden, const std::vector<Request*>& in_mtp) {
-  const int64_t vocab = model_.config().vocab_size, dim = model_.config().dim;
-  StepOutput out;
-  // the catch-up: every settled position; its last row drafts the token after generated.back()
-  mtp_step.want_logits = draft_;  // rank 0's call under --mtp auto
-  mtp_step.want_hidden = draft_ && options_.draft_tokens > 1;
-  mtp_step.gather_logits = false;  // greedy drafts: each rank's best candidate is enough
-  model_.forward_mtp(mtp_step, mtp_hidden.data(), *mtp_cache_, out);
-  // greedy drafts: the verification samples each position from its own stream, so a draft
-  // only decides how many tokens a step may take, never which
-  static const SamplingParams kGreedy;
-  std::vector<RowDraw> draws;
-  std::vector<Request*> chain;
-  for (size_t i = 0; i < in_mtp.size(); ++i) {
-    Request& r = *in_mtp[i];
-    r.mtp_cached = r.cached;
-    r.drafts.clear();
-    if (r.prefilling() || !draft_) continue;
-    draws.push_back({static_cast<int64_t>(i), &kGreedy, 0});
-    chain.push_back(&r);
-  }
-  const std::vector<int32_t> first = draw_tokens(out, vocab, draws, model_.collectives());
-  for (size_t c = 0; c < chain.size(); ++c) chain[c]->drafts.push_back(first[c]);
-  // further drafts by the same module, each fed its own last draft and, for the main model's
-  // hidden state it does not have there yet, its own normed output (as SGLang and TRT-LLM do)
-  std::vector<float> hidden(out.hidden.begin(), out.hidden.end());  // [in_mtp rows, dim]
-  std::vector<size_t> hidden_of(in_mtp.size());
-  for (size_t i = 0, c = 0; i < in_mtp.size() && c < chain.size(); ++i)
-    if (in_mtp[i] == chain[c]) hidden_of[c++] = i;
-  for (int k = 1; k < options_.draft_tokens && !chain.empty(); ++k) {
-    Step next;
-    next.want_hidden = k + 1 < options_.draft_tokens;
-    next.gather_logits = false;
-    std::vector<float> next_hidden;
-    std::vector<Request*> going;
-    for (size_t c = 0; c < chain.size(); ++c) {
-      Request& r = *chain[c];
-      if (static_cast<int64_t>(r.drafts.size()) >= max_drafts(r)) continue;
-      next.add(r.mtp_seq, r.cached + k - 1, &r.drafts.back(), 1);
-      next_hidden.insert(next_hidden.end(), hidden.begin() + static_cast<int64_t>(hidden_of[c]) * dim,
-                         hidden.begin() + static_cast<int64_t>(hidden_of[c] + 1) * dim);
-      going.push_back(&r);
-    }
-    if (going.empty()) break;
-    model_.forward_mtp(next, next_hidden.data(), *mtp_cache_, out);
-    draws.clear();
-    for (size_t c = 0; c < going.size(); ++c) draws.push_back({static_cast<int64_t>(c), &kGreedy, 0});
-    const std::vector<int32_t> drafted = draw_tokens(out, vocab, draws, model_.collectives());
-    for (size_t c = 0; c < going.size(); ++c) going[c]->drafts.push_back(drafted[c]);
-    chain = going;
-    hidden.assign(out.hidden.begin(), out.hidden.end());
-    for (size_t c = 0; c < chain.size(); ++c) hidden_of[c] = c;
-  }
+  return std::min(static_cast<int64_t>(r.spec.drafts.size()), max_drafts(r));
 }
 
 // The step's plan: its chunks, the request of each, and what they hold.
@@ -498,7 +435,9 @@ bool Engine::run_step() {
   }
   if (!catch_up.requests.empty()) {
     const double mtp_start = now_seconds();
-    draft_next(catch_up.step, catch_up.hidden, catch_up.requests);
+    std::vector<DraftTarget> targets;
+    for (Request* r : catch_up.requests) targets.push_back({&r->spec, r->cached, r->prefilling(), max_drafts(*r)});
+    speculator_->draft(catch_up.step, catch_up.hidden, targets, draft_);
     stats_.mtp_seconds += now_seconds() - mtp_start;
   }
   record_step(plan, now_seconds() - start, !catch_up.requests.empty());
@@ -512,7 +451,7 @@ bool Engine::run_step() {
 Engine::PlannedStep Engine::plan_step() {
   // the step's chunks (engine/scheduler.h): every decoding sequence's next token (and with MTP the
   // drafts of the ones after, where they could still be used), then prefill chunks
-  const bool mtp = mtp_cache_ != nullptr;
+  const bool mtp = speculator_ != nullptr;
   std::vector<ScheduleEntry> entries;
   for (auto& r : running_)
     entries.push_back({r->cached, static_cast<int64_t>(r->prompt.size()), r->prefilling() ? 0 : usable_drafts(*r)});
@@ -522,7 +461,7 @@ Engine::PlannedStep Engine::plan_step() {
     Request& r = *running_[c.entry];
     if (c.decode) {
       std::vector<int32_t> tokens = {r.generated.back()};
-      tokens.insert(tokens.end(), r.drafts.begin(), r.drafts.begin() + (c.n_tokens - 1));
+      tokens.insert(tokens.end(), r.spec.drafts.begin(), r.spec.drafts.begin() + (c.n_tokens - 1));
       plan.step.add(r.seq, c.start, tokens.data(), c.n_tokens, /*all_logits=*/c.n_tokens > 1);
       plan.decode_tokens += c.n_tokens;
       ++plan.decode_rows;
@@ -619,24 +558,24 @@ void Engine::commit_chunk(Request& r, const SeqChunk& chunk, const PlannedStep& 
     }
     // else a prompt chunk that is not the last: nothing to sample yet
   }
-  if (!mtp_cache_) return;
+  if (!speculator_) return;
   // the positions this step settled (their hidden rows lead the chunk's) wait for the MTP with
   // any that waited before; it takes them when this step drafts for the next (so a step that
   // does not costs what it costs without MTP), or when too many wait
   const float* chunk_hidden = out.hidden.data() + hidden_row * dim;
   const int64_t settled = r.cached - chunk.start_pos;
-  check(r.mtp_cached + static_cast<int64_t>(r.pending_hidden.size()) / dim == chunk.start_pos,
+  check(r.spec.mtp_cached + static_cast<int64_t>(r.spec.pending_hidden.size()) / dim == chunk.start_pos,
         "engine: the MTP cache lost step with sequence ", r.id);
-  r.pending_hidden.insert(r.pending_hidden.end(), chunk_hidden, chunk_hidden + settled * dim);
-  r.drafts.clear();
-  const int64_t n = r.cached - r.mtp_cached;
+  r.spec.pending_hidden.insert(r.spec.pending_hidden.end(), chunk_hidden, chunk_hidden + settled * dim);
+  r.spec.drafts.clear();
+  const int64_t n = r.cached - r.spec.mtp_cached;
   if (!draft_ && n < kMaxPendingMtp) return;
-  mtp_cache_->truncate(r.mtp_seq, r.mtp_cached);  // what a chained draft wrote past them goes
+  speculator_->cache().truncate(r.spec.mtp_seq, r.spec.mtp_cached);  // what a chained draft wrote past them goes
   std::vector<int32_t> next(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) next[j] = token_at(r, r.mtp_cached + j + 1);
-  catch_up.step.add(r.mtp_seq, r.mtp_cached, next.data(), n);
-  catch_up.hidden.insert(catch_up.hidden.end(), r.pending_hidden.begin(), r.pending_hidden.end());
-  r.pending_hidden.clear();
+  for (int64_t j = 0; j < n; ++j) next[j] = token_at(r, r.spec.mtp_cached + j + 1);
+  catch_up.step.add(r.spec.mtp_seq, r.spec.mtp_cached, next.data(), n);
+  catch_up.hidden.insert(catch_up.hidden.end(), r.spec.pending_hidden.begin(), r.spec.pending_hidden.end());
+  r.spec.pending_hidden.clear();
   catch_up.requests.push_back(&r);
 }
 

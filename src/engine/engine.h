@@ -26,6 +26,7 @@
 #include "engine/draft_policy.h"
 #include "engine/prefix_cache.h"
 #include "engine/rank_channel.h"
+#include "engine/speculator.h"
 #include "engine/sampling.h"
 #include "engine/step_orders.h"
 #include "model/kv_cache.h"
@@ -192,9 +193,6 @@ class Engine {
   // allowing), and how many of those it has.
   static int64_t max_drafts(const Request& r);
   static int64_t usable_drafts(const Request& r);
-  // The MTP's steps after a forward step: the catch-up over every settled position (its last row
-  // drafts the next token), then options.draft_tokens - 1 chained steps.
-  void draft_next(Step& mtp_step, const std::vector<float>& mtp_hidden, const std::vector<Request*>& in_mtp);
   // The token at position `pos` of a request's sequence (prompt, then generated).
   static int32_t token_at(const Request& r, int64_t pos);
 
@@ -209,8 +207,8 @@ class Engine {
   RequestId next_id_ = 0;
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<std::unique_ptr<Request>> running_;
-  std::unique_ptr<KVCache> mtp_cache_;  // with options.mtp: the MTP block's cache, mirroring cache_
-  std::unique_ptr<PrefixCache> prefix_;  // with options.prefix_cache (after mtp_cache_: it goes first)
+  std::unique_ptr<Speculator> speculator_;  // with options.mtp (engine/speculator.h): the MTP and its cache
+  std::unique_ptr<PrefixCache> prefix_;  // with options.prefix_cache (after speculator_: it goes first)
   DraftPolicy draft_policy_;  // --mtp auto, on rank 0
   bool draft_ = true;  // this step's MTP drafts for the next: rank 0's decision, sent in its orders
 };
