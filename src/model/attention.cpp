@@ -55,10 +55,9 @@ struct CachedKeys {
 
 // probs[r, t] (rows `stride` apart) = softmax over t < visible(r) of
 // ([q_abs | q_pe][r] . entry[t]) * scale, and 0 for t in [visible(r), n_keys): one product per
-// cache block (the latent and rope key side by side, KVCache), through the GEMM kernels with the
-// rows as tokens, each score its own dot product whatever the blocking. Query rows are q_stride
-// apart. normalize: softmax (exact mode, and decode in either) or softmax_fast (fast mode's bf16
-// prefill).
+// cache block (the latent and rope key side by side, KVCache) with the rows as tokens, each score
+// its own dot product whatever the blocking. Query rows are q_stride apart. normalize: softmax
+// (exact mode, and decode in either) or softmax_fast (fast mode's bf16 prefill).
 template <class Visible>
 void attention_probabilities(ConstMatView q_cat, const CachedKeys& keys, int64_t n_keys, float scale,
                              const Visible& visible, MatView probs, void (*normalize)(float*, int64_t) = softmax) {
