@@ -308,6 +308,17 @@ TEST(Serve, TokenizeDetokenizeAndMetrics) {
   EXPECT_GT(value("dsinfer_prefix_cache_hit_tokens_total"), 0);
   EXPECT_EQ(value("dsinfer_time_to_first_token_seconds_count"), 2);
   EXPECT_EQ(value("dsinfer_inter_token_latency_seconds_count"), 10);
+  // the KV cache in positions and bytes: the conversation's blocks stay cached (the prefix index
+  // holds them), within the budget, nothing evicted
+  const double budget = value("dsinfer_kv_cache_budget_positions"), used = value("dsinfer_kv_cache_used_positions");
+  EXPECT_GT(budget, 0) << metrics;
+  EXPECT_GT(used, 0);
+  EXPECT_LE(used, budget);
+  EXPECT_EQ(std::fmod(used, 64.0), 0.0) << "whole blocks";
+  EXPECT_GT(value("dsinfer_kv_cache_used_bytes"), 0);
+  EXPECT_EQ(value("dsinfer_kv_cache_used_bytes") / used, value("dsinfer_kv_cache_budget_bytes") / budget);
+  EXPECT_GT(value("dsinfer_prefix_cache_blocks"), 0);
+  EXPECT_EQ(value("dsinfer_prefix_cache_evictions_total"), 0);
 }
 
 // logprobs / top_logprobs: one entry per completion token; at temperature 0 the chosen token is
