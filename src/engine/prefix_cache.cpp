@@ -164,7 +164,7 @@ void PrefixCache::add_tail(PrefixNodeId parent, std::span<const int32_t> tokens,
   check(n_tokens < kKVBlock, "prefix cache: a tail has fewer than ", kKVBlock, " tokens");
   if (n_tokens == 0) return;
   if (!mtp_cache_) mtp_positions = 0;
-  auto covers = [](const std::vector<int32_t>& longer, std::span<const int32_t> shorter) {
+  auto covers = [](std::span<const int32_t> longer, std::span<const int32_t> shorter) {
     return longer.size() >= shorter.size() && std::equal(shorter.begin(), shorter.end(), longer.begin());
   };
   const std::vector<PrefixNodeId> siblings = children(parent);
@@ -174,7 +174,7 @@ void PrefixCache::add_tail(PrefixNodeId parent, std::span<const int32_t> tokens,
   }
   for (PrefixNodeId c : siblings) {
     const Node& n = nodes_.at(c);
-    if (!n.full() && covers(std::vector<int32_t>(tokens.begin(), tokens.end()), n.tokens) &&
+    if (!n.full() && covers(tokens, n.tokens) &&
         mtp_positions >= n.mtp_positions)
       erase(c);  // the new tail extends it
   }
@@ -230,12 +230,6 @@ bool PrefixCache::make_room(int64_t blocks) {
     }
   }
   return enough();
-}
-
-int64_t PrefixCache::idle_blocks() const {
-  int64_t n = 0;
-  for (const auto& [id, node] : nodes_) n += cache_.refs(node.block) == 1;
-  return n;
 }
 
 void PrefixCache::clear() {

@@ -80,8 +80,6 @@ class PrefixCache {
   void clear();
 
   int64_t nodes() const { return static_cast<int64_t>(nodes_.size()); }
-  // Blocks the index holds that no sequence does (what make_room can free).
-  int64_t idle_blocks() const;
   int64_t evictions() const { return evictions_; }
 
  private:

@@ -272,17 +272,23 @@ void combine_rows(const WeightMatrix& w, int64_t first, int64_t n_rows, const fl
   matmul_kernels(isa).combine_rows(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride, /*accumulate=*/false);
 }
 
-void dot_rows(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y, int64_t y_stride) {
+namespace {
+// dot_rows' kernels read f32 and bf16 rows only (a cache's entries)
+void dot_rows_with(const MatmulKernels& kernels, const float* x, int64_t n_tokens, int64_t x_stride,
+                   const WeightMatrix& w, float* y, int64_t y_stride) {
   check(w.dtype == DType::kF32 || w.dtype == DType::kBF16, "dot_rows: rows of ", dtype_name(w.dtype),
         " (f32 or bf16 only)");
-  active_kernels().dot_rows(x, n_tokens, x_stride, w, y, y_stride);
+  kernels.dot_rows(x, n_tokens, x_stride, w, y, y_stride);
+}
+}  // namespace
+
+void dot_rows(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y, int64_t y_stride) {
+  dot_rows_with(active_kernels(), x, n_tokens, x_stride, w, y, y_stride);
 }
 
 void dot_rows(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y, int64_t y_stride,
               Isa isa) {
-  check(w.dtype == DType::kF32 || w.dtype == DType::kBF16, "dot_rows: rows of ", dtype_name(w.dtype),
-        " (f32 or bf16 only)");
-  matmul_kernels(isa).dot_rows(x, n_tokens, x_stride, w, y, y_stride);
+  dot_rows_with(matmul_kernels(isa), x, n_tokens, x_stride, w, y, y_stride);
 }
 
 void accumulate_rows(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
