@@ -54,8 +54,8 @@ void run(const Product& p, int64_t tokens, std::mt19937& rng) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!bf16dot_usable()) {
-    std::fprintf(stderr, "attention_products_bench: this CPU has no AVX512_BF16 (or DSINFER_BF16DOT=0)\n");
+  if (!cpu_supports(Isa::kAvx512)) {
+    std::fprintf(stderr, "attention_products_bench: this CPU has no AVX512_BF16\n");
     return 1;
   }
   std::vector<int64_t> keys;

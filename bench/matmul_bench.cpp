@@ -124,12 +124,13 @@ int main(int argc, char** argv) {
   const char* only_shape = std::getenv("MATMUL_SHAPE");
   const char* ab = std::getenv("MATMUL_GEMV_AB");
   const int ab_rounds = ab ? std::atoi(ab) : 0;
-  if (const char* fast = std::getenv("MATMUL_FAST"); fast && std::string(fast) == "1") set_act_dtype(ActDType::kBF16);
-  std::printf("activations %s\n", act_dtype_name(act_dtype()));
-  // (Intel's and AMD's GemvTuning, kernels/linear.h)
+  KernelConfig base = cpu_kernel_config();
+  if (const char* fast = std::getenv("MATMUL_FAST"); fast && std::string(fast) == "1") base.act = ActDType::kBF16;
+  std::printf("activations %s\n", act_dtype_name(base.act));
+  // (Intel's and AMD Zen 5's GemvTuning, kernels/kernel_config.h)
   const std::pair<const char*, GemvTuning> kStreamings[] = {
-      {"intel", GemvTuning{}},
-      {"amd", kZen5GemvTuning},
+      {"intel", gemv_tuning_of(CpuFamily::kIntel)},
+      {"amd", gemv_tuning_of(CpuFamily::kZen5)},
   };
   for (const Shape& s : shapes) {
     if (only_shape && std::string(s.name).find(only_shape) == std::string::npos) continue;
@@ -146,22 +147,21 @@ int main(int argc, char** argv) {
         const int64_t flops = 2 * n * s.rows * s.cols;
         const int calls = static_cast<int>(std::max<int64_t>(
             static_cast<int64_t>(m.copies.size()), std::min<int64_t>(200, int64_t{20'000'000'000} / (flops * (isa == Isa::kScalar ? 8 : 1)))));
+        KernelConfig k = with_isa(base, isa);
         auto run = [&](const char* label) {
-          linear(x.data(), n, m.copies[0], y.data(), pool, isa);  // warm-up
+          linear(k, x.data(), n, m.copies[0], y.data(), pool);  // warm-up
           const auto start = Clock::now();
-          for (int c = 0; c < calls; ++c) linear(x.data(), n, m.copies[c % m.copies.size()], y.data(), pool, isa);
+          for (int c = 0; c < calls; ++c) linear(k, x.data(), n, m.copies[c % m.copies.size()], y.data(), pool);
           const double per_call = seconds_since(start) / calls;
           std::printf("%-26s %-7s %6lld %10.3f %10.2f %10.1f\n", s.name, label, static_cast<long long>(n),
                       per_call * 1e3, m.copies[0].bytes() / per_call / 1e9, flops / per_call / 1e9);
         };
         if (ab_rounds > 0 && n <= 4) {
-          const GemvTuning saved = gemv_tuning();
           for (int round = 0; round < ab_rounds; ++round)
             for (const auto& [name, tuning] : kStreamings) {
-              set_gemv_tuning(tuning);
+              k.gemv = tuning;
               run(name);
             }
-          set_gemv_tuning(saved);
         } else {
           run(isa_name(isa));
         }

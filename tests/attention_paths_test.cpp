@@ -96,9 +96,10 @@ TEST_P(AttentionPaths, FastModePrefillStaysWithinRoundingOfExactMode) {
     return logits;
   };
   const std::vector<float> exact = run({kLen});
-  set_act_dtype(ActDType::kBF16);
+  KernelConfig fast = model->kernels();
+  fast.act = ActDType::kBF16;
+  model->set_kernels(fast);
   const std::vector<float> fast_whole = run({kLen}), fast_chunks = run({70, 80});
-  set_act_dtype(ActDType::kF32);
   for (int b = 0; b < kBatch; ++b) {
     const float* ref = exact.data() + b * vocab;
     const float max_ref = *std::max_element(ref, ref + vocab, [](float x, float y) { return std::fabs(x) < std::fabs(y); });

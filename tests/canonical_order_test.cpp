@@ -128,7 +128,7 @@ struct Shape {
 };
 constexpr Shape kShapes[] = {{300, 200}, {1, 9}, {131, 520}, {70, 1030}, {260, 128}, {40, 1024}, {50, 2100}};
 
-// GEMV tunings (kernels/linear.h): Intel's and AMD's, and mixtures of their rows per group (16
+// GEMV tunings (kernels/kernel_config.h): Intel's and AMD's, and mixtures of their rows per group (16
 // to 1), prefetches (none, ahead, wrapped into the next group) and fp8 loads.
 constexpr GemvTuning kGemvTunings[] = {
     {4, 4, GemvPrefetch::kAhead, 0},
@@ -146,11 +146,11 @@ constexpr GemvTuning kGemvTunings[] = {
 // Every GEMV tuning on every CPU.
 TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
   std::mt19937 rng(3);
-  const GemvTuning saved = gemv_tuning();
   for (Isa isa : supported_isas()) {
     if (isa == Isa::kScalar) continue;
     for (const GemvTuning tuning : kGemvTunings) {
-    set_gemv_tuning(tuning);
+    KernelConfig k = with_isa(cpu_kernel_config(), isa);
+    k.gemv = tuning;
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3, kInt4Storage, kInt8Storage}) {
       for (const Shape& shape : kShapes) {
         const Matrix m(dtype, shape.rows, shape.cols, rng);
@@ -166,7 +166,7 @@ TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
                                             << " fp8 subnormal up to " << tuning.fp8_subnormal_tokens << " tokens");
             const std::vector<float> x = random_x(rng, n * shape.cols);
             std::vector<float> y(static_cast<size_t>(n * shape.rows));
-            linear(x.data(), n, m.w, y.data(), pool, isa);
+            linear(k, x.data(), n, m.w, y.data(), pool);
             for (int64_t t = 0; t < n; ++t)
               for (int64_t r = 0; r < shape.rows; ++r) {
                 const float want = canonical_dot(m, r, x.data() + t * shape.cols, lanes(isa));
@@ -179,7 +179,6 @@ TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
     }
     }
   }
-  set_gemv_tuning(saved);
 }
 
 // fp8 activations at the edges of the subnormal form (kernels/matmul_impl.h): a block whose scaled
@@ -188,12 +187,12 @@ TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
 // tokens together: token 0 alone at the edge sends the whole group of tokens back).
 TEST(CanonicalOrder, Fp8ActivationsOutsideTheSubnormalFormFallBack) {
   std::mt19937 rng(5);
-  const GemvTuning saved = gemv_tuning();
   const Matrix m(DType::kF8E4M3, 300, 260, rng);
   for (Isa isa : supported_isas()) {
     if (isa == Isa::kScalar) continue;
     for (const GemvTuning tuning : kGemvTunings) {
-      set_gemv_tuning(tuning);
+      KernelConfig k = with_isa(cpu_kernel_config(), isa);
+      k.gemv = tuning;
       for (float edge : {1e-36f, 3e-41f, 2e30f, -1e-37f}) {
         for (int64_t n : {1, 2, 4}) {
           SCOPED_TRACE(testing::Message() << isa_name(isa) << " edge " << edge << " tokens " << n << " fp8 subnormal up to "
@@ -202,7 +201,7 @@ TEST(CanonicalOrder, Fp8ActivationsOutsideTheSubnormalFormFallBack) {
           for (int64_t c = 0; c < 260; ++c) x[static_cast<size_t>(c)] *= edge;  // token 0 all at that scale
           std::vector<float> y(static_cast<size_t>(n * 300));
           ThreadPool pool(2);
-          linear(x.data(), n, m.w, y.data(), pool, isa);
+          linear(k, x.data(), n, m.w, y.data(), pool);
           for (int64_t t = 0; t < n; ++t)
             for (int64_t r = 0; r < 300; ++r) {
               const float want = canonical_dot(m, r, x.data() + t * 260, lanes(isa));
@@ -213,7 +212,6 @@ TEST(CanonicalOrder, Fp8ActivationsOutsideTheSubnormalFormFallBack) {
       }
     }
   }
-  set_gemv_tuning(saved);
 }
 
 // The property itself, for every variant including the scalar oracle: one token's row of the
@@ -221,19 +219,20 @@ TEST(CanonicalOrder, Fp8ActivationsOutsideTheSubnormalFormFallBack) {
 TEST(CanonicalOrder, ARowDoesNotDependOnItsBatchMates) {
   std::mt19937 rng(4);
   for (Isa isa : supported_isas()) {
+    const KernelConfig k = with_isa(cpu_kernel_config(), isa);
     for (DType dtype : {DType::kBF16, DType::kF8E4M3, kInt4Storage}) {
       const Matrix m(dtype, 140, 300, rng);
       const int64_t n = 40;
       const std::vector<float> x = random_x(rng, n * 300);
       ThreadPool one(1), three(3);
       std::vector<float> batch(static_cast<size_t>(n * 140));
-      linear(x.data(), n, m.w, batch.data(), three, isa);
+      linear(k, x.data(), n, m.w, batch.data(), three);
       for (int64_t t : {int64_t{0}, int64_t{17}, n - 1}) {
         std::vector<float> alone(140), pair(2 * 140);
-        linear(x.data() + t * 300, 1, m.w, alone.data(), one, isa);
+        linear(k, x.data() + t * 300, 1, m.w, alone.data(), one);
         std::vector<float> two(x.begin() + t * 300, x.begin() + (t + 1) * 300);
         two.insert(two.end(), x.begin(), x.begin() + 300);  // and some other token
-        linear(two.data(), 2, m.w, pair.data(), three, isa);
+        linear(k, two.data(), 2, m.w, pair.data(), three);
         for (int64_t r = 0; r < 140; ++r) {
           ASSERT_TRUE(same_bits(alone[r], batch[static_cast<size_t>(t * 140 + r)]))
               << isa_name(isa) << " " << dtype_name(dtype) << " token " << t << " row " << r;
@@ -244,7 +243,7 @@ TEST(CanonicalOrder, ARowDoesNotDependOnItsBatchMates) {
   }
 }
 
-// The opt-out (set_batch_invariant(false), --batch-variant): the GEMM sums in k order instead, so
+// The opt-out (KernelConfig::batch_invariant false, --batch-variant): the GEMM sums in k order instead, so
 // it no longer matches the canonical order (that is the point: the flag does switch it) but
 // stays within rounding of it; the GEMV (decode) is the same either way; the default comes back.
 TEST(CanonicalOrder, TheBatchVariantOptOutLeavesTheOrderButNotTheValues) {
@@ -252,16 +251,17 @@ TEST(CanonicalOrder, TheBatchVariantOptOutLeavesTheOrderButNotTheValues) {
   ThreadPool pool(2);
   for (Isa isa : supported_isas()) {
     if (isa == Isa::kScalar) continue;
+    const KernelConfig invariant = with_isa(cpu_kernel_config(), isa);
+    KernelConfig opt_out = invariant;
+    opt_out.batch_invariant = false;
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3, kInt4Storage, kInt8Storage}) {
       const Matrix m(dtype, 131, 520, rng);
       for (int64_t n : {int64_t{3}, int64_t{40}}) {
         SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " tokens " << n);
         const std::vector<float> x = random_x(rng, n * 520);
         std::vector<float> canonical(static_cast<size_t>(n * 131)), variant(canonical.size());
-        linear(x.data(), n, m.w, canonical.data(), pool, isa);
-        set_batch_invariant(false);
-        linear(x.data(), n, m.w, variant.data(), pool, isa);
-        set_batch_invariant(true);
+        linear(invariant, x.data(), n, m.w, canonical.data(), pool);
+        linear(opt_out, x.data(), n, m.w, variant.data(), pool);
         int64_t differ = 0;
         for (size_t i = 0; i < canonical.size(); ++i) {
           differ += !same_bits(canonical[i], variant[i]);
@@ -274,7 +274,6 @@ TEST(CanonicalOrder, TheBatchVariantOptOutLeavesTheOrderButNotTheValues) {
       }
     }
   }
-  EXPECT_TRUE(batch_invariant());
 }
 
 // combine_rows: each output is one fma chain from 0 over the rows, in increasing order, of the
@@ -293,7 +292,7 @@ TEST(CanonicalOrder, CombineRowsIsOneChainPerOutputBitForBit) {
                                           << shape.cols << " sets " << n_sets);
           const std::vector<float> coef = random_x(rng, n_sets * n_rows);
           std::vector<float> out(static_cast<size_t>(n_sets * shape.cols));
-          combine_rows(m.w, first, n_rows, coef.data(), n_rows, n_sets, out.data(), shape.cols, isa);
+          combine_rows(isa, m.w, first, n_rows, coef.data(), n_rows, n_sets, out.data(), shape.cols);
           for (int64_t t = 0; t < n_sets; ++t)
             for (int64_t c = 0; c < shape.cols; ++c) {
               float want = 0.0f;
@@ -324,11 +323,11 @@ TEST(CanonicalOrder, AccumulateRowsContinuesTheChainBitForBit) {
           const int64_t n_rows = shape.rows;
           const std::vector<float> coef = random_x(rng, n_sets * n_rows);
           std::vector<float> whole(static_cast<size_t>(n_sets * shape.cols)), pieces(whole.size(), 1e30f);
-          combine_rows(m.w, 0, n_rows, coef.data(), n_rows, n_sets, whole.data(), shape.cols, isa);
+          combine_rows(isa, m.w, 0, n_rows, coef.data(), n_rows, n_sets, whole.data(), shape.cols);
           for (int64_t d0 = 0; d0 < n_rows; d0 += 64) {
             const int64_t n = std::min<int64_t>(64, n_rows - d0);
-            if (d0 == 0) combine_rows(m.w, d0, n, coef.data() + d0, n_rows, n_sets, pieces.data(), shape.cols, isa);
-            else accumulate_rows(m.w, d0, n, coef.data() + d0, n_rows, n_sets, pieces.data(), shape.cols, isa);
+            if (d0 == 0) combine_rows(isa, m.w, d0, n, coef.data() + d0, n_rows, n_sets, pieces.data(), shape.cols);
+            else accumulate_rows(isa, m.w, d0, n, coef.data() + d0, n_rows, n_sets, pieces.data(), shape.cols);
           }
           for (size_t i = 0; i < whole.size(); ++i) ASSERT_TRUE(same_bits(whole[i], pieces[i])) << i;
         }
@@ -351,8 +350,8 @@ TEST(CanonicalOrder, DotRowsIsTheCanonicalProductBitForBit) {
                                           << shape.cols << " tokens " << n);
           const std::vector<float> x = random_x(rng, n * shape.cols);
           std::vector<float> want(static_cast<size_t>(n * shape.rows)), got(want.size());
-          linear(x.data(), n, m.w, want.data(), pool, isa);
-          dot_rows(x.data(), n, shape.cols, m.w, got.data(), shape.rows, isa);
+          linear(with_isa(cpu_kernel_config(), isa), x.data(), n, m.w, want.data(), pool);
+          dot_rows(isa, x.data(), n, shape.cols, m.w, got.data(), shape.rows);
           for (size_t i = 0; i < want.size(); ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << i;
         }
       }

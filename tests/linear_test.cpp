@@ -269,7 +269,7 @@ TEST(Linear, CombineRowsMatchesDoubleReferenceOnEveryIsa) {
             const int64_t coef_stride = n_rows + 7, out_stride = cols + 5;
             const auto coef = random_floats(rng, static_cast<size_t>(n_sets * coef_stride));
             std::vector<float> out(static_cast<size_t>(n_sets * out_stride), NAN);
-            combine_rows(m.w, first, n_rows, coef.data(), coef_stride, n_sets, out.data(), out_stride, isa);
+            combine_rows(isa, m.w, first, n_rows, coef.data(), coef_stride, n_sets, out.data(), out_stride);
             for (int64_t t = 0; t < n_sets; ++t) {
               for (int64_t c = 0; c < cols; ++c) {
                 double want = 0, magnitude = 0;
@@ -316,7 +316,7 @@ TEST(Linear, EveryIsaMatchesDoubleReference) {
             ThreadPool pool(threads);
             std::vector<float> y(static_cast<size_t>(n_tokens * rows) + 1, NAN);
             y.back() = 42.0f;
-            linear(x.data(), n_tokens, m.w, y.data(), pool, isa);
+            linear(with_isa(cpu_kernel_config(), isa), x.data(), n_tokens, m.w, y.data(), pool);
             EXPECT_EQ(y.back(), 42.0f) << "wrote past the output";
             y.pop_back();
             expect_linear_matches_reference(m, x, n_tokens, y);
@@ -340,9 +340,10 @@ TEST(Linear, EveryIsaMatchesDoubleReference) {
 TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
   std::mt19937 rng(21);
   const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {17, 3}, {257, 130}, {64, 512}, {45, 300}, {40, 2200}, {70, 129}};
-  std::printf("fast mode on %s\n", fast_mode_kernels_name(fast_mode_kernels()));
+  KernelConfig fast = cpu_kernel_config();
+  fast.act = ActDType::kBF16;
+  std::printf("fast mode on %s\n", fast_mode_kernels_name(fast.fast_kernels()));
   ThreadPool pool(2);
-  set_act_dtype(ActDType::kBF16);
   for (DType dtype : kAllFormats) {
     for (const auto& [rows, cols] : shapes) {
       TestMatrix m(dtype, rows, cols, rng);
@@ -352,7 +353,7 @@ TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
         std::vector<float> rounded(x.size());
         for (size_t i = 0; i < x.size(); ++i) rounded[i] = bf16_to_f32(f32_to_bf16(x[i]));
         std::vector<float> y(static_cast<size_t>(n_tokens * rows), NAN);
-        linear(x.data(), n_tokens, m.w, y.data(), pool);
+        linear(fast, x.data(), n_tokens, m.w, y.data(), pool);
         expect_linear_matches_reference(m, rounded, n_tokens, y);
       }
     }
@@ -368,8 +369,8 @@ TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
       const int64_t x_stride = cols + 5, y_stride = rows + 3;
       const auto x = random_floats(rng, static_cast<size_t>(n_tokens * x_stride));
       std::vector<float> y(static_cast<size_t>(n_tokens * y_stride), NAN);
-      matmul_serial(x.data(), n_tokens, x_stride, m.w, y.data(), y_stride);
-      const bool both_rounded = fast_mode_kernels() != FastModeKernels::kExact && n_tokens >= kFastGemmMinTokens;
+      matmul_serial(fast, x.data(), n_tokens, x_stride, m.w, y.data(), y_stride);
+      const bool both_rounded = fast.fast_kernels() != FastModeKernels::kExact && n_tokens >= kFastGemmMinTokens;
       std::vector<float> dense_x(static_cast<size_t>(n_tokens * cols)), dense_y(static_cast<size_t>(n_tokens * rows));
       for (int64_t t = 0; t < n_tokens; ++t) {
         for (int64_t c = 0; c < cols; ++c) {
@@ -381,7 +382,6 @@ TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
       expect_linear_matches_reference(both_rounded ? rounded_w : m, dense_x, n_tokens, dense_y);
     }
   }
-  set_act_dtype(ActDType::kF32);
   EXPECT_THROW(parse_act_dtype("fp8"), Error);
 }
 
@@ -391,7 +391,7 @@ TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
 // 48-row chunks and 128-row scale blocks, odd columns; strided x and y for the serial form, whose
 // f32 weights are rounded too; the GEMV of few tokens for 1 to 15 tokens.
 TEST(Linear, Bf16DotKernelsAreTheProductOfBf16RoundedOperands) {
-  if (!bf16dot_usable()) GTEST_SKIP() << "no AVX512_BF16 here";
+  if (!cpu_supports(Isa::kAvx512)) GTEST_SKIP() << "no AVX512_BF16 here";
   std::mt19937 rng(23);
   const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {17, 3}, {257, 130}, {49, 512}, {40, 2200}, {133, 129}};
   ThreadPool pool(2);
@@ -455,7 +455,7 @@ TEST(Linear, EveryIsaDequantizesEveryFp8CodeExactly) {
   // through bf16 (one-hot activations are exact in bf16)
   std::vector<int> kernels;
   for (Isa isa : supported_isas()) kernels.push_back(static_cast<int>(isa));
-  if (bf16dot_usable()) kernels.push_back(-1);
+  if (cpu_supports(Isa::kAvx512)) kernels.push_back(-1);
   for (int kernel : kernels) {
     for (int64_t n_tokens : {3, 40}) {
       SCOPED_TRACE(testing::Message() << (kernel < 0 ? "bf16dot" : isa_name(static_cast<Isa>(kernel))) << " tokens "
@@ -467,7 +467,7 @@ TEST(Linear, EveryIsaDequantizesEveryFp8CodeExactly) {
       if (kernel < 0)
         bf16dot_linear(x.data(), n_tokens, w, y.data(), pool);
       else
-        linear(x.data(), n_tokens, w, y.data(), pool, static_cast<Isa>(kernel));
+        linear(with_isa(cpu_kernel_config(), static_cast<Isa>(kernel)), x.data(), n_tokens, w, y.data(), pool);
       for (int64_t t = 0; t < n_tokens; ++t)
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t c = (t * 5) % cols;
@@ -484,10 +484,11 @@ TEST(Linear, EveryIsaDequantizesEveryFp8CodeExactly) {
 
 TEST(Linear, UnknownIsaNameIsAClearError) {
   setenv("DSINFER_ISA", "sse9", 1);
-  EXPECT_THROW(best_isa(), Error);
+  EXPECT_THROW(with_environment_overrides(cpu_kernel_config()), Error);
   setenv("DSINFER_ISA", "scalar", 1);
-  EXPECT_EQ(best_isa(), Isa::kScalar);
+  EXPECT_EQ(with_environment_overrides(cpu_kernel_config()).isa, Isa::kScalar);
   unsetenv("DSINFER_ISA");
+  EXPECT_EQ(with_environment_overrides(cpu_kernel_config()).isa, supported_isas().back());
   EXPECT_EQ(best_isa(), supported_isas().back());
 }
 

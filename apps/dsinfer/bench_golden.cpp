@@ -57,7 +57,7 @@ json summary(const LogitsComparison& c) {
 
 }  // namespace
 
-json compare_with_golden(const std::string& dir, ThreadPool& pool) {
+json compare_with_golden(const std::string& dir, ThreadPool& pool, const KernelConfig& kernels) {
   const std::string hf = dir + "/hf", case_path = dir + "/ref-mp1-fp32.json";
   check(fs::is_directory(hf), "bench --golden: ", hf, " is not a directory (a golden model dir has hf/ and ref-mp1-*)");
   const EvalCase ec = read_eval_case(case_path);
@@ -68,17 +68,17 @@ json compare_with_golden(const std::string& dir, ThreadPool& pool) {
   convert_checkpoint({hf, ckpt.path, hf_config.n_routed_experts, 1});
   const ModelConfig config = load_config(ckpt.path + "/config.json");
   auto local = make_local_comm();
-  auto model = Transformer::load(config, ckpt.path, *local, pool);
+  KernelConfig exact_kernels = kernels, fast_kernels = kernels;
+  exact_kernels.act = ActDType::kF32;
+  fast_kernels.act = ActDType::kBF16;
+  auto model = Transformer::load(config, ckpt.path, *local, pool, exact_kernels);
 
-  const ActDType saved = act_dtype();
-  set_act_dtype(ActDType::kF32);
   const std::vector<float> exact = eval_case_logits(*model, ec, case_path);
   // the KV cache in bf16 (--kv-cache-dtype bf16), as the demo keeps its own
   const std::vector<float> exact_bf16_kv = eval_case_logits(*model, ec, case_path, KVDType::kBF16);
-  set_act_dtype(ActDType::kBF16);
+  model->set_kernels(fast_kernels);
   const std::vector<float> fast = eval_case_logits(*model, ec, case_path);
   const std::vector<float> fast_bf16_kv = eval_case_logits(*model, ec, case_path, KVDType::kBF16);
-  set_act_dtype(saved);
 
   const int64_t vocab = config.vocab_size, rows = static_cast<int64_t>(exact.size()) / vocab;
   const std::vector<float> ref = golden_logits(dir + "/ref-mp1-fp32.safetensors", exact.size());

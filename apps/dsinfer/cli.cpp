@@ -90,13 +90,14 @@ int run_cli(int argc, char** argv) {
                  "communication backend: local, mpi or gloo (default: DSINFER_COMM, else from the "
                  "launcher's environment: mpirun -> mpi, WORLD_SIZE > 1 -> gloo, else local)")
       ->check(CLI::IsMember({"local", "mpi", "gloo"}));
+  KernelConfig kernels;  // filled in once the command line is parsed
   std::vector<Command> commands = {register_convert(app), register_fp8_cast_bf16(app),
-                                   register_eval(app), register_perplexity(app),
-                                   register_generate(app), register_tokenize(app)};
-  commands.push_back(register_bench(app));
+                                   register_eval(app, kernels), register_perplexity(app, kernels),
+                                   register_generate(app, kernels), register_tokenize(app)};
+  commands.push_back(register_bench(app, kernels));
   commands.push_back(register_bench_comm(app));
   commands.push_back(register_make_random(app));
-  commands.push_back(register_serve(app));
+  commands.push_back(register_serve(app, kernels));
   std::vector<std::string> global_args;  // what `run` passes on to its ranks
   commands.push_back(register_run(app, global_args));
   // A file-size limit (ulimit -f) then fails the write that crosses it, with a message naming the
@@ -109,9 +110,11 @@ int run_cli(int argc, char** argv) {
     if (debug) set_log_level(LogLevel::kDebug);
     set_comm_backend(comm_backend);
     if (fast) act = "bf16";
-    set_act_dtype(parse_act_dtype(act));
+    kernels = with_environment_overrides(cpu_kernel_config());
+    kernels.act = parse_act_dtype(act);
+    kernels.batch_invariant = !batch_variant;
+    log_debug("kernels: ", describe(kernels));
     if (act != "f32") global_args.insert(global_args.end(), {"--act-dtype", act});
-    set_batch_invariant(!batch_variant);
     if (batch_variant) global_args.push_back("--batch-variant");
     set_read_into_huge_pages(huge_pages ? HugePages::kOn : no_huge_pages ? HugePages::kOff : HugePages::kAuto,
                              ThreadPool::local_ranks());  // they load at the same time

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench/ceilings.h"
+#include "bench/kernel_table.h"
 #include "bench/model_bench.h"
 #include "bench_golden.h"
 #include "commands.h"
@@ -17,6 +18,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
+#include "io/mapped_file.h"
 #include "model_options.h"
 #include "comm/backends.h"
 
@@ -45,6 +47,9 @@ struct BenchOptions {
   int serving_requests = 0;              // 0: twice the concurrency
   ServingOptions serving_shape;
   ConversationOptions conversations{.users = 0};  // users 0: no conversation workload
+  bool explain = false;      // --explain-kernels: print the plan table and nothing else
+  std::string explain_cpu;   // its CPU family (empty: this machine's kernels)
+  std::vector<int64_t> explain_tokens = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 512};
 };
 
 double mean(const std::vector<double>& v) {
@@ -177,7 +182,26 @@ void print_parts(const char* title, const json& parts, bool decode) {
   }
 }
 
+// --explain-kernels: which kernel serves each kind of this checkpoint's matrices at each token
+// count, for this machine's kernel config or a typical CPU of another family. The shards are
+// mapped, not read.
+void run_explain(const BenchOptions& o) {
+  KernelConfig kernels = *o.model.kernels;
+  if (!o.explain_cpu.empty()) {
+    const KernelConfig typical = typical_kernel_config(parse_cpu_family(o.explain_cpu));
+    kernels = {kernels.act, kernels.batch_invariant, typical.isa, typical.amx, typical.bf16dot, typical.gemv};
+  }
+  const ModelConfig config = o.model.load_config();
+  auto comm = make_comm();
+  set_read_into_huge_pages(HugePages::kOff);
+  auto model = o.model.load_model(config, *comm);
+  if (comm->rank() != 0) return;
+  if (!o.explain_cpu.empty()) std::printf("as on a typical %s CPU\n", o.explain_cpu.c_str());
+  std::printf("%s", kernel_plan_table(matrix_kinds(*model), o.explain_tokens, kernels).c_str());
+}
+
 void run_bench(const BenchOptions& o) {
+  if (o.explain) return run_explain(o);
   check(!o.batches.empty() && !o.prefill_lens.empty(), "bench: --batch and --prefill need values");
   check(o.decode_steps >= 1 && o.warmup_steps >= 0 && o.prompt_len >= 1 && o.passes >= 1 && o.runs >= 1 && o.bw_mb >= 1 &&
             o.fma_iterations >= 1,
@@ -188,10 +212,11 @@ void run_bench(const BenchOptions& o) {
           config.max_batch_size, "]");
   auto comm = make_comm();
   ThreadPool& pool = ThreadPool::global();
-  const Isa isa = best_isa();
+  const KernelConfig& kernels = *o.model.kernels;
+  const Isa isa = kernels.isa;
   // exact mode, or fast mode (--act-dtype bf16): its ceiling is the AMX or bf16-dot peak where it
   // runs those kernels (model_bench.h: prefill_ceiling)
-  const ActDType act = act_dtype();
+  const ActDType act = kernels.act;
   const int world = comm->world_size();
 
   // ceilings: every rank measures at the same time (a barrier before each pass), so ranks that
@@ -204,7 +229,7 @@ void run_bench(const BenchOptions& o) {
   co.fma_iterations = o.fma_iterations;
   co.passes = o.passes;
   const Ceilings before = measure_ceilings(pool, isa, co, [&] { comm->barrier(); });
-  check(prefill_ceiling_gflops(before, act) > 0, "bench: no ", act_dtype_name(act), " flop ceiling on this CPU (",
+  check(prefill_ceiling_gflops(before, kernels) > 0, "bench: no ", act_dtype_name(act), " flop ceiling on this CPU (",
         isa_name(isa), ")");
 
   auto model = o.model.load_model(config, *comm);
@@ -349,7 +374,7 @@ void run_bench(const BenchOptions& o) {
     total.bf16_gflops += r[2];
     total.amx_gflops += r[3];
   }
-  const double flop_ceiling = prefill_ceiling_gflops(total, act);
+  const double flop_ceiling = prefill_ceiling_gflops(total, kernels);
   for (json& p : prefills) p["flop_fraction"] = p["gflops"].get<double>() / flop_ceiling;
   for (json& d : decodes) d["bw_fraction"] = d["gbps"].get<double>() / total.read_gbps;
   for (json& d : depths) {
@@ -358,7 +383,7 @@ void run_bench(const BenchOptions& o) {
   }
   if (comm->rank() != 0) return;
   // rank 0 alone, on a tiny model in this process (no collectives)
-  const json golden = o.golden.empty() ? json() : compare_with_golden(o.golden, pool);
+  const json golden = o.golden.empty() ? json() : compare_with_golden(o.golden, pool, kernels);
 
   // the headline numbers: batch-1 decode (else the first batch) and the 512-token prefill
   // (else the longest)
@@ -391,8 +416,8 @@ void run_bench(const BenchOptions& o) {
                 {"threads", pool.size()},
                 {"world_size", world},
                 {"act_dtype", act_dtype_name(act)},
-                {"batch_invariant", batch_invariant()},
-                {"prefill_ceiling", prefill_ceiling_key(prefill_ceiling(act))},
+                {"batch_invariant", kernels.batch_invariant},
+                {"prefill_ceiling", prefill_ceiling_key(prefill_ceiling(kernels))},
                 {"ceilings", ceilings},
                 {"decode", decodes},
                 {"prefill", prefills},
@@ -408,7 +433,7 @@ void run_bench(const BenchOptions& o) {
   }
   std::printf("dsinfer bench: %s\n", o.model.ckpt_path.c_str());
   std::printf("isa %s, %d threads x %d rank(s), activations %s, %s\n", isa_name(isa), pool.size(), world,
-              act_dtype_name(act), batch_invariant() ? "batch invariant" : "batch variant (--batch-variant)");
+              act_dtype_name(act), kernels.batch_invariant ? "batch invariant" : "batch variant (--batch-variant)");
   std::printf("\nceilings (all ranks at once, summed)      total    per rank\n");
   auto ceiling_row = [&](const char* name, double value, int index, const char* unit) {
     std::printf("  %-34s %9.1f", name, value);
@@ -425,7 +450,7 @@ void run_bench(const BenchOptions& o) {
                 d["ms_per_step"].get<double>(), d["weight_bytes_per_token"].get<double>() / 1e6,
                 d["gbps"].get<double>(), d["bw_fraction"].get<double>());
   std::printf("\nprefill    tokens/s  seconds  GFLOP     GFLOP/s  fraction of %s\n",
-              prefill_ceiling_name(prefill_ceiling(act)));
+              prefill_ceiling_name(prefill_ceiling(kernels)));
   for (const json& p : prefills)
     std::printf("  %4d tokens %6.2f %8.3f %9.2f %7.2f  %.3f\n", p["tokens"].get<int>(), p["tokens_per_s"].get<double>(),
                 p["seconds"].get<double>(), p["flops"].get<double>() / 1e9, p["gflops"].get<double>(),
@@ -433,7 +458,7 @@ void run_bench(const BenchOptions& o) {
   if (!depths.empty()) {
     std::printf("\ndecode at depth (%s cache; synthetic entries)  tokens/s  ms/step  attention ms  attention GFLOP/s  "
                 "extra over depth 16: ms  GFLOP/s  fraction of %s\n",
-                depths[0]["kv_cache_dtype"].get<std::string>().c_str(), prefill_ceiling_name(prefill_ceiling(act)));
+                depths[0]["kv_cache_dtype"].get<std::string>().c_str(), prefill_ceiling_name(prefill_ceiling(kernels)));
     for (const json& d : depths)
       std::printf("  depth %6lld batch %-3d %26.2f %8.2f %13.2f %17.1f %24.2f %8.1f %6.3f\n",
                   static_cast<long long>(d["depth"].get<int64_t>()), d["batch"].get<int>(),
@@ -499,7 +524,7 @@ void run_bench(const BenchOptions& o) {
 
 }  // namespace
 
-Command register_bench(CLI::App& app) {
+Command register_bench(CLI::App& app, const KernelConfig& kernels) {
   CLI::App* sub = app.add_subcommand(
       "bench",
       "decode and prefill speed against this machine's ceilings (memory bandwidth, FMA peak), which are\n"
@@ -514,7 +539,7 @@ Command register_bench(CLI::App& app) {
       "`decode_bw_fraction=X prefill_flop_fraction=Y` (batch-1 decode, 512-token prefill); with --json\n"
       "only one JSON object is printed (it holds both). Progress goes to stderr.");
   auto o = std::make_shared<BenchOptions>();
-  o->model.add_to(sub);
+  o->model.add_to(sub, kernels);
   o->model.add_mtp_to(sub);
   o->model.add_kv_cache_dtype_to(sub);
   sub->add_option("--batch", o->batches, "decode batch sizes")->delimiter(',')->capture_default_str();
@@ -569,6 +594,18 @@ Command register_bench(CLI::App& app) {
                   "also compare exact and fast mode with the reference demo's own bf16 run on a golden model "
                   "dir (hf/, ref-mp1-fp32.json/.safetensors, ref-mp1-bf16.safetensors), e.g. "
                   "tests/data/golden/tiny-v3");
+  sub->add_flag("--explain-kernels", o->explain,
+                "print which kernel serves each kind of the checkpoint's matrices at each token count (the plan "
+                "of kernels/kernel_plan.h for the global --fast / --batch-variant and this CPU, or --explain-cpu's) "
+                "and run nothing");
+  sub->add_option("--explain-cpu", o->explain_cpu,
+                  "with --explain-kernels: a typical CPU of this family instead of this one (intel: AVX-512 + AMX; "
+                  "zen4, zen5: AVX-512 + BF16; zen3: AVX2)")
+      ->check(CLI::IsMember({"intel", "zen3", "zen4", "zen5"}));
+  sub->add_option("--explain-tokens", o->explain_tokens, "with --explain-kernels: the token counts")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   return {sub, [o] { run_bench(*o); }};
 }
 

@@ -80,7 +80,7 @@ void run_eval(const ModelOptions& model_options, const std::string& case_path, c
 
 }  // namespace
 
-Command register_eval(CLI::App& app) {
+Command register_eval(CLI::App& app, const KernelConfig& kernels) {
   CLI::App* sub = app.add_subcommand(
       "eval", "conformance run of a golden case file: prefill, decode steps, greedy generation");
   auto model = std::make_shared<ModelOptions>();
@@ -88,7 +88,7 @@ Command register_eval(CLI::App& app) {
   auto out_prefix = std::make_shared<std::string>();
   auto seed = std::make_shared<uint64_t>(965);
   auto dump = std::make_shared<bool>(false);
-  model->add_to(sub);
+  model->add_to(sub, kernels);
   model->add_kv_cache_dtype_to(sub);
   sub->add_option("--case", *case_path, "case file (golden schema: prefill_tokens, decode_tokens, generate)")
       ->required();

@@ -230,10 +230,10 @@ void run_generate(const GenerateCliOptions& o) {
 
 }  // namespace
 
-Command register_generate(CLI::App& app) {
+Command register_generate(CLI::App& app, const KernelConfig& kernels) {
   CLI::App* sub = app.add_subcommand("generate", "chat interactively or answer a file of prompts (generate.py)");
   auto o = std::make_shared<GenerateCliOptions>();
-  o->model.add_to(sub);
+  o->model.add_to(sub, kernels);
   o->model.add_mtp_to(sub);
   o->model.add_kv_cache_dtype_to(sub);
   sub->add_option("--input-file", o->input_file, "file of prompts, one per line, answered as one batch");

@@ -112,10 +112,10 @@ void run_perplexity(const PerplexityOptions& o) {
 
 }  // namespace
 
-Command register_perplexity(CLI::App& app) {
+Command register_perplexity(CLI::App& app, const KernelConfig& kernels) {
   CLI::App* sub = app.add_subcommand("perplexity", "negative log-likelihood and perplexity of token sequences or text");
   auto o = std::make_shared<PerplexityOptions>();
-  o->model.add_to(sub);
+  o->model.add_to(sub, kernels);
   sub->add_option("--input-file", o->input_file, "text file to score (tokenized with the checkpoint's tokenizer)");
   sub->add_option("--case", o->case_file, "JSON file {\"tokens\": [[ids...], ...]} (golden ppl schema)");
   sub->add_option("--reference-ckpt-path", o->reference_ckpt_path,

@@ -54,7 +54,7 @@ void run_serve(ServeCliOptions o) {
 
 }  // namespace
 
-Command register_serve(CLI::App& app) {
+Command register_serve(CLI::App& app, const KernelConfig& kernels) {
   CLI::App* sub = app.add_subcommand(
       "serve",
       "OpenAI-compatible HTTP server: POST /v1/chat/completions and /v1/completions (streaming with SSE),\n"
@@ -62,7 +62,7 @@ Command register_serve(CLI::App& app) {
       "At world size > 1 (mpirun, dsinfer run -n N serve ...) rank 0 listens and every rank steps.\n"
       "SIGINT or SIGTERM stops listening, lets running requests finish, and exits.");
   auto o = std::make_shared<ServeCliOptions>();
-  o->model.add_to(sub);
+  o->model.add_to(sub, kernels);
   o->model.add_mtp_to(sub);
   o->model.add_kv_cache_dtype_to(sub);
   sub->add_flag("--prefix-cache,!--no-prefix-cache", o->serve.prefix_cache,

@@ -8,7 +8,7 @@
 namespace dsinfer::cli {
 
 std::unique_ptr<Transformer> ModelOptions::load_model(const ModelConfig& config, Comm& comm) const {
-  return load_model_on_ranks(config, ckpt_path, resolved_config_path(), comm, mtp_on());
+  return load_model_on_ranks(config, ckpt_path, resolved_config_path(), comm, *kernels, mtp_on());
 }
 
 void ModelOptions::add_mtp_to(CLI::App* sub) {
@@ -32,7 +32,8 @@ void ModelOptions::add_kv_cache_dtype_to(CLI::App* sub) {
       ->capture_default_str();
 }
 
-void ModelOptions::add_to(CLI::App* sub) {
+void ModelOptions::add_to(CLI::App* sub, const KernelConfig& kernel_config) {
+  kernels = &kernel_config;
   sub->add_option("--ckpt-path", ckpt_path, "directory of converted shards model{rank}-mp{N}.safetensors")
       ->required();
   sub->add_option("--config", config_path,

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/kernel_config.h"
 #include "model/config.h"
 #include "model/transformer.h"
 #include "parallel/comm.h"
@@ -18,8 +19,11 @@ struct ModelOptions {
   int draft_tokens = 1;     // --draft-tokens K: MTP drafts per sequence and step
   std::string kv_cache_dtype = "f32";  // --kv-cache-dtype f32 | bf16
   int max_seq_len = 0;      // --max-seq-len: overrides the config's (0: the config's, else the reference's 16384)
-  // Adds --ckpt-path (required) and --config to `sub`.
-  void add_to(CLI::App* sub);
+  // How the model's products run: the command line's (main fills it in before a command runs).
+  const KernelConfig* kernels = nullptr;
+  // Adds --ckpt-path (required), --config and --max-seq-len to `sub`; the model will run with
+  // `kernel_config`.
+  void add_to(CLI::App* sub, const KernelConfig& kernel_config);
   // Adds --mtp (speculative decoding with the checkpoint's multi-token-prediction module).
   void add_mtp_to(CLI::App* sub);
   bool mtp_on() const { return mtp != "off"; }  // the module is loaded and runs

@@ -17,9 +17,9 @@ void PartTotals::add(const ForwardStats& s) {
   }
 }
 
-PrefillCeiling prefill_ceiling(ActDType act) {
-  if (act == ActDType::kF32) return PrefillCeiling::kFmaF32;
-  switch (fast_mode_kernels()) {
+PrefillCeiling prefill_ceiling(const KernelConfig& kernels) {
+  if (!kernels.fast()) return PrefillCeiling::kFmaF32;
+  switch (kernels.fast_kernels()) {
     case FastModeKernels::kAmx: return PrefillCeiling::kAmxBf16;
     case FastModeKernels::kBf16Dot: return PrefillCeiling::kBf16Dot;
     case FastModeKernels::kExact: break;  // rounded activations through the fp32 FMA kernels
@@ -49,8 +49,8 @@ const PrefillCeilingInfo& info_of(PrefillCeiling ceiling) {
 
 const char* prefill_ceiling_key(PrefillCeiling ceiling) { return info_of(ceiling).key; }
 const char* prefill_ceiling_name(PrefillCeiling ceiling) { return info_of(ceiling).name; }
-double prefill_ceiling_gflops(const Ceilings& ceilings, ActDType act) {
-  return ceilings.*(info_of(prefill_ceiling(act)).gflops);
+double prefill_ceiling_gflops(const Ceilings& ceilings, const KernelConfig& kernels) {
+  return ceilings.*(info_of(prefill_ceiling(kernels)).gflops);
 }
 
 namespace {

@@ -17,10 +17,10 @@ namespace dsinfer {
 // its kernels are the exact ones (CPUs without AMX or AVX512_BF16, e.g. AVX2-only Zen 3), else the
 // AMX or bf16 dot-product peak. Its key in `bench --json`'s ceilings, and its name in the table.
 enum class PrefillCeiling { kFmaF32, kBf16Dot, kAmxBf16 };
-PrefillCeiling prefill_ceiling(ActDType act);
+PrefillCeiling prefill_ceiling(const KernelConfig& kernels);
 const char* prefill_ceiling_key(PrefillCeiling ceiling);   // "fma_f32_gflops", ...
 const char* prefill_ceiling_name(PrefillCeiling ceiling);  // "fp32 FMA peak", ...
-double prefill_ceiling_gflops(const Ceilings& ceilings, ActDType act);
+double prefill_ceiling_gflops(const Ceilings& ceilings, const KernelConfig& kernels);
 
 // Per part of the model (ForwardPart), summed over the timed forward calls, this rank.
 struct PartTotals {

@@ -94,17 +94,7 @@ bool cpu_supports(Isa isa) {
   return i < supported.size() && supported[i];
 }
 
-Isa best_isa() {
-  Isa cap = Isa::kAvx512;
-  if (const char* env = std::getenv("DSINFER_ISA"); env && *env) {
-    bool known = false;
-    for (int i = 0; i < static_cast<int>(Isa::kCount); ++i)
-      if (std::strcmp(env, isa_name(static_cast<Isa>(i))) == 0) {
-        cap = static_cast<Isa>(i);
-        known = true;
-      }
-    check(known, "DSINFER_ISA=", env, " is not one of scalar, avx2, avx512");
-  }
+Isa best_isa(Isa cap) {
   for (int i = static_cast<int>(cap); i > 0; --i)
     if (cpu_supports(static_cast<Isa>(i))) return static_cast<Isa>(i);
   return Isa::kScalar;

@@ -1,7 +1,6 @@
 // Which instruction sets this CPU can run, for picking a kernel variant at run time. Variants
 // live in their own translation units (*_avx512.cpp, *_avx2.cpp, see CMakeLists.txt) and may be
-// called only when the CPU has the ISA; DSINFER_ISA=scalar|avx2|avx512 caps the choice (tests
-// and benchmarks use it to run each variant).
+// called only when the CPU has the ISA (kernels/kernel_config.h picks one).
 #pragma once
 
 #include <string>
@@ -29,8 +28,8 @@ bool cpu_is_amd();
 // 26 Zen 5. 0 where unknown.
 int cpu_family();
 
-// The best ISA the CPU supports, capped by DSINFER_ISA when set (an unknown name is an error).
-Isa best_isa();
+// The best ISA the CPU supports, at most `cap`.
+Isa best_isa(Isa cap = Isa::kAvx512);
 
 // Every ISA this CPU can run, scalar first (for tests that compare variants).
 std::vector<Isa> supported_isas();

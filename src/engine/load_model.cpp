@@ -97,10 +97,11 @@ void check_ranks_agree(Comm& comm, const json& mine) {
 }  // namespace
 
 std::unique_ptr<Transformer> load_model_on_ranks(const ModelConfig& config, const std::string& ckpt_path,
-                                                 const std::string& config_path, Comm& comm, bool with_mtp) {
+                                                 const std::string& config_path, Comm& comm, const KernelConfig& kernels,
+                                                 bool with_mtp) {
   if (comm.world_size() == 1) {
     shard_path(ckpt_path, 0, 1);  // throws naming the missing shard
-    auto model = Transformer::load(config, ckpt_path, comm, ThreadPool::global());
+    auto model = Transformer::load(config, ckpt_path, comm, ThreadPool::global(), kernels);
     if (with_mtp) model->load_mtp(ckpt_path);
     return model;
   }
@@ -126,7 +127,7 @@ std::unique_ptr<Transformer> load_model_on_ranks(const ModelConfig& config, cons
   std::unique_ptr<Transformer> model;
   json loaded = json::object();
   try {
-    model = Transformer::load(config, ckpt_path, comm, ThreadPool::global());
+    model = Transformer::load(config, ckpt_path, comm, ThreadPool::global(), kernels);
     if (with_mtp) model->load_mtp(ckpt_path);
   } catch (const CommError&) {
     throw;

@@ -151,7 +151,6 @@ void amx_rows(const uint16_t* xv, int64_t n, int64_t Kp, const WeightMatrix& w, 
 
 bool amx_usable() {
   static const bool usable = [] {
-    if (const char* v = std::getenv("DSINFER_AMX"); v && std::string(v) == "0") return false;
     if (!cpu_has_amx_bf16()) return false;
     constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // asm/prctl.h, Linux >= 5.16
     return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;

@@ -12,7 +12,7 @@
 namespace dsinfer {
 
 // True when the CPU has AMX-BF16 and the kernel lets this process use the tile registers
-// (asked once; DSINFER_AMX=0 turns AMX off).
+// (asked once).
 bool amx_usable();
 
 // y[n_tokens, w.rows] = bf16(x)[n_tokens, w.cols] @ W^T with the AMX tiles, rows split across

@@ -12,8 +12,8 @@ struct Avx2 {
   static constexpr int kWidth = 8;
   static constexpr int kGemmRows = 6;
   // rows per GEMV group for 3-4 tokens: 4 x 4 accumulators and the token vectors would spill 16 ymm
-  static constexpr int kGemvRowsManyTokens = 2;
-  static constexpr int kGemvMaxRows = 8;  // rows per GEMV group for 1 token
+  static constexpr int kGemvRowsManyTokens = isa_limits(Isa::kAvx2).gemv_max_rows_many;
+  static constexpr int kGemvMaxRows = isa_limits(Isa::kAvx2).gemv_max_rows_one;  // rows per GEMV group for 1 token
   static constexpr int kGemmVectors = 2;  // 6x2 accumulators + 2 token vectors + 1 broadcast
   static constexpr int kCombineSets = 4;     // combine_rows, many sets: 4x3 accumulators
   static constexpr int kCombineVectors = 3;
@@ -43,7 +43,7 @@ struct Avx2 {
   // pipes): ~12 GB/s of fp8 a core, under the read bandwidth. The subnormal form is three integer
   // ops on any pipe; fp32 subnormal operands cost an FMA nothing there (a multiply they slow
   // down 1.5x, so the 2^112 goes to the activations instead).
-  static constexpr bool kFp8Subnormal = true;
+  static constexpr bool kFp8Subnormal = isa_limits(Isa::kAvx2).fp8_subnormal;
   static V load_fp8_subnormal(const uint8_t* p) {
     const __m256i code = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
     const __m256i sign_and_rest = _mm256_and_si256(_mm256_slli_epi32(code, 20), _mm256_set1_epi32(static_cast<int>(0x87F00000u)));
@@ -79,7 +79,6 @@ struct Avx2 {
 const MatmulKernels& matmul_kernels_avx2() {
   static const MatmulKernels kernels{
       Isa::kAvx2,
-      /*gemm_min_tokens=*/8,
       Gemm<Avx2>::packed_x_size,
       Gemm<Avx2>::pack_x,
       scratch_size_impl<Avx2>,

@@ -18,8 +18,8 @@ struct Avx512 {
   static constexpr int kGemmRows = 6;
   // rows per GEMV group: at most for 3-4 tokens (6 x 4 accumulators fit 32 zmm; GemvTuning picks
   // 4 or 6), at most for 1 token
-  static constexpr int kGemvRowsManyTokens = 6;
-  static constexpr int kGemvMaxRows = 16;
+  static constexpr int kGemvRowsManyTokens = isa_limits(Isa::kAvx512).gemv_max_rows_many;
+  static constexpr int kGemvMaxRows = isa_limits(Isa::kAvx512).gemv_max_rows_one;
   static constexpr int kGemmVectors = 4;  // 6x4 accumulators + 4 token vectors + 1 broadcast
   static constexpr int kCombineSets = 4;     // combine_rows, many sets: 4x6 accumulators
   static constexpr int kCombineVectors = 6;
@@ -49,7 +49,7 @@ struct Avx512 {
   }
   // the code's sign to bit 31 and its other 7 bits to bits 20..26 (the sign-extended copies above
   // them masked off): value x 2^-120 as an fp32, exactly (matmul_impl.h)
-  static constexpr bool kFp8Subnormal = true;
+  static constexpr bool kFp8Subnormal = isa_limits(Isa::kAvx512).fp8_subnormal;
   static V load_fp8_subnormal(const uint8_t* p) {
     const __m512i code = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     const __m512i bits = _mm512_and_si512(_mm512_slli_epi32(code, 20), _mm512_set1_epi32(static_cast<int>(0x87F00000u)));
@@ -103,7 +103,6 @@ struct Avx512 {
 const MatmulKernels& matmul_kernels_avx512() {
   static const MatmulKernels kernels{
       Isa::kAvx512,
-      /*gemm_min_tokens=*/8,
       Gemm<Avx512>::packed_x_size,
       Gemm<Avx512>::pack_x,
       scratch_size_impl<Avx512>,

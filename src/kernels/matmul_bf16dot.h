@@ -10,24 +10,19 @@
 #include <cstdint>
 
 #include "core/thread_pool.h"
+#include "kernels/kernel_plan.h"
 #include "kernels/weight_matrix.h"
 
 namespace dsinfer {
 
-// True when the CPU runs the AVX-512 kernels (which include AVX512_BF16) and DSINFER_BF16DOT is
-// not 0 (asked once).
-bool bf16dot_usable();
-
-// y[n_tokens, w.rows] = bf16(x)[n_tokens, w.cols] @ W^T, rows split across the pool. Only when
-// bf16dot_usable(); f32 weights are rounded to bf16 (linear() sends them to the exact kernels).
+// y[n_tokens, w.rows] = bf16(x)[n_tokens, w.cols] @ W^T, rows split across the pool. Only where the
+// CPU runs the AVX-512 kernels (which include AVX512_BF16); f32 weights are rounded to bf16 (linear() sends them to the exact kernels).
 void bf16dot_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool);
 
 // Fast-mode products of few tokens (decode batches): y[n_tokens, w.rows] = bf16(x) @ W^T as a
 // GEMV (each weight vector converted once for every token), fp32 sums per 128-column block times
-// its scale; rows split across the pool. Only when bf16dot_usable(), 1 <= n_tokens <=
-// kBf16DotGemvMaxTokens; f32 weights are rounded. linear() takes it in fast mode from
-// kBf16DotGemvMinTokens tokens on where VDPBF16PS is fast mode's kernel.
-inline constexpr int64_t kBf16DotGemvMinTokens = 5, kBf16DotGemvMaxTokens = 15;
+// its scale; rows split across the pool. 1 <= n_tokens <= kBf16DotGemvMaxTokens (kernel_plan.h);
+// f32 weights are rounded.
 void bf16dot_gemv(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool);
 
 // The same on the calling thread, x rows x_stride apart and y rows y_stride apart.

@@ -1,5 +1,5 @@
 // VDPBF16PS kernels of fast mode (matmul_bf16dot.h; compiled with AVX-512 flags, reached only
-// after bf16dot_usable()). One instruction: acc[l] += a[2l] b[2l] + a[2l+1] b[2l+1] for 16 fp32
+// where the CPU runs the AVX-512 kernels). One instruction: acc[l] += a[2l] b[2l] + a[2l+1] b[2l+1] for 16 fp32
 // lanes l. Tokens fill the lanes: the activations are packed as bf16 pairs (x[t, 2p], x[t, 2p+1])
 // per token in tiles of 64 tokens, and each weight pair (W[r, 2p], W[r, 2p+1]) is broadcast to
 // every lane, so a micro-kernel of 6 rows x 4 token vectors keeps 24 accumulators in registers.
@@ -380,7 +380,7 @@ int64_t gemv_prefetch_bytes(int tokens) { return std::max<int64_t>(64, int64_t{8
 }  // namespace
 
 void bf16dot_gemv(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool) {
-  check(bf16dot_usable(), "bf16dot_gemv without AVX512_BF16");
+  check(cpu_supports(Isa::kAvx512), "bf16dot_gemv without AVX512_BF16");
   check(n_tokens >= 1 && n_tokens <= kBf16DotGemvMaxTokens, "bf16dot_gemv: ", n_tokens, " tokens");
   const int64_t K = w.cols;
   thread_local std::vector<uint16_t> xb_storage;
@@ -410,7 +410,7 @@ void bf16dot_gemv(const float* x, int64_t n_tokens, const WeightMatrix& w, float
 }
 
 void bf16dot_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool) {
-  check(bf16dot_usable(), "bf16dot_linear without AVX512_BF16");
+  check(cpu_supports(Isa::kAvx512), "bf16dot_linear without AVX512_BF16");
   const TokenTiles tiles(n_tokens);
   thread_local std::vector<uint32_t> xp_storage;
   uint32_t* xp = aligned(xp_storage, tiles.tiles * pairs_of_cols(w.cols) * kTileTokens);
@@ -421,7 +421,7 @@ void bf16dot_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, flo
 
 void bf16dot_matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
                            int64_t y_stride) {
-  check(bf16dot_usable(), "bf16dot_matmul_serial without AVX512_BF16");
+  check(cpu_supports(Isa::kAvx512), "bf16dot_matmul_serial without AVX512_BF16");
   const TokenTiles tiles(n_tokens);
   thread_local std::vector<uint32_t> xp_storage;
   uint32_t* xp = aligned(xp_storage, tiles.tiles * pairs_of_cols(w.cols) * kTileTokens);

@@ -2,7 +2,7 @@
 // every other kernel keeps). Included by matmul_impl.h only: it uses its helpers.
 #pragma once
 
-// ---- The batch-variant GEMM (the opt-out, set_batch_invariant(false)): the same packed tiles and
+// ---- The batch-variant GEMM (the opt-out, KernelConfig::batch_invariant false): the same packed tiles and
 // blocking, but one fma chain per (row, token) over k in order, weights scaled to code x scale
 // once per panel. ~20-30% faster on AVX2 than the canonical GEMM (no phase sums to keep and
 // add), and its results depend on whether a row took the GEMM or the GEMV, i.e. on how many

@@ -334,14 +334,14 @@ inline void gemv_dispatch_rows(int group, WRows rows, int64_t K, const float* xs
 }
 
 template <class S, WKind kind, int T>
-inline void gemv_dispatch(const GemvTuning& tuning, int group, WRows rows, int64_t K,
+inline void gemv_dispatch(GemvPrefetch prefetch, int group, WRows rows, int64_t K,
                           const float* xs, int64_t xs_stride, float* y, int64_t y_stride) {
   // (int4 and int8 rows always prefetch their own way, as do fp8 rows widened through L1: one
   // instantiation for them)
   constexpr bool kOwnPrefetch = Format<kind>::kGroupScaled || (kind == WKind::kFp8 && S::kFp8ThroughL1);
-  if (kOwnPrefetch || tuning.prefetch == GemvPrefetch::kAhead)
+  if (kOwnPrefetch || prefetch == GemvPrefetch::kAhead)
     gemv_dispatch_rows<S, kind, T, GemvPrefetch::kAhead>(group, rows, K, xs, xs_stride, y, y_stride);
-  else if (tuning.prefetch == GemvPrefetch::kWrapped)
+  else if (prefetch == GemvPrefetch::kWrapped)
     gemv_dispatch_rows<S, kind, T, GemvPrefetch::kWrapped>(group, rows, K, xs, xs_stride, y, y_stride);
   else
     gemv_dispatch_rows<S, kind, T, GemvPrefetch::kNone>(group, rows, K, xs, xs_stride, y, y_stride);
@@ -383,45 +383,17 @@ inline bool fits_subnormal_form(const float* xs, int64_t n) {
 }
 
 template <class S, WKind kind>
-inline void gemv_tokens(int T, const GemvTuning& tuning, int group, WRows rows, int64_t K, const float* xs,
+inline void gemv_tokens(int T, GemvPrefetch prefetch, int group, WRows rows, int64_t K, const float* xs,
                         int64_t xs_stride, float* y, int64_t y_stride) {
   switch (T) {
-    case 1: return gemv_dispatch<S, kind, 1>(tuning, group, rows, K, xs, xs_stride, y, y_stride);
-    case 2: return gemv_dispatch<S, kind, 2>(tuning, group, rows, K, xs, xs_stride, y, y_stride);
-    case 3: return gemv_dispatch<S, kind, 3>(tuning, group, rows, K, xs, xs_stride, y, y_stride);
-    default: return gemv_dispatch<S, kind, 4>(tuning, group, rows, K, xs, xs_stride, y, y_stride);
+    case 1: return gemv_dispatch<S, kind, 1>(prefetch, group, rows, K, xs, xs_stride, y, y_stride);
+    case 2: return gemv_dispatch<S, kind, 2>(prefetch, group, rows, K, xs, xs_stride, y, y_stride);
+    case 3: return gemv_dispatch<S, kind, 3>(prefetch, group, rows, K, xs, xs_stride, y, y_stride);
+    default: return gemv_dispatch<S, kind, 4>(prefetch, group, rows, K, xs, xs_stride, y, y_stride);
   }
 }
 
-// Rows per GEMV group for T tokens: the tuning's for 1 (fp8 in the subnormal form its own where
-// set), 2 or 3-4 tokens, at most what the ISA's registers hold; 4 for int4 / int8 and for fp8
-// widened through fp16 (their own loops, tuned so; 2 at 3-4 tokens on AVX2).
-template <class S, WKind kind>
-inline int gemv_max_group(const GemvTuning& tuning, int T) {
-  const bool fp8_through_half = kind == WKind::kFp8 && !(S::kFp8Subnormal && T <= tuning.fp8_subnormal_tokens);
-  if (Format<kind>::kGroupScaled || fp8_through_half) return T > 2 ? static_cast<int>(min64(S::kGemvRowsManyTokens, 4)) : 4;
-  const bool fp8_one = (kind == WKind::kFp8 || kind == WKind::kFp8Subnormal) && tuning.fp8_rows_one_token > 0;
-  const int rows = T == 1 ? (fp8_one ? tuning.fp8_rows_one_token : tuning.rows_one_token)
-                   : T == 2 ? tuning.rows_two_tokens : tuning.rows_many_tokens;
-  return static_cast<int>(min64(rows, T == 1 ? S::kGemvMaxRows : T == 2 ? 8 : S::kGemvRowsManyTokens));
-}
-
-// The tuning for rows `row_stride` bytes apart: rows a multiple of 4 KB apart (wo: 16 KB) all map
-// to the same L1 sets, so that 16 of them streaming at once under the wrapped prefetch (Zen 5)
-// thrash the sets: there 4 rows at a time (fp8 7168 x 16384 on Zen 5, 2 alternating rounds: 1
-// token 61-64 GB/s against 46-54 for Intel's way and 45-47 for 16 rows; 2 tokens 53-55 against 40;
-// 4 tokens 38-39 against 27-28).
-inline GemvTuning gemv_tuning_for(const GemvTuning& tuning, int64_t row_stride) {
-  if (row_stride % 4096 != 0 || tuning.prefetch != GemvPrefetch::kWrapped) return tuning;
-  GemvTuning t = tuning;
-  t.rows_one_token = static_cast<int>(min64(t.rows_one_token, 4));
-  if (t.fp8_rows_one_token > 0) t.fp8_rows_one_token = static_cast<int>(min64(t.fp8_rows_one_token, 4));
-  t.rows_two_tokens = static_cast<int>(min64(t.rows_two_tokens, 4));
-  t.rows_many_tokens = static_cast<int>(min64(t.rows_many_tokens, 4));
-  return t;
-}
-
-// Tokens in groups of up to 4, rows in groups of gemv_max_group or the largest power of two below
+// Tokens in groups of up to 4, rows in groups of the plan's count or the largest power of two below
 // it that fits (never straddling an fp8 scale block, since fp8 activations are pre-multiplied by
 // the block's scales: xs[t, k] = x[t, k] * scale[k/128] * 256). Each row sums alone, in the canonical
 // order, whatever its group. fp8 rows go through S::load_fp8_subnormal where S has it and the
@@ -430,10 +402,10 @@ template <class S, WKind kind>
 void gemv_rows_passes(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
   const WeightMatrix& w = *task.w;
   const int64_t K = w.cols;
-  const GemvTuning tuning = gemv_tuning_for(task.gemv, w.row_stride());
+  const GemvPlan& plan = task.gemv;
   for (int64_t t0 = 0; t0 < task.n_tokens; t0 += 4) {
     const int T = static_cast<int>(min64(4, task.n_tokens - t0));
-    const int max_group = gemv_max_group<S, kind>(tuning, T);
+    const int max_group = plan.rows_per_group[T - 1];
     const float* xs = task.x + t0 * task.x_stride;
     int64_t xs_stride = task.x_stride;
     int64_t scaled_block = -1;
@@ -449,7 +421,7 @@ void gemv_rows_passes(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_
           const float* x = task.x + t0 * task.x_stride;
           subnormal_form = false;
           if constexpr (S::kFp8Subnormal) {
-            if (T <= tuning.fp8_subnormal_tokens) {
+            if (T <= plan.fp8_subnormal_tokens) {
               scale_fp8_activations<S>(x, task.x_stride, T, K, scales, kFp8SubnormalBias, xs_buf);
               subnormal_form = fits_subnormal_form(xs_buf, T * K);
             }
@@ -464,34 +436,21 @@ void gemv_rows_passes(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_
       float* y = task.y + t0 * task.y_stride + r;
       if constexpr (kind == WKind::kFp8 && S::kFp8Subnormal) {
         if (subnormal_form) {
-          gemv_tokens<S, WKind::kFp8Subnormal>(T, tuning, group, rows, K, xs, xs_stride, y, task.y_stride);
+          gemv_tokens<S, WKind::kFp8Subnormal>(T, plan.prefetch, group, rows, K, xs, xs_stride, y, task.y_stride);
           r += group;
           continue;
         }
       }
-      gemv_tokens<S, kind>(T, tuning, group, rows, K, xs, xs_stride, y, task.y_stride);
+      gemv_tokens<S, kind>(T, plan.prefetch, group, rows, K, xs, xs_stride, y, task.y_stride);
       r += group;
     }
   }
 }
 
-// Decode batches of 5-16 tokens take several passes over the rows, 4 tokens each. bf16 and f32
-// rows, which a pass reads faster than it computes (the head), go 48 rows at a time (24 more than
-// 8 KB apart: 344 KB of the bf16 head), so that only the first pass reads them from memory and
-// the others from L2: Zen 5, the slice's bf16 head at 8 tokens 53-54 against 66-67 ms, 12 tokens
-// 72-73 against 109. Not fp8: 4 tokens of it are bound by the widening and FMAs, not by memory,
-// and each chunk would scale the activations for its row block again (exact decode at batch 8,
-// attention and dense MLP 20-25% slower so). Nor more tokens (a prefill through the GEMV), whose
-// activations would then stream per chunk instead.
-template <WKind kind>
-inline int64_t gemv_pass_chunk_rows(int64_t n_tokens, int64_t row_stride, int64_t rows) {
-  if ((kind != WKind::kBF16 && kind != WKind::kF32) || n_tokens <= 4 || n_tokens > 16) return rows;
-  return row_stride <= 8192 ? 48 : 24;
-}
-
 template <class S, WKind kind>
 void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
-  const int64_t chunk = gemv_pass_chunk_rows<kind>(task.n_tokens, task.w->row_stride(), r1 - r0);
+  // (the plan's chunks keep a chunk of rows in L2 while every pass of 4 tokens reads it)
+  const int64_t chunk = task.gemv.chunk_rows > 0 ? task.gemv.chunk_rows : r1 - r0;
   for (int64_t c0 = r0; c0 < r1; c0 += chunk) gemv_rows_passes<S, kind>(task, c0, min64(c0 + chunk, r1), xs_buf);
 }
 

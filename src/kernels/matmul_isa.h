@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/cpu.h"
+#include "kernels/kernel_plan.h"
 #include "kernels/linear.h"
 #include "kernels/weight_matrix.h"
 
@@ -20,18 +21,15 @@ struct MatmulTask {
   const WeightMatrix* w = nullptr;
   float* y = nullptr;
   int64_t y_stride = 0;
-  // x transposed into tiles by pack_x (only when n_tokens >= gemm_min_tokens).
+  // x transposed into tiles by pack_x: the GEMM (else the GEMV runs)
   const float* x_packed = nullptr;
-  // The GEMM in the faster batch-variant order (set_batch_invariant(false)) instead of the canonical one.
+  // The GEMM in the faster batch-variant order (KernelKind::kGemmBatchVariant) instead of the canonical one.
   bool batch_variant = false;
-  GemvTuning gemv;
+  GemvPlan gemv;  // the GEMV's groups, prefetch and chunks (kernel_plan.h)
 };
 
 struct MatmulKernels {
   Isa isa;
-  // From this many tokens on, the kernel wants x packed (GEMM); below it streams the weights
-  // once per group of tokens (GEMV), which is what decode is bound by.
-  int64_t gemm_min_tokens;
   // Floats that pack_x writes for n tokens of `cols` features.
   int64_t (*packed_x_size)(int64_t n_tokens, int64_t cols);
   void (*pack_x)(const float* x, int64_t n_tokens, int64_t cols, int64_t x_stride, float* out);

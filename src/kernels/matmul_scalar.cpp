@@ -56,7 +56,6 @@ void dot_rows_scalar(const float* x, int64_t n_tokens, int64_t x_stride, const W
 const MatmulKernels& matmul_kernels_scalar() {
   static const MatmulKernels kernels{
       Isa::kScalar,
-      /*gemm_min_tokens=*/INT64_MAX,
       packed_x_size_none,
       pack_x_none,
       scratch_size_scalar,

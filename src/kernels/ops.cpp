@@ -33,8 +33,8 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void softmax_fast(float* x, int64_t n) {
-  if (linear_isa() == Isa::kAvx512) return softmax_fast_avx512(x, n);
+void softmax_fast(Isa isa, float* x, int64_t n) {
+  if (isa == Isa::kAvx512) return softmax_fast_avx512(x, n);
   softmax(x, n);
 }
 

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "core/cpu.h"
+
 namespace dsinfer {
 
 // y = w * x * rsqrt(mean(x^2) + eps) over each of n_rows rows of `dim` values (in place allowed).
@@ -14,10 +16,11 @@ void silu_mul(float* a, const float* b, int64_t n);
 // In-place softmax of x[n] (max-subtracted, fp32).
 void softmax(float* x, int64_t n);
 
-// The same with a polynomial exp (relative error ~1e-7, 16 lanes) where the AVX-512 kernels run,
-// else softmax(): for fast mode's prefill attention, whose probabilities are rounded to bf16 next.
-// Exact mode keeps softmax(), whose libm exp its decode and prefill share bit for bit.
-void softmax_fast(float* x, int64_t n);
+// The same with a polynomial exp (relative error ~1e-7, 16 lanes) where `isa` is AVX-512 (which
+// the CPU must run), else softmax(): for fast mode's prefill attention, whose probabilities are
+// rounded to bf16 next. Exact mode keeps softmax(), whose libm exp its decode and prefill share
+// bit for bit.
+void softmax_fast(Isa isa, float* x, int64_t n);
 // softmax_fast's AVX-512 form (softmax_avx512.cpp): only where the CPU runs AVX-512.
 void softmax_fast_avx512(float* x, int64_t n);
 

@@ -1,5 +1,5 @@
 // softmax_fast's AVX-512 form (ops.h): 16 lanes, exp from a polynomial. Compiled with AVX-512
-// flags; reached only where linear_isa() is AVX-512.
+// flags; reached only where the kernel config's ISA is AVX-512.
 #include <immintrin.h>
 
 #include <cstdint>

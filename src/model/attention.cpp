@@ -59,15 +59,15 @@ struct CachedKeys {
 // its own dot product whatever the blocking. Query rows are q_stride apart. normalize: softmax
 // (exact mode, and decode in either) or softmax_fast (fast mode's bf16 prefill).
 template <class Visible>
-void attention_probabilities(ConstMatView q_cat, const CachedKeys& keys, int64_t n_keys, float scale,
+void attention_probabilities(const KernelConfig& k, ConstMatView q_cat, const CachedKeys& keys, int64_t n_keys, float scale,
                              const Visible& visible, MatView probs, void (*normalize)(float*, int64_t) = softmax) {
   // q_cat [rows, lora + rope], entries [n_keys, lora + rope] -> probs [rows, n_keys]
   // exact mode: dot_rows, the canonical order (the GEMM's bits) at 1.4-1.5x its speed for these
   // shapes; fast mode: matmul_serial (AMX or VDPBF16PS tiles from enough rows on)
-  const bool exact = act_dtype() == ActDType::kF32;
+  const bool exact = !k.fast();
   keys.for_each_block(n_keys, [&](int64_t first, const WeightMatrix& entries) {
-    if (exact) dot_rows(q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data + first, probs.stride);
-    else matmul_serial(q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data + first, probs.stride);
+    if (exact) dot_rows(k.isa, q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data + first, probs.stride);
+    else matmul_serial(k, q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data + first, probs.stride);
   });
   for (int64_t r = 0; r < q_cat.rows; ++r) {
     float* row = probs.row(r);
@@ -81,11 +81,11 @@ void attention_probabilities(ConstMatView q_cat, const CachedKeys& keys, int64_t
 // out[t] = sum over keys k < n_keys of probs[t, k] * entry[k] for t < n_sets: the cache's
 // entries combined with the probabilities, block after block as one chain per output (the bits
 // of one combine_rows over the whole sequence).
-void attended_entries(const CachedKeys& keys, int64_t n_keys, const float* probs, int64_t probs_stride,
+void attended_entries(const KernelConfig& k, const CachedKeys& keys, int64_t n_keys, const float* probs, int64_t probs_stride,
                       int64_t n_sets, float* out, int64_t out_stride) {
   keys.for_each_block(n_keys, [&](int64_t first, const WeightMatrix& entries) {
-    if (first == 0) combine_rows(entries, 0, entries.rows, probs, probs_stride, n_sets, out, out_stride);
-    else accumulate_rows(entries, 0, entries.rows, probs + first, probs_stride, n_sets, out, out_stride);
+    if (first == 0) combine_rows(k.isa, entries, 0, entries.rows, probs, probs_stride, n_sets, out, out_stride);
+    else accumulate_rows(k.isa, entries, 0, entries.rows, probs + first, probs_stride, n_sets, out, out_stride);
   });
 }
 
@@ -124,23 +124,23 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
     // of the step at once, the head's rows read straight from the checkpoint; q_pe beside it
     for (int64_t h = h_begin; h < h_end; ++h) {
       float* q_h = q_cat.data() + (h - h_begin) * n * entry_dim;
-      combine_rows(w.wkv_b, h * (nope + v_dim), nope, q + h * qk_dim, H * qk_dim, n, q_h, entry_dim);
+      combine_rows(ctx.kernels.isa, w.wkv_b, h * (nope + v_dim), nope, q + h * qk_dim, H * qk_dim, n, q_h, entry_dim);
       for (int64_t i = 0; i < n; ++i) std::copy_n(q + (i * H + h) * qk_dim + nope, rope_dim, q_h + i * entry_dim + lora);
     }
     for (int64_t i = 0; i < n; ++i) {
       const int64_t n_keys = queries[i].pos + 1;
       const CachedKeys keys{cache, layer, queries[i].seq};
       // probabilities [heads, keys]: the thread's heads are the rows
-      attention_probabilities(ConstMatView(q_cat.data() + i * entry_dim, heads, entry_dim, n * entry_dim), keys, n_keys,
+      attention_probabilities(ctx.kernels, ConstMatView(q_cat.data() + i * entry_dim, heads, entry_dim, n * entry_dim), keys, n_keys,
                               softmax_scale, [&](int64_t) { return n_keys; }, MatView(scores.data(), heads, n_keys, max_keys));
       // the attended entries of every head: the cache rows combined with the probabilities
       // (the latent part is what W_v reads; the rope part is computed and ignored)
-      attended_entries(keys, n_keys, scores.data(), max_keys, heads, o_lat.data() + i * entry_dim, n * entry_dim);
+      attended_entries(ctx.kernels, keys, n_keys, scores.data(), max_keys, heads, o_lat.data() + i * entry_dim, n * entry_dim);
     }
     // wkv_b's value half maps the attended latents to each head's outputs
     for (int64_t h = h_begin; h < h_end; ++h) {
       const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
-      matmul_serial(o_lat.data() + (h - h_begin) * n * entry_dim, n, entry_dim, w_v_rows, attn + h * v_dim, H * v_dim);
+      matmul_serial(ctx.kernels, o_lat.data() + (h - h_begin) * n * entry_dim, n, entry_dim, w_v_rows, attn + h * v_dim, H * v_dim);
     }
   });
 }
@@ -173,19 +173,19 @@ void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, in
       const int64_t q_stride = H * qk_dim;
       const float* q_h = q + h * qk_dim;
       // q_abs through wkv_b's key rows, as decode absorbs its queries (same kernel, same order)
-      combine_rows(w.wkv_b, h * (nope + v_dim), nope, q_h, q_stride, seqlen, q_cat.data(), entry_dim);
+      combine_rows(ctx.kernels.isa, w.wkv_b, h * (nope + v_dim), nope, q_h, q_stride, seqlen, q_cat.data(), entry_dim);
       for (int64_t s = 0; s < seqlen; ++s) std::copy_n(q_h + s * q_stride + nope, rope_dim, q_cat.data() + s * entry_dim + lora);
       const CachedKeys cached{cache, layer, seq};
       for (int64_t qb = 0; qb < n_blocks; ++qb) {
         const int64_t s0 = qb * kQueryBlock, n_q = std::min<int64_t>(kQueryBlock, seqlen - s0);
         const int64_t keys = block_keys(qb);
-        attention_probabilities(ConstMatView(q_cat.data() + s0 * entry_dim, n_q, entry_dim), cached, keys,
+        attention_probabilities(ctx.kernels, ConstMatView(q_cat.data() + s0 * entry_dim, n_q, entry_dim), cached, keys,
                                 softmax_scale, [&](int64_t s) { return start_pos + s0 + s + 1; },
                                 MatView(scores.data(), n_q, keys));
         // past each query's own keys the probabilities are 0: the chain over them adds exact zeros
-        attended_entries(cached, keys, scores.data(), keys, n_q, o_lat.data() + s0 * entry_dim, entry_dim);
+        attended_entries(ctx.kernels, cached, keys, scores.data(), keys, n_q, o_lat.data() + s0 * entry_dim, entry_dim);
       }
-      matmul_serial(o_lat.data(), seqlen, entry_dim, w_v_rows, attn + h * v_dim, H * v_dim);
+      matmul_serial(ctx.kernels, o_lat.data(), seqlen, entry_dim, w_v_rows, attn + h * v_dim, H * v_dim);
     }
   });
 }
@@ -193,14 +193,14 @@ void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, in
 // attention_probabilities' computation over fast mode's gathered bf16 entries [keys, lora + rope]
 // (one matrix), with the vectorized softmax_fast.
 template <class Visible>
-void bf16_probabilities(ConstMatView q_cat, const WeightMatrix& entries, float scale, const Visible& visible,
+void bf16_probabilities(const KernelConfig& k, ConstMatView q_cat, const WeightMatrix& entries, float scale, const Visible& visible,
                         MatView probs) {
-  matmul_serial(q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data, probs.stride);
+  matmul_serial(k, q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data, probs.stride);
   for (int64_t r = 0; r < q_cat.rows; ++r) {
     float* row = probs.row(r);
     const int64_t n_keys = visible(r);
     for (int64_t t = 0; t < n_keys; ++t) row[t] *= scale;
-    softmax_fast(row, n_keys);
+    softmax_fast(k.isa, row, n_keys);
     std::fill(row + n_keys, row + entries.rows, 0.0f);
   }
 }
@@ -266,20 +266,20 @@ void attend_as_bf16_matrices(const ForwardContext& ctx, const AttentionWeights& 
       o_lat.resize(static_cast<size_t>(n_q * lora));       // [n_q, lora]: the attended latents
       for (int64_t h = h_begin; h < h_end; ++h) {
         const float* q_h = q + s0 * q_stride + h * qk_dim;
-        combine_rows(w.wkv_b, h * (nope + v_dim), nope, q_h, q_stride, n_q, q_cat.data(), entry_dim);
+        combine_rows(ctx.kernels.isa, w.wkv_b, h * (nope + v_dim), nope, q_h, q_stride, n_q, q_cat.data(), entry_dim);
         for (int64_t s = 0; s < n_q; ++s) std::copy_n(q_h + s * q_stride + nope, rope_dim, q_cat.data() + s * entry_dim + lora);
-        bf16_probabilities(ConstMatView(q_cat.data(), n_q, entry_dim), block_entries, softmax_scale,
+        bf16_probabilities(ctx.kernels, ConstMatView(q_cat.data(), n_q, entry_dim), block_entries, softmax_scale,
                            [&](int64_t s) { return start_pos + s0 + s + 1; }, MatView(probs.data(), n_q, keys));
-        matmul_serial(probs.data(), n_q, keys, block_latents, o_lat.data(), lora);
+        matmul_serial(ctx.kernels, probs.data(), n_q, keys, block_latents, o_lat.data(), lora);
         const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
-        matmul_serial(o_lat.data(), n_q, lora, w_v_rows, attn + s0 * H * v_dim + h * v_dim, H * v_dim);
+        matmul_serial(ctx.kernels, o_lat.data(), n_q, lora, w_v_rows, attn + s0 * H * v_dim + h * v_dim, H * v_dim);
       }
     });
   }
 }
 
 // Whether prefill attention takes attend_as_bf16_matrices: fast mode, where bf16 kernels run.
-bool bf16_attention() { return act_dtype() == ActDType::kBF16 && fast_mode_kernels() != FastModeKernels::kExact; }
+bool bf16_attention(const KernelConfig& k) { return k.fast() && k.fast_kernels() != FastModeKernels::kExact; }
 
 }  // namespace
 
@@ -294,16 +294,16 @@ void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer
   // queries: q = wq(x) or wq_b(q_norm(wq_a(x)))                     // [n, H, qk_dim]
   float* q = grow(scratch.q, n * H * qk_dim);
   if (c.q_lora_rank == 0) {
-    linear(x, n, w.wq, q, ctx.pool);
+    linear(ctx.kernels, x, n, w.wq, q, ctx.pool);
   } else {
     float* q_lora = grow(scratch.q_lora, n * c.q_lora_rank);     // [n, q_lora_rank]
-    linear(x, n, w.wq_a, q_lora, ctx.pool);
+    linear(ctx.kernels, x, n, w.wq_a, q_lora, ctx.pool);
     rms_norm(q_lora, w.q_norm.data(), n, c.q_lora_rank, 1e-6f, q_lora);
-    linear(q_lora, n, w.wq_b, q, ctx.pool);
+    linear(ctx.kernels, q_lora, n, w.wq_b, q, ctx.pool);
   }
   // latent and shared rope key: kv = wkv_a(x)                       // [n, lora + rope_dim]
   float* kv = grow(scratch.kv, n * (lora + rope_dim));
-  linear(x, n, w.wkv_a, kv, ctx.pool);
+  linear(ctx.kernels, x, n, w.wkv_a, kv, ctx.pool);
 
   // rotate the rope parts (rope holds each row's absolute position), then cache kv_norm(latent)
   // and k_pe at each chunk's positions of its sequence
@@ -335,7 +335,7 @@ void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer
   for (const SeqChunk& chunk : step.chunks) {
     const float* q_chunk = q + row * H * qk_dim;
     float* attn_chunk = attn + row * H * v_dim;
-    if (chunk.n_tokens >= kMatrixAttentionMinQueries && bf16_attention()) {
+    if (chunk.n_tokens >= kMatrixAttentionMinQueries && bf16_attention(ctx.kernels)) {
       attend_as_bf16_matrices(ctx, w, layer, q_chunk, chunk.seq, chunk.n_tokens, chunk.start_pos, cache, softmax_scale,
                               attn_chunk);
     } else if (chunk.n_tokens >= kMatrixAttentionMinQueries) {
@@ -364,7 +364,7 @@ void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer
   }
 
   // output projection (row-parallel): out = wo(attn), summed over ranks
-  linear(attn, n, w.wo, out, ctx.pool);
+  linear(ctx.kernels, attn, n, w.wo, out, ctx.pool);
   ctx.comm.all_reduce_sum(out, n * c.dim);
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/kernel_config.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "model/rope.h"
@@ -22,6 +23,7 @@ struct ForwardContext {
   const ShardPlan& plan;
   Comm& comm;
   ThreadPool& pool;
+  const KernelConfig& kernels;  // how every product runs
 };
 
 // Grow-only buffers so that decode allocates nothing after the first step.

@@ -22,13 +22,13 @@ void mlp_forward(const ForwardContext& ctx, const MlpWeights& w, const float* x,
   const int64_t inter = w.w1.rows;
   float* a = grow(scratch.mlp_a, n * inter);  // [n, inter]
   float* b = grow(scratch.mlp_b, n * inter);  // [n, inter]
-  linear(x, n, w.w1, a, ctx.pool);
-  linear(x, n, w.w3, b, ctx.pool);
+  linear(ctx.kernels, x, n, w.w1, a, ctx.pool);
+  linear(ctx.kernels, x, n, w.w3, b, ctx.pool);
   // elementwise, so split across the pool bit for bit (on one thread it was ~1% of a 512-token
   // prefill's samples while the other thread waited)
   ctx.pool.parallel_for(n * inter, [&](int64_t begin, int64_t end) { silu_mul(a + begin, b + begin, end - begin); },
                         kElementwiseGrain);
-  linear(a, n, w.w2, out, ctx.pool);  // [n, dim]
+  linear(ctx.kernels, a, n, w.w2, out, ctx.pool);  // [n, dim]
   if (reduce) ctx.comm.all_reduce_sum(out, n * w.w2.rows);
 }
 
@@ -105,7 +105,7 @@ void moe_forward(const ForwardContext& ctx, const MoeWeights& w, const float* x,
   // router: gate logits -> k experts and weights per token (scratch.experts must still hold
   // them when this returns: Transformer's ForwardStats count the experts used from it)
   float* logits = grow(scratch.scores, n * E);  // [n, E]
-  linear(x, n, w.gate, logits, ctx.pool);
+  linear(ctx.kernels, x, n, w.gate, logits, ctx.pool);
   scratch.experts.resize(n * k);
   scratch.expert_weights.resize(n * k);
   const float* bias = w.gate_bias.empty() ? nullptr : w.gate_bias.data();

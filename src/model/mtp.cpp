@@ -34,7 +34,7 @@ void Transformer::forward_mtp(const Step& step, const float* hidden, KVCache& mt
   check_step(step, mtp_cache);
   const MtpWeights& m = *mtp_;
   collectives_.reset();
-  const ForwardContext ctx{config_, plan_, collectives_, pool_};
+  const ForwardContext ctx{config_, plan_, collectives_, pool_, kernels_};
   float* h = grow(h_, n * dim);            // [n, dim] residual stream
   float* x = grow(x_, n * dim);            // [n, dim]
   float* y = grow(y_, n * dim);            // [n, dim]
@@ -45,7 +45,7 @@ void Transformer::forward_mtp(const Step& step, const float* hidden, KVCache& mt
     rms_norm(x + i * dim, m.enorm.data(), 1, dim, 1e-6f, in + i * 2 * dim);
     rms_norm(hidden + i * dim, m.hnorm.data(), 1, dim, 1e-6f, in + i * 2 * dim + dim);
   }
-  linear(in, n, m.eh_proj, h, pool_);  // every rank holds eh_proj whole: no collective
+  linear(kernels_, in, n, m.eh_proj, h, pool_);  // every rank holds eh_proj whole: no collective
   rope_.prepare(positions_);
   const LayerWeights& lw = m.block;
   rms_norm(h, lw.attn_norm.data(), n, dim, 1e-6f, x);

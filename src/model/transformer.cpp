@@ -10,8 +10,9 @@
 namespace dsinfer {
 
 Transformer::Transformer(const ModelConfig& config, ModelWeights weights, const ShardPlan& plan,
-                         Comm& comm, ThreadPool& pool)
-    : config_(config), weights_(std::move(weights)), plan_(plan), comm_(comm), pool_(pool), rope_(config) {
+                         Comm& comm, ThreadPool& pool, const KernelConfig& kernels)
+    : config_(config), weights_(std::move(weights)), plan_(plan), comm_(comm), pool_(pool), kernels_(kernels),
+      rope_(config) {
   observers_.push_back(&counter_);
 }
 
@@ -33,7 +34,7 @@ void Transformer::tensor(const std::string& name, const float* data, int64_t row
 }
 
 std::unique_ptr<Transformer> Transformer::load(const ModelConfig& config, const std::string& ckpt_dir,
-                                               Comm& comm, ThreadPool& pool) {
+                                               Comm& comm, ThreadPool& pool, const KernelConfig& kernels) {
   const ShardPlan plan = ShardPlan::make(config, comm.rank(), comm.world_size());
   const std::string path = shard_path(ckpt_dir, comm.rank(), comm.world_size());
   const double start = now_seconds();
@@ -41,7 +42,7 @@ std::unique_ptr<Transformer> Transformer::load(const ModelConfig& config, const 
   ModelWeights weights = load_weights(config, plan, file);
   log_info("loaded ", path, " (", file->tensors().size(), " tensors", weights.quantization.any() ? "; " + weights.quantization.describe() : std::string(),
            ") in ", now_seconds() - start, " s");
-  return std::make_unique<Transformer>(config, std::move(weights), plan, comm, pool);
+  return std::make_unique<Transformer>(config, std::move(weights), plan, comm, pool, kernels);
 }
 
 void Transformer::embed(const int32_t* tokens, int64_t n, float* h) { embed_with(weights_.embed, tokens, n, h); }
@@ -97,7 +98,7 @@ void Transformer::forward(const Step& step, KVCache& cache, StepOutput& output) 
   check(n >= 1 && !step.chunks.empty(), "forward: empty step");
   check_step(step, cache);
   collectives_.reset();
-  const ForwardContext ctx{config_, plan_, collectives_, pool_};
+  const ForwardContext ctx{config_, plan_, collectives_, pool_, kernels_};
   float* h = grow(h_, n * dim);  // [n, dim] residual stream
   float* x = grow(x_, n * dim);  // [n, dim] normalised input of a block
   float* y = grow(y_, n * dim);  // [n, dim] output of a block
@@ -174,11 +175,11 @@ void Transformer::head_logits(const float* last, int64_t n_logits, const WeightM
     output.logits.resize(static_cast<size_t>(n_logits * v_local));  // [n_logits, vocab_local]
     output.logit_columns = v_local;
     output.vocab_offset = plan_.rank * v_local;
-    linear(last, n_logits, head, output.logits.data(), pool_);
+    linear(kernels_, last, n_logits, head, output.logits.data(), pool_);
     return;
   }
   float* local_logits = grow(logits_local_, n_logits * v_local);  // [n_logits, vocab_local]
-  linear(last, n_logits, head, local_logits, pool_);
+  linear(kernels_, last, n_logits, head, local_logits, pool_);
   output.logits.resize(static_cast<size_t>(n_logits * config_.vocab_size));
   output.logit_columns = config_.vocab_size;
   output.vocab_offset = 0;

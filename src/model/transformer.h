@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/kernel_config.h"
 #include "model/config.h"
 #include "model/forward_observer.h"
 #include "model/kv_cache.h"
@@ -22,13 +23,15 @@ namespace dsinfer {
 
 class Transformer {
  public:
+  // `kernels`: how every product of this model runs (exact or fast, batch invariance, ISA, tuning).
   Transformer(const ModelConfig& config, ModelWeights weights, const ShardPlan& plan, Comm& comm,
-              ThreadPool& pool);
+              ThreadPool& pool, const KernelConfig& kernels = cpu_kernel_config());
 
   // Maps <ckpt_dir>/model{rank}-mp{world}.safetensors for comm's rank and world size and binds
   // it to the config (errors name the file and tensor).
   static std::unique_ptr<Transformer> load(const ModelConfig& config, const std::string& ckpt_dir,
-                                           Comm& comm, ThreadPool& pool);
+                                           Comm& comm, ThreadPool& pool,
+                                           const KernelConfig& kernels = cpu_kernel_config());
 
   // One ragged step (model/step.h): every chunk's tokens at its sequence's next positions,
   // filling the cache and advancing each sequence's length; output.logits [logit_rows, vocab]
@@ -56,6 +59,10 @@ class Transformer {
 
   const ModelConfig& config() const { return config_; }
   const ShardPlan& plan() const { return plan_; }
+  const KernelConfig& kernels() const { return kernels_; }
+  const ModelWeights& weights() const { return weights_; }
+  // Later forward calls run with `kernels` (bench --golden runs one model exact and fast).
+  void set_kernels(const KernelConfig& kernels) { kernels_ = kernels; }
   Comm& comm() const { return comm_; }
   // Bytes of weights one decode step reads (attention, dense, shared, the activated experts'
   // share, head) on this rank; for throughput reports.
@@ -91,6 +98,7 @@ class Transformer {
   Comm& comm_;
   CountingComm collectives_{comm_};  // the forward pass's collectives go through it
   ThreadPool& pool_;
+  KernelConfig kernels_;
   Rope rope_;
   Scratch scratch_;
   std::vector<float> h_, x_, y_, last_, logits_local_, gathered_;

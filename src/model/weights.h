@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/safetensors.h"
@@ -66,6 +67,28 @@ struct MtpWeights {
   std::vector<float> head_norm;     // [dim] shared_head.norm
   WeightMatrix embed, head;         // [vocab_local, dim] own copies; empty: the main model's (equal)
 };
+
+// fn(name, matrix) for each matrix of a layer: attention's, then the dense MLP's, or the MoE's
+// router, shared expert and every local expert (named "attn.wq_a", "mlp.w1", "moe.gate",
+// "moe.shared.w2", "moe.experts.E.w3" with E the local index); matrices the config leaves out
+// (wq beside wq_a, an absent shared expert) are skipped.
+template <class Fn>
+void for_each_matrix(const LayerWeights& lw, Fn&& fn) {
+  const AttentionWeights& a = lw.attn;
+  const std::pair<const char*, const WeightMatrix*> attention[] = {{"attn.wq", &a.wq},       {"attn.wq_a", &a.wq_a},
+                                                                   {"attn.wq_b", &a.wq_b},   {"attn.wkv_a", &a.wkv_a},
+                                                                   {"attn.wkv_b", &a.wkv_b}, {"attn.wo", &a.wo}};
+  for (const auto& [name, m] : attention)
+    if (!m->empty()) fn(std::string(name), *m);
+  auto mlp = [&](const std::string& prefix, const MlpWeights& w) {
+    for (const auto& [name, m] : {std::pair{".w1", &w.w1}, std::pair{".w2", &w.w2}, std::pair{".w3", &w.w3}})
+      if (!m->empty()) fn(prefix + name, *m);
+  };
+  if (!lw.is_moe) return mlp("mlp", lw.mlp);
+  fn(std::string("moe.gate"), lw.moe.gate);
+  mlp("moe.shared", lw.moe.shared);
+  for (size_t e = 0; e < lw.moe.experts.size(); ++e) mlp("moe.experts." + std::to_string(e), lw.moe.experts[e]);
+}
 
 // Binds every tensor the config implies to the shard, checking dtype and shape; a missing
 // tensor, a shape that disagrees with the config, or a tensor the config does not explain is
