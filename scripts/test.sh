@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds, runs every test (unit, multi-process and golden)
-# with ctest, then the sanitizer suite (scripts/test-sanitized.sh: the unit and multi-process tests
-# again under ASan + UBSan in build-san, and a minute of each fuzzer). Extra arguments go to the
-# first ctest (e.g. -L unit, -R Golden). SANITIZED=0 skips the sanitizer suite (a quick local run).
+# with ctest. Extra arguments go to ctest (e.g. -L unit, -R Golden). The sanitizer and fuzz suite
+# (scripts/test-sanitized.sh: the unit and multi-process tests again under ASan + UBSan in
+# build-san, and a minute of each fuzzer) is its own command, which CI (.ci/run) runs after this
+# one; SANITIZED=1 runs it here too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "${SANITIZED:-1}" != 0 ]; then scripts/install-deps.sh --tests --fuzz; else scripts/install-deps.sh --tests; fi
+if [ "${SANITIZED:-0}" != 0 ]; then scripts/install-deps.sh --tests --fuzz; else scripts/install-deps.sh --tests; fi
 scripts/build.sh
 # the official openai npm client, for tests/serve_openai_client_test.cpp (skipped without it)
 if command -v npm >/dev/null; then
@@ -16,4 +17,4 @@ if command -v npm >/dev/null; then
     || echo "warning: npm install of the openai client failed; its test will be skipped" >&2
 fi
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" "$@"
-if [ "${SANITIZED:-1}" != 0 ]; then scripts/test-sanitized.sh; fi
+if [ "${SANITIZED:-0}" != 0 ]; then scripts/test-sanitized.sh; fi
