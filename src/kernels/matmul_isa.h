@@ -1,5 +1,5 @@
 // The matrix-product kernels of one instruction set, behind one table so that linear() can pick
-// a variant at run time (DESIGN.md: a scalar oracle plus one translation unit per ISA).
+// a variant at run time (docs/DESIGN.md: a scalar oracle plus one translation unit per ISA).
 #pragma once
 
 #include <cstdint>
