@@ -19,7 +19,6 @@ namespace {
 int64_t matrix_macs(const WeightMatrix& m) { return m.empty() ? 0 : m.rows * m.cols; }
 int64_t matrix_bytes(const WeightMatrix& m) { return m.empty() ? 0 : m.bytes(); }
 int64_t mlp_macs(const MlpWeights& m) { return matrix_macs(m.w1) + matrix_macs(m.w2) + matrix_macs(m.w3); }
-int64_t mlp_bytes(const MlpWeights& m) { return matrix_bytes(m.w1) + matrix_bytes(m.w2) + matrix_bytes(m.w3); }
 }  // namespace
 
 void ForwardStatsCounter::begin(const Step& step) {
@@ -44,9 +43,10 @@ void ForwardStatsCounter::part_done(const ForwardEvent& event) {
   const LayerWeights& lw = *event.weights;
   switch (event.part) {
     case ForwardPart::kAttention: {
-      const AttentionWeights& a = lw.attn;
-      for (const WeightMatrix* m : {&a.wq, &a.wq_a, &a.wq_b, &a.wkv_a, &a.wkv_b, &a.wo})
-        stats_.add(ForwardPart::kAttention, matrix_bytes(*m), m != &a.wkv_b ? n * matrix_macs(*m) : 0);
+      // (wkv_b's multiply-adds are attention's own, counted below)
+      for_each_attention_matrix(lw.attn, [&](const std::string& name, const WeightMatrix& m) {
+        stats_.add(ForwardPart::kAttention, m.bytes(), name != "attn.wkv_b" ? n * matrix_macs(m) : 0);
+      });
       // absorbed attention per token and local head (attention.cpp): wkv_b's key half folded into
       // the query (nope x lora), its value half applied to the attended latent (v x lora), and per
       // visible cache position a score (lora + rope) and a value accumulation (lora)

@@ -192,17 +192,11 @@ void Transformer::head_logits(const float* last, int64_t n_logits, const WeightM
                   logits + b * config_.vocab_size + r * v_local);
 }
 
-namespace {
-int64_t matrix_bytes(const WeightMatrix& m) { return m.empty() ? 0 : m.bytes(); }
-int64_t mlp_bytes(const MlpWeights& m) { return matrix_bytes(m.w1) + matrix_bytes(m.w2) + matrix_bytes(m.w3); }
-}  // namespace
-
 int64_t Transformer::weight_bytes() const {
   const ModelConfig& c = config_;
   int64_t bytes = weights_.head.bytes();
   for (const LayerWeights& lw : weights_.layers) {
-    const AttentionWeights& a = lw.attn;
-    for (const WeightMatrix* m : {&a.wq, &a.wq_a, &a.wq_b, &a.wkv_a, &a.wkv_b, &a.wo}) bytes += matrix_bytes(*m);
+    for_each_attention_matrix(lw.attn, [&](const std::string&, const WeightMatrix& m) { bytes += m.bytes(); });
     if (!lw.is_moe) {
       bytes += mlp_bytes(lw.mlp);
     } else {

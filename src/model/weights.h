@@ -58,7 +58,7 @@ struct ModelWeights {
   Quantization quantization;              // what the shard's metadata says (convert --experts-int4 / --int8)
 };
 
-// The multi-token-prediction module (MTP.md section 1) of one rank, from mtp{rank}-mp{P}.safetensors.
+// The multi-token-prediction module (docs/MTP.md section 1) of one rank, from mtp{rank}-mp{P}.safetensors.
 struct MtpWeights {
   std::shared_ptr<SafetensorsFile> file;
   std::vector<float> enorm, hnorm;  // [dim] norms of the next token's embedding and of the hidden state
@@ -68,26 +68,42 @@ struct MtpWeights {
   WeightMatrix embed, head;         // [vocab_local, dim] own copies; empty: the main model's (equal)
 };
 
-// fn(name, matrix) for each matrix of a layer: attention's, then the dense MLP's, or the MoE's
-// router, shared expert and every local expert (named "attn.wq_a", "mlp.w1", "moe.gate",
-// "moe.shared.w2", "moe.experts.E.w3" with E the local index); matrices the config leaves out
-// (wq beside wq_a, an absent shared expert) are skipped.
+// fn(name, matrix) for attention's matrices ("attn.wq", "attn.wq_a", ... "attn.wo"), skipping
+// those the config leaves out (wq beside wq_a).
+template <class Fn>
+void for_each_attention_matrix(const AttentionWeights& a, Fn&& fn) {
+  const std::pair<const char*, const WeightMatrix*> matrices[] = {{"attn.wq", &a.wq},       {"attn.wq_a", &a.wq_a},
+                                                                  {"attn.wq_b", &a.wq_b},   {"attn.wkv_a", &a.wkv_a},
+                                                                  {"attn.wkv_b", &a.wkv_b}, {"attn.wo", &a.wo}};
+  for (const auto& [name, m] : matrices)
+    if (!m->empty()) fn(std::string(name), *m);
+}
+
+// fn(prefix + ".w1" / ".w2" / ".w3", matrix) for an MLP's matrices (none for an absent one).
+template <class Fn>
+void for_each_mlp_matrix(const std::string& prefix, const MlpWeights& w, Fn&& fn) {
+  for (const auto& [name, m] : {std::pair{".w1", &w.w1}, std::pair{".w2", &w.w2}, std::pair{".w3", &w.w3}})
+    if (!m->empty()) fn(prefix + name, *m);
+}
+
+// Bytes of an MLP's matrices (0 for an absent one): what one pass over it reads.
+inline int64_t mlp_bytes(const MlpWeights& w) {
+  int64_t bytes = 0;
+  for_each_mlp_matrix("", w, [&](const std::string&, const WeightMatrix& m) { bytes += m.bytes(); });
+  return bytes;
+}
+
+// fn(name, matrix) for each matrix of a layer: attention's, then the dense MLP's ("mlp.w1"), or
+// the MoE's router ("moe.gate"), shared expert ("moe.shared.w2") and every local expert
+// ("moe.experts.E.w3", E the local index).
 template <class Fn>
 void for_each_matrix(const LayerWeights& lw, Fn&& fn) {
-  const AttentionWeights& a = lw.attn;
-  const std::pair<const char*, const WeightMatrix*> attention[] = {{"attn.wq", &a.wq},       {"attn.wq_a", &a.wq_a},
-                                                                   {"attn.wq_b", &a.wq_b},   {"attn.wkv_a", &a.wkv_a},
-                                                                   {"attn.wkv_b", &a.wkv_b}, {"attn.wo", &a.wo}};
-  for (const auto& [name, m] : attention)
-    if (!m->empty()) fn(std::string(name), *m);
-  auto mlp = [&](const std::string& prefix, const MlpWeights& w) {
-    for (const auto& [name, m] : {std::pair{".w1", &w.w1}, std::pair{".w2", &w.w2}, std::pair{".w3", &w.w3}})
-      if (!m->empty()) fn(prefix + name, *m);
-  };
-  if (!lw.is_moe) return mlp("mlp", lw.mlp);
+  for_each_attention_matrix(lw.attn, fn);
+  if (!lw.is_moe) return for_each_mlp_matrix("mlp", lw.mlp, fn);
   fn(std::string("moe.gate"), lw.moe.gate);
-  mlp("moe.shared", lw.moe.shared);
-  for (size_t e = 0; e < lw.moe.experts.size(); ++e) mlp("moe.experts." + std::to_string(e), lw.moe.experts[e]);
+  for_each_mlp_matrix("moe.shared", lw.moe.shared, fn);
+  for (size_t e = 0; e < lw.moe.experts.size(); ++e)
+    for_each_mlp_matrix("moe.experts." + std::to_string(e), lw.moe.experts[e], fn);
 }
 
 // Binds every tensor the config implies to the shard, checking dtype and shape; a missing
