@@ -2,7 +2,7 @@
 // vector variant (AVX2, AVX-512), on both of its paths (GEMV below gemm_min_tokens, GEMM from it
 // on), at any thread count, gives each (row, token) exactly the value of the reference order
 // written out below in scalar code. This is what makes a sequence's logits independent of its
-// batch mates (ENGINE.md, batch invariance): a row computed alone equals the same row computed
+// batch mates (docs/ENGINE.md, batch invariance): a row computed alone equals the same row computed
 // among 200 others. The scalar oracle has one path only; it is checked for the same property.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The generation loop (src/engine/generate.h, REFERENCE.md section 5) on the tiny-v2-lite
+// The generation loop (src/engine/generate.h, docs/REFERENCE.md section 5) on the tiny-v2-lite
 // checkpoint, converted here with the real `dsinfer convert`.
 #include "engine/generate.h"
 

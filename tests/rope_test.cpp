@@ -1,5 +1,5 @@
 // RoPE with YaRN (src/model/rope.h) against the reference's precompute_freqs_cis and MLA softmax
-// scale, written out here in double (REFERENCE.md section 4).
+// scale, written out here in double (docs/REFERENCE.md section 4).
 #include "model/rope.h"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // The MoE router (route in src/model/layers.h) against a brute-force reference of the
-// reference's Gate.forward written here in double (REFERENCE.md section 4).
+// reference's Gate.forward written here in double (docs/REFERENCE.md section 4).
 #include <gtest/gtest.h>
 
 #include <algorithm>

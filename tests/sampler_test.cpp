@@ -1,5 +1,5 @@
 // Next-token sampling (src/engine/sampler.h): argmax at temperature 0, a draw from
-// softmax(logits / T) otherwise (REFERENCE.md section 5).
+// softmax(logits / T) otherwise (docs/REFERENCE.md section 5).
 #include "engine/sampler.h"
 
 #include <gtest/gtest.h>

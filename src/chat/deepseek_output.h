@@ -1,4 +1,4 @@
-// DeepSeek's output, split the way OpenAI-style clients expect (SERVING.md): R1 / V3.1 reasoning
+// DeepSeek's output, split the way OpenAI-style clients expect (docs/SERVING.md): R1 / V3.1 reasoning
 // (`<think>...</think>`) to `reasoning_content`, the rest to `content`, and V3 / R1-0528 / V3.1
 // tool calls (`<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>...<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>`) to
 // `tool_calls`. Streaming, with state per request: text is pushed as it is decoded and comes back

@@ -1,4 +1,4 @@
-// The engine of sequences (ENGINE.md): requests join and leave between forward steps, each with
+// The engine of sequences (docs/ENGINE.md): requests join and leave between forward steps, each with
 // its own sampling parameters and keyed random stream, its KV cache positions reserved when it is
 // admitted. The scheduler builds each step from every decoding sequence (one token each) plus
 // chunked prefill within a token budget, so a long prompt never stalls running streams; prompts
@@ -79,7 +79,7 @@ struct EngineOptions {
   // without it, bit for bit (batch invariance); only the speed changes.
   bool mtp = false;
   // Drafts per sequence and step: the first from the module's pass over the settled positions,
-  // each further one from the same module fed its last draft and its own output (MTP.md: chained
+  // each further one from the same module fed its last draft and its own output (docs/MTP.md: chained
   // drafts lie outside what the module was trained for, so acceptance decays).
   int draft_tokens = 1;
   // With mtp: draft only when it measured faster for this many decoding sequences (--mtp auto,

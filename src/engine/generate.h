@@ -1,4 +1,4 @@
-// The reference's generation loop (generate.py: generate, REFERENCE.md section 5): one forward
+// The reference's generation loop (generate.py: generate, docs/REFERENCE.md section 5): one forward
 // over [0, shortest prompt), then one position at a time for all rows together; a row still
 // inside its prompt takes its prompt token; stop when every row has produced eos.
 #pragma once

@@ -1,4 +1,4 @@
-// Loading a model at any world size (ENGINE.md: ranks). Before anything is mapped the ranks
+// Loading a model at any world size (docs/ENGINE.md: ranks). Before anything is mapped the ranks
 // compare what they are about to load (config fields, shard headers and norm weights), then
 // whether loading worked, so that a rank with another checkpoint, another config or a missing
 // shard makes every rank stop with the same message instead of failing alone and leaving the

@@ -1,4 +1,4 @@
-// Per-sequence sampling parameters and the keyed random stream (ENGINE.md): the token a sequence
+// Per-sequence sampling parameters and the keyed random stream (docs/ENGINE.md): the token a sequence
 // draws at position p depends only on (its logits, its parameters, seed, p, choice), never on
 // what else runs in the engine or on how many draws came before, so a request's sampled text is
 // the same alone, in a batch or under continuous batching.

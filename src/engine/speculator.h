@@ -1,4 +1,4 @@
-// Speculative decoding with the checkpoint's multi-token-prediction module (MTP.md): the MTP
+// Speculative decoding with the checkpoint's multi-token-prediction module (docs/MTP.md): the MTP
 // module's own cache, each sequence's speculation state, and the drafting after a main step. A
 // draft only decides how many tokens a verify step may take, never which (each position is
 // sampled from its own stream), so the tokens are those of a run without it.

@@ -1,4 +1,4 @@
-// What rank 0 tells the other ranks before each engine step (ENGINE.md: ranks): the requests
+// What rank 0 tells the other ranks before each engine step (docs/ENGINE.md: ranks): the requests
 // submitted and cancelled since the last step, or that the engine pauses (the front end goes
 // back to its own input), stops, or that rank 0 failed. Every rank then takes the same
 // scheduling decisions and samples the same tokens from the same gathered logits, so nothing

@@ -1,5 +1,5 @@
 // Model hyperparameters: every field of the reference's ModelArgs with its default
-// (REFERENCE.md section 2). Read from the reference's configs/*.json form or from a
+// (docs/REFERENCE.md section 2). Read from the reference's configs/*.json form or from a
 // Hugging Face config.json, which carries the same facts under other names.
 #pragma once
 

@@ -52,7 +52,7 @@ void mlp_forward(const ForwardContext& ctx, const MlpWeights& w, const float* x,
                  bool reduce, Scratch& scratch, float* out);
 
 // Router: scores [n_routed_experts] (logits of the gate) -> the chosen experts and their
-// weights (REFERENCE.md section 4: softmax or sigmoid, bias only in selection, group limit,
+// weights (docs/REFERENCE.md section 4: softmax or sigmoid, bias only in selection, group limit,
 // normalisation for sigmoid, route_scale). experts/weights hold n_activated_experts each.
 void route(const ModelConfig& config, const float* gate_logits, const float* bias, int* experts,
            float* weights);

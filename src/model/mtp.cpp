@@ -1,4 +1,4 @@
-// The multi-token-prediction module of V3/R1 (MTP.md section 1): at position i,
+// The multi-token-prediction module of V3/R1 (docs/MTP.md section 1): at position i,
 //   u = eh_proj [enorm(embed(t_{i+1})) | hnorm(h_i)],  then one MLA + MoE block over u with its
 //   own cache, then head(head_norm(.)) -> the draft distribution for t_{i+2}.
 // The embedding half comes first (the checkpoints were trained so, whatever the paper's equation

@@ -1,5 +1,5 @@
 // Rotary position embedding with YaRN frequency correction, as the reference's
-// precompute_freqs_cis / apply_rotary_emb (REFERENCE.md section 4). Rotates interleaved pairs
+// precompute_freqs_cis / apply_rotary_emb (docs/REFERENCE.md section 4). Rotates interleaved pairs
 // (x[2i], x[2i+1]) as complex numbers. The correction depends on max_seq_len, not the prompt.
 #pragma once
 

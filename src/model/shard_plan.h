@@ -1,4 +1,4 @@
-// What one tensor-parallel rank owns (REFERENCE.md sections 3-4): a contiguous block of the
+// What one tensor-parallel rank owns (docs/REFERENCE.md sections 3-4): a contiguous block of the
 // vocabulary, of the heads, of the intermediate dims, and of the routed experts.
 #pragma once
 

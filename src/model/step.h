@@ -1,4 +1,4 @@
-// One forward call over any mix of sequences (ENGINE.md: the ragged step). Each chunk is some
+// One forward call over any mix of sequences (docs/ENGINE.md: the ragged step). Each chunk is some
 // consecutive positions of one sequence: a prefill piece or a single decode token. Embedding,
 // norms, MLP and MoE run on the flat rows of all chunks; RoPE, cache writes and attention per
 // chunk at its absolute positions; the head only on the rows asked for.

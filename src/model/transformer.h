@@ -1,4 +1,4 @@
-// The DeepSeek MLA + MoE transformer of one tensor-parallel rank (REFERENCE.md section 4).
+// The DeepSeek MLA + MoE transformer of one tensor-parallel rank (docs/REFERENCE.md section 4).
 #pragma once
 
 #include <cstdint>
@@ -43,7 +43,7 @@ class Transformer {
   void forward(const int32_t* tokens, int batch, int seqlen, int start_pos, KVCache& cache,
                float* logits);
 
-  // Multi-token prediction (model/mtp.cpp; MTP.md). Maps mtp{rank}-mp{world}.safetensors beside
+  // Multi-token prediction (model/mtp.cpp; docs/MTP.md). Maps mtp{rank}-mp{world}.safetensors beside
   // the shard (convert --keep-mtp); an Error naming the file when it is missing or does not fit.
   void load_mtp(const std::string& ckpt_dir);
   bool has_mtp() const { return mtp_ != nullptr; }

@@ -1,4 +1,4 @@
-// The collectives the tensor-parallel forward pass needs (REFERENCE.md section 4), plus a byte
+// The collectives the tensor-parallel forward pass needs (docs/REFERENCE.md section 4), plus a byte
 // broadcast for rank 0's input (prompts, commands) and a byte all-gather for the ranks' check that
 // they loaded the same model. Here: the interface and the world of one; the real backends (mpi,
 // gloo) and the choice between them are comm/backends.h, linked only by what launches ranks.

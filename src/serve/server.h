@@ -1,4 +1,4 @@
-// `dsinfer serve`: an OpenAI-compatible HTTP server over the engine (SERVING.md). Rank 0 serves
+// `dsinfer serve`: an OpenAI-compatible HTTP server over the engine (docs/SERVING.md). Rank 0 serves
 // HTTP and schedules; HTTP threads only parse requests, render prompts and write responses,
 // while one engine thread steps (and, at world size > 1, broadcasts each step to the other
 // ranks, which follow). Endpoints: POST /v1/chat/completions, POST /v1/completions,
