@@ -13,6 +13,7 @@
 #include "bench/kernel_table.h"
 #include "bench/model_bench.h"
 #include "bench_golden.h"
+#include "bench_report.h"
 #include "commands.h"
 #include "core/cpu.h"
 #include "core/error.h"
@@ -160,28 +161,6 @@ json collectives_json(const CollectiveStats& c, int calls) {
   return {{"all_reduce", kind(c.all_reduce)}, {"all_gather", kind(c.all_gather)}};
 }
 
-void print_collectives(const char* title, const json& c, double step_seconds) {
-  std::printf("  %-22s %9s %9s %9s  share of the step\n", title, "calls", "KB", "ms");
-  for (const char* kind : {"all_reduce", "all_gather"}) {
-    const json& k = c[kind];
-    const double sec = k["seconds"];
-    std::printf("    %-20s %9.0f %9.1f %9.3f  %5.3f\n", kind, k["calls"].get<double>(), k["bytes"].get<double>() / 1e3,
-                1e3 * sec, step_seconds > 0 ? sec / step_seconds : 0.0);
-  }
-}
-
-// A table of where one forward call's time went: decode shows GB/s of weights, prefill GFLOP/s.
-void print_parts(const char* title, const json& parts, bool decode) {
-  double total = 0;
-  for (const json& p : parts) total += p["seconds"].get<double>();
-  std::printf("  %-22s %9s  share %9s %9s\n", title, "ms", decode ? "MB" : "GFLOP", decode ? "GB/s" : "GFLOP/s");
-  for (const json& p : parts) {
-    const double sec = p["seconds"], amount = decode ? p["weight_bytes"].get<double>() : p["flops"].get<double>();
-    std::printf("    %-20s %9.2f  %5.3f %9.1f %9.1f\n", p["part"].get<std::string>().c_str(), 1e3 * sec, sec / total,
-                amount / (decode ? 1e6 : 1e9), sec > 0 ? amount / sec / 1e9 : 0.0);
-  }
-}
-
 // --explain-kernels: which kernel serves each kind of this checkpoint's matrices at each token
 // count, for this machine's kernel config or a typical CPU of another family. The shards are
 // mapped, not read.
@@ -200,50 +179,12 @@ void run_explain(const BenchOptions& o) {
   std::printf("%s", kernel_plan_table(matrix_kinds(*model), o.explain_tokens, kernels).c_str());
 }
 
-void run_bench(const BenchOptions& o) {
-  if (o.explain) return run_explain(o);
-  check(!o.batches.empty() && !o.prefill_lens.empty(), "bench: --batch and --prefill need values");
-  check(o.decode_steps >= 1 && o.warmup_steps >= 0 && o.prompt_len >= 1 && o.passes >= 1 && o.runs >= 1 && o.bw_mb >= 1 &&
-            o.fma_iterations >= 1,
-        "bench: steps, prompt length, passes, runs, --bw-mb and --fma-iterations must be positive");
-  const ModelConfig config = o.model.load_config();
-  for (int b : o.batches)
-    check(b >= 1 && b <= config.max_batch_size, "bench: batch ", b, " is outside [1, max_batch_size=",
-          config.max_batch_size, "]");
-  auto comm = make_comm();
-  ThreadPool& pool = ThreadPool::global();
-  const KernelConfig& kernels = *o.model.kernels;
-  const Isa isa = kernels.isa;
-  // exact mode, or fast mode (--act-dtype bf16): its ceiling is the AMX or bf16-dot peak where it
-  // runs those kernels (model_bench.h: prefill_ceiling)
-  const ActDType act = kernels.act;
-  const int world = comm->world_size();
-
-  // ceilings: every rank measures at the same time (a barrier before each pass), so ranks that
-  // share a machine share its memory bandwidth and cores as they do when running the model. They
-  // are measured again after the model's runs and the higher value counts: on a shared machine a
-  // single measurement can land in a slow moment and flatter every fraction.
-  log_info("bench: ceilings with ", pool.size(), " threads x ", world, " rank(s), ", isa_name(isa));
-  CeilingOptions co;
-  co.buffer_bytes = o.bw_mb << 20;
-  co.fma_iterations = o.fma_iterations;
-  co.passes = o.passes;
-  const Ceilings before = measure_ceilings(pool, isa, co, [&] { comm->barrier(); });
-  check(prefill_ceiling_gflops(before, kernels) > 0, "bench: no ", act_dtype_name(act), " flop ceiling on this CPU (",
-        isa_name(isa), ")");
-
-  auto model = o.model.load_model(config, *comm);
-  // the longest prefill untimed first: it faults the weights in and grows every buffer to its
-  // largest size, so no timed run pays for first touches
-  const int warm_len = *std::max_element(o.prefill_lens.begin(), o.prefill_lens.end());
-  log_info("bench: warm-up prefill of ", warm_len, " tokens");
-  bench_prefill(*model, warm_len, o.seed);
-
+json measure_prefills(const BenchOptions& o, Transformer& model, Comm& comm) {
   json prefills = json::array();
   for (int len : o.prefill_lens) {
     log_info("bench: prefill of ", len, " tokens (", o.runs, " runs)");
-    const PrefillResult r = fastest(o.runs, [&] { return bench_prefill(*model, len, o.seed + 1); });
-    const double flops = 2.0 * sum_over_ranks(*comm, static_cast<double>(r.macs));
+    const PrefillResult r = fastest(o.runs, [&] { return bench_prefill(model, len, o.seed + 1); });
+    const double flops = 2.0 * sum_over_ranks(comm, static_cast<double>(r.macs));
     const double gflops = flops / r.seconds / 1e9;
     prefills.push_back({{"tokens", len},
                         {"seconds", r.seconds},
@@ -254,13 +195,17 @@ void run_bench(const BenchOptions& o) {
                         {"parts_rank0", parts_json(r.parts, 1)},
                         {"collectives_rank0", collectives_json(r.collectives, 1)}});
   }
+  return prefills;
+}
+
+json measure_decodes(const BenchOptions& o, Transformer& model, Comm& comm) {
   json decodes = json::array();
   for (int b : o.batches) {
     log_info("bench: decode at batch ", b, " (", o.runs, " runs of ", o.warmup_steps, " warm-up + ", o.decode_steps,
              " steps)");
     const DecodeResult r =
-        fastest(o.runs, [&] { return bench_decode(*model, b, o.prompt_len, o.warmup_steps, o.decode_steps, o.seed + 2); });
-    const double bytes = sum_over_ranks(*comm, static_cast<double>(r.weight_bytes));  // all steps, all ranks
+        fastest(o.runs, [&] { return bench_decode(model, b, o.prompt_len, o.warmup_steps, o.decode_steps, o.seed + 2); });
+    const double bytes = sum_over_ranks(comm, static_cast<double>(r.weight_bytes));  // all steps, all ranks
     const double gbps = bytes / r.seconds / 1e9;
     decodes.push_back({{"batch", b},
                        {"steps", r.steps},
@@ -274,71 +219,82 @@ void run_bench(const BenchOptions& o) {
                        {"parts_rank0", parts_json(r.parts, r.steps)},
                        {"collectives_rank0", collectives_json(r.collectives, r.steps)}});
   }
-  // decode at depth: each batch at depth 16 and at every --depth; the extra time over depth 16
-  // against the extra flops (attention's, which grow with the depth) is what the depth costs
+  return decodes;
+}
+
+// Decode at depth: each batch at depth 16 and at every --depth; the extra time over depth 16
+// against the extra flops (attention's, which grow with the depth) is what the depth costs.
+json measure_depths(const BenchOptions& o, Transformer& model, Comm& comm) {
   json depths = json::array();
-  if (!o.depths.empty()) {
-    constexpr int64_t kBaseDepth = 16;
-    const KVDType kv = o.model.kv_dtype();
-    for (int b : o.batches) {
-      double base_seconds = 0, base_flops = 0;
-      std::vector<int64_t> all = {kBaseDepth};
-      all.insert(all.end(), o.depths.begin(), o.depths.end());
-      for (int64_t depth : all) {
-        log_info("bench: decode at depth ", depth, ", batch ", b, " (", o.runs, " runs of ", o.warmup_steps,
-                 " warm-up + ", o.decode_steps, " steps)");
-        const DecodeResult r = fastest(o.runs, [&] {
-          return bench_decode_at_depth(*model, b, depth, o.warmup_steps, o.decode_steps, o.seed + 5, kv);
-        });
-        const PartStats& att = r.parts.parts[static_cast<int>(ForwardPart::kAttention)];
-        int64_t macs = 0;
-        for (const PartStats& p : r.parts.parts) macs += p.macs;
-        const double step_s = r.seconds / r.steps;
-        const double flops = 2.0 * sum_over_ranks(*comm, static_cast<double>(macs)) / r.steps;
-        const double att_flops = 2.0 * sum_over_ranks(*comm, static_cast<double>(att.macs)) / r.steps;
-        if (depth == kBaseDepth) {
-          base_seconds = step_s;
-          base_flops = flops;
-        }
-        if (depth == kBaseDepth && std::find(o.depths.begin(), o.depths.end(), kBaseDepth) != o.depths.end()) continue;
-        const double extra_s = step_s - base_seconds, extra_flops = flops - base_flops;
-        depths.push_back({{"depth", depth},
-                          {"batch", b},
-                          {"kv_cache_dtype", kv_dtype_name(kv)},
-                          {"tokens_per_s", r.tokens_per_s()},
-                          {"ms_per_step", 1e3 * step_s},
-                          {"attention_ms_per_step", 1e3 * att.seconds / r.steps},
-                          {"attention_gflops", att.seconds > 0 ? att_flops / (att.seconds / r.steps) / 1e9 : 0.0},
-                          {"weight_gbps", sum_over_ranks(*comm, static_cast<double>(r.weight_bytes)) / r.seconds / 1e9},
-                          {"extra_ms_over_depth_16", 1e3 * extra_s},
-                          {"extra_gflops_over_depth_16", extra_s > 0 ? extra_flops / extra_s / 1e9 : 0.0},
-                          {"parts_rank0", parts_json(r.parts, r.steps)}});
+  if (o.depths.empty()) return depths;
+  constexpr int64_t kBaseDepth = 16;
+  const KVDType kv = o.model.kv_dtype();
+  for (int b : o.batches) {
+    double base_seconds = 0, base_flops = 0;
+    std::vector<int64_t> all = {kBaseDepth};
+    all.insert(all.end(), o.depths.begin(), o.depths.end());
+    for (int64_t depth : all) {
+      log_info("bench: decode at depth ", depth, ", batch ", b, " (", o.runs, " runs of ", o.warmup_steps,
+               " warm-up + ", o.decode_steps, " steps)");
+      const DecodeResult r = fastest(o.runs, [&] {
+        return bench_decode_at_depth(model, b, depth, o.warmup_steps, o.decode_steps, o.seed + 5, kv);
+      });
+      const PartStats& att = r.parts.parts[static_cast<int>(ForwardPart::kAttention)];
+      int64_t macs = 0;
+      for (const PartStats& p : r.parts.parts) macs += p.macs;
+      const double step_s = r.seconds / r.steps;
+      const double flops = 2.0 * sum_over_ranks(comm, static_cast<double>(macs)) / r.steps;
+      const double att_flops = 2.0 * sum_over_ranks(comm, static_cast<double>(att.macs)) / r.steps;
+      if (depth == kBaseDepth) {
+        base_seconds = step_s;
+        base_flops = flops;
       }
+      if (depth == kBaseDepth && std::find(o.depths.begin(), o.depths.end(), kBaseDepth) != o.depths.end()) continue;
+      const double extra_s = step_s - base_seconds, extra_flops = flops - base_flops;
+      depths.push_back({{"depth", depth},
+                        {"batch", b},
+                        {"kv_cache_dtype", kv_dtype_name(kv)},
+                        {"tokens_per_s", r.tokens_per_s()},
+                        {"ms_per_step", 1e3 * step_s},
+                        {"attention_ms_per_step", 1e3 * att.seconds / r.steps},
+                        {"attention_gflops", att.seconds > 0 ? att_flops / (att.seconds / r.steps) / 1e9 : 0.0},
+                        {"weight_gbps", sum_over_ranks(comm, static_cast<double>(r.weight_bytes)) / r.seconds / 1e9},
+                        {"extra_ms_over_depth_16", 1e3 * extra_s},
+                        {"extra_gflops_over_depth_16", extra_s > 0 ? extra_flops / extra_s / 1e9 : 0.0},
+                        {"parts_rank0", parts_json(r.parts, r.steps)}});
     }
   }
+  return depths;
+}
+
+json measure_mtp(const BenchOptions& o, Transformer& model) {
   json mtps = json::array();
-  if (o.model.mtp_on())
-    for (int b : o.batches) {
-      const int max_drafts = std::max(3, o.model.draft_tokens);
-      log_info("bench: MTP speculation cost at batch ", b, ", 1 to ", max_drafts, " drafts (", o.decode_steps,
-               " rounds)");
-      const MtpCostResult m = bench_mtp(*model, b, o.prompt_len, o.decode_steps, max_drafts, o.seed + 4);
-      json per_k = json::array();
-      for (int k = 1; k <= max_drafts; ++k)
-        per_k.push_back({{"drafts", k},
-                         {"verify_ms", 1e3 * m.verify_seconds[k - 1]},
-                         {"draft_ms", 1e3 * m.draft_seconds[k - 1]},
-                         {"verify_weight_bytes_rank0", m.verify_bytes[k - 1]},
-                         {"break_even_acceptance", m.break_even_acceptance(k)},
-                         {"speedup_at_0.667", m.speedup_at(k, 2.0 / 3)},
-                         {"speedup_at_0.85", m.speedup_at(k, 0.85)},
-                         {"verify_parts_rank0", parts_json(m.verify_parts[k - 1], m.rounds)}});
-      mtps.push_back({{"batch", b},
-                      {"decode_ms", 1e3 * m.decode_seconds},
-                      {"decode_weight_bytes_rank0", m.decode_bytes},
-                      {"decode_parts_rank0", parts_json(m.decode_parts, m.rounds)},
-                      {"by_drafts", per_k}});
-    }
+  if (!o.model.mtp_on()) return mtps;
+  for (int b : o.batches) {
+    const int max_drafts = std::max(3, o.model.draft_tokens);
+    log_info("bench: MTP speculation cost at batch ", b, ", 1 to ", max_drafts, " drafts (", o.decode_steps,
+             " rounds)");
+    const MtpCostResult m = bench_mtp(model, b, o.prompt_len, o.decode_steps, max_drafts, o.seed + 4);
+    json per_k = json::array();
+    for (int k = 1; k <= max_drafts; ++k)
+      per_k.push_back({{"drafts", k},
+                       {"verify_ms", 1e3 * m.verify_seconds[k - 1]},
+                       {"draft_ms", 1e3 * m.draft_seconds[k - 1]},
+                       {"verify_weight_bytes_rank0", m.verify_bytes[k - 1]},
+                       {"break_even_acceptance", m.break_even_acceptance(k)},
+                       {"speedup_at_0.667", m.speedup_at(k, 2.0 / 3)},
+                       {"speedup_at_0.85", m.speedup_at(k, 0.85)},
+                       {"verify_parts_rank0", parts_json(m.verify_parts[k - 1], m.rounds)}});
+    mtps.push_back({{"batch", b},
+                    {"decode_ms", 1e3 * m.decode_seconds},
+                    {"decode_weight_bytes_rank0", m.decode_bytes},
+                    {"decode_parts_rank0", parts_json(m.decode_parts, m.rounds)},
+                    {"by_drafts", per_k}});
+  }
+  return mtps;
+}
+
+json measure_servings(const BenchOptions& o, Transformer& model) {
   json servings = json::array();
   for (int concurrency : o.serving) {
     if (concurrency == 0) continue;
@@ -349,177 +305,122 @@ void run_bench(const BenchOptions& o) {
     log_info("bench: serving ", so.requests, " requests at concurrency ", concurrency, " (prompts of ", so.prompt_len,
              ", ", so.max_new_tokens, " new tokens, one arriving every ", so.stagger_steps, " steps, step budget ",
              so.step_tokens, " tokens)");
-    servings.push_back(serving_json(bench_serving(*model, so)));
+    servings.push_back(serving_json(bench_serving(model, so)));
   }
+  return servings;
+}
+
+json measure_conversations(const BenchOptions& o, Transformer& model) {
   json conversations = json::array();
-  if (o.conversations.users > 0)
-    for (bool prefix : {true, false}) {
-      ConversationOptions co2 = o.conversations;
-      co2.prefix_cache = prefix;
-      co2.seed = o.seed + 6;
-      log_info("bench: ", co2.users, " conversations x ", co2.turns, " turns (system prompt ", co2.system_len,
-               ", user turns ", co2.user_len, ", answers ", co2.max_new_tokens, " tokens), prefix cache ",
-               prefix ? "on" : "off");
-      conversations.push_back(conversation_json(bench_conversations(*model, co2)));
-    }
-  log_info("bench: ceilings again");
-  const Ceilings after = measure_ceilings(pool, isa, co, [&] { comm->barrier(); });
+  if (o.conversations.users == 0) return conversations;
+  for (bool prefix : {true, false}) {
+    ConversationOptions co = o.conversations;
+    co.prefix_cache = prefix;
+    co.seed = o.seed + 6;
+    log_info("bench: ", co.users, " conversations x ", co.turns, " turns (system prompt ", co.system_len,
+             ", user turns ", co.user_len, ", answers ", co.max_new_tokens, " tokens), prefix cache ",
+             prefix ? "on" : "off");
+    conversations.push_back(conversation_json(bench_conversations(model, co)));
+  }
+  return conversations;
+}
+
+// Every rank's ceilings (the higher of before and after) and their sums, as "ceilings" is in the
+// JSON; `total` gets the sums.
+json ceilings_json(Comm& comm, const Ceilings& before, const Ceilings& after, int64_t buffer_bytes, Ceilings& total) {
   const Ceilings mine{std::max(before.read_gbps, after.read_gbps), std::max(before.fma_gflops, after.fma_gflops),
                       std::max(before.bf16_gflops, after.bf16_gflops), std::max(before.amx_gflops, after.amx_gflops)};
-  const auto per_rank = gather(*comm, {mine.read_gbps, mine.fma_gflops, mine.bf16_gflops, mine.amx_gflops});
-  Ceilings total;
+  const auto per_rank = gather(comm, {mine.read_gbps, mine.fma_gflops, mine.bf16_gflops, mine.amx_gflops});
+  total = {};
+  json ranks = json::array();
   for (const auto& r : per_rank) {
     total.read_gbps += r[0];
     total.fma_gflops += r[1];
     total.bf16_gflops += r[2];
     total.amx_gflops += r[3];
+    ranks.push_back({{"read_gbps", r[0]}, {"fma_f32_gflops", r[1]}, {"bf16_dot_gflops", r[2]}, {"amx_bf16_gflops", r[3]}});
   }
+  return {{"read_gbps", total.read_gbps},       {"fma_f32_gflops", total.fma_gflops},
+          {"bf16_dot_gflops", total.bf16_gflops}, {"amx_bf16_gflops", total.amx_gflops},
+          {"bw_buffer_bytes_per_rank", buffer_bytes}, {"per_rank", ranks}};
+}
+
+void check_options(const BenchOptions& o, const ModelConfig& config) {
+  check(!o.batches.empty() && !o.prefill_lens.empty(), "bench: --batch and --prefill need values");
+  check(o.decode_steps >= 1 && o.warmup_steps >= 0 && o.prompt_len >= 1 && o.passes >= 1 && o.runs >= 1 && o.bw_mb >= 1 &&
+            o.fma_iterations >= 1,
+        "bench: steps, prompt length, passes, runs, --bw-mb and --fma-iterations must be positive");
+  for (int b : o.batches)
+    check(b >= 1 && b <= config.max_batch_size, "bench: batch ", b, " is outside [1, max_batch_size=",
+          config.max_batch_size, "]");
+}
+
+void run_bench(const BenchOptions& o) {
+  if (o.explain) return run_explain(o);
+  const ModelConfig config = o.model.load_config();
+  check_options(o, config);
+  auto comm = make_comm();
+  ThreadPool& pool = ThreadPool::global();
+  const KernelConfig& kernels = *o.model.kernels;
+  const Isa isa = kernels.isa;
+
+  // ceilings: every rank measures at the same time (a barrier before each pass), so ranks that
+  // share a machine share its memory bandwidth and cores as they do when running the model. They
+  // are measured again after the model's runs and the higher value counts: on a shared machine a
+  // single measurement can land in a slow moment and flatter every fraction. Exact mode's flop
+  // ceiling is the fp32 FMA peak, fast mode's the AMX or bf16-dot peak where it runs those
+  // kernels (model_bench.h: prefill_ceiling).
+  log_info("bench: ceilings with ", pool.size(), " threads x ", comm->world_size(), " rank(s), ", isa_name(isa));
+  CeilingOptions co;
+  co.buffer_bytes = o.bw_mb << 20;
+  co.fma_iterations = o.fma_iterations;
+  co.passes = o.passes;
+  const Ceilings before = measure_ceilings(pool, isa, co, [&] { comm->barrier(); });
+  check(prefill_ceiling_gflops(before, kernels) > 0, "bench: no ", act_dtype_name(kernels.act),
+        " flop ceiling on this CPU (", isa_name(isa), ")");
+
+  auto model = o.model.load_model(config, *comm);
+  // the longest prefill untimed first: it faults the weights in and grows every buffer to its
+  // largest size, so no timed run pays for first touches
+  const int warm_len = *std::max_element(o.prefill_lens.begin(), o.prefill_lens.end());
+  log_info("bench: warm-up prefill of ", warm_len, " tokens");
+  bench_prefill(*model, warm_len, o.seed);
+
+  json out = {{"ckpt_path", o.model.ckpt_path},
+              {"isa", isa_name(isa)},
+              {"threads", pool.size()},
+              {"world_size", comm->world_size()},
+              {"act_dtype", act_dtype_name(kernels.act)},
+              {"batch_invariant", kernels.batch_invariant},
+              {"prefill_ceiling", prefill_ceiling_key(prefill_ceiling(kernels))},
+              {"prefill_ceiling_name", prefill_ceiling_name(prefill_ceiling(kernels))}};
+  out["prefill"] = measure_prefills(o, *model, *comm);
+  out["decode"] = measure_decodes(o, *model, *comm);
+  out["depth"] = measure_depths(o, *model, *comm);
+  out["mtp"] = measure_mtp(o, *model);
+  out["serving"] = measure_servings(o, *model);
+  out["conversations"] = measure_conversations(o, *model);
+  log_info("bench: ceilings again");
+  const Ceilings after = measure_ceilings(pool, isa, co, [&] { comm->barrier(); });
+  Ceilings total;
+  out["ceilings"] = ceilings_json(*comm, before, after, co.buffer_bytes, total);
   const double flop_ceiling = prefill_ceiling_gflops(total, kernels);
-  for (json& p : prefills) p["flop_fraction"] = p["gflops"].get<double>() / flop_ceiling;
-  for (json& d : decodes) d["bw_fraction"] = d["gbps"].get<double>() / total.read_gbps;
-  for (json& d : depths) {
+  for (json& p : out["prefill"]) p["flop_fraction"] = p["gflops"].get<double>() / flop_ceiling;
+  for (json& d : out["decode"]) d["bw_fraction"] = d["gbps"].get<double>() / total.read_gbps;
+  for (json& d : out["depth"]) {
     d["extra_flop_fraction"] = d["extra_gflops_over_depth_16"].get<double>() / flop_ceiling;
     d["attention_flop_fraction"] = d["attention_gflops"].get<double>() / flop_ceiling;
   }
   if (comm->rank() != 0) return;
   // rank 0 alone, on a tiny model in this process (no collectives)
-  const json golden = o.golden.empty() ? json() : compare_with_golden(o.golden, pool, kernels);
-
-  // the headline numbers: batch-1 decode (else the first batch) and the 512-token prefill
-  // (else the longest)
-  const json* headline_decode = &decodes[0];
-  for (const json& d : decodes)
-    if (d["batch"] == 1) headline_decode = &d;
-  double prefill_fraction = 0;
-  int best_len = 0;
-  const json* headline_prefill = nullptr;
-  for (const json& p : prefills) {
-    const int len = p["tokens"];
-    if (best_len != 512 && (len == 512 || len > best_len)) {
-      best_len = len;
-      prefill_fraction = p["flop_fraction"];
-      headline_prefill = &p;
-    }
-  }
-
-  json ceilings = {{"read_gbps", total.read_gbps},
-                   {"fma_f32_gflops", total.fma_gflops},
-                   {"bf16_dot_gflops", total.bf16_gflops},
-                   {"amx_bf16_gflops", total.amx_gflops},
-                   {"bw_buffer_bytes_per_rank", co.buffer_bytes},
-                   {"per_rank", json::array()}};
-  for (const auto& r : per_rank)
-    ceilings["per_rank"].push_back({{"read_gbps", r[0]}, {"fma_f32_gflops", r[1]}, {"bf16_dot_gflops", r[2]}, {"amx_bf16_gflops", r[3]}});
+  out["golden"] = o.golden.empty() ? json() : compare_with_golden(o.golden, pool, kernels);
+  out["decode_bw_fraction"] = headline_decode(out["decode"])["bw_fraction"];
+  out["prefill_flop_fraction"] = headline_prefill(out["prefill"])["flop_fraction"];
   if (o.as_json) {
-    json out = {{"ckpt_path", o.model.ckpt_path},
-                {"isa", isa_name(isa)},
-                {"threads", pool.size()},
-                {"world_size", world},
-                {"act_dtype", act_dtype_name(act)},
-                {"batch_invariant", kernels.batch_invariant},
-                {"prefill_ceiling", prefill_ceiling_key(prefill_ceiling(kernels))},
-                {"ceilings", ceilings},
-                {"decode", decodes},
-                {"prefill", prefills},
-                {"serving", servings},
-                {"depth", depths},
-                {"conversations", conversations},
-                {"mtp", mtps},
-                {"decode_bw_fraction", (*headline_decode)["bw_fraction"]},
-                {"golden", golden},
-                {"prefill_flop_fraction", prefill_fraction}};
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
-  std::printf("dsinfer bench: %s\n", o.model.ckpt_path.c_str());
-  std::printf("isa %s, %d threads x %d rank(s), activations %s, %s\n", isa_name(isa), pool.size(), world,
-              act_dtype_name(act), kernels.batch_invariant ? "batch invariant" : "batch variant (--batch-variant)");
-  std::printf("\nceilings (all ranks at once, summed)      total    per rank\n");
-  auto ceiling_row = [&](const char* name, double value, int index, const char* unit) {
-    std::printf("  %-34s %9.1f", name, value);
-    for (const auto& r : per_rank) std::printf(" %9.1f", r[index]);
-    std::printf("  %s\n", unit);
-  };
-  ceiling_row("streaming read bandwidth", total.read_gbps, 0, "GB/s");
-  ceiling_row("fp32 FMA peak", total.fma_gflops, 1, "GFLOP/s");
-  ceiling_row("bf16 dot peak", total.bf16_gflops, 2, "GFLOP/s");
-  ceiling_row("AMX bf16 peak", total.amx_gflops, 3, "GFLOP/s");
-  std::printf("\ndecode     tokens/s  ms/step  MB/token  GB/s     bw fraction\n");
-  for (const json& d : decodes)
-    std::printf("  batch %-3d %8.2f %8.2f %9.2f %7.2f  %.3f\n", d["batch"].get<int>(), d["tokens_per_s"].get<double>(),
-                d["ms_per_step"].get<double>(), d["weight_bytes_per_token"].get<double>() / 1e6,
-                d["gbps"].get<double>(), d["bw_fraction"].get<double>());
-  std::printf("\nprefill    tokens/s  seconds  GFLOP     GFLOP/s  fraction of %s\n",
-              prefill_ceiling_name(prefill_ceiling(kernels)));
-  for (const json& p : prefills)
-    std::printf("  %4d tokens %6.2f %8.3f %9.2f %7.2f  %.3f\n", p["tokens"].get<int>(), p["tokens_per_s"].get<double>(),
-                p["seconds"].get<double>(), p["flops"].get<double>() / 1e9, p["gflops"].get<double>(),
-                p["flop_fraction"].get<double>());
-  if (!depths.empty()) {
-    std::printf("\ndecode at depth (%s cache; synthetic entries)  tokens/s  ms/step  attention ms  attention GFLOP/s  "
-                "extra over depth 16: ms  GFLOP/s  fraction of %s\n",
-                depths[0]["kv_cache_dtype"].get<std::string>().c_str(), prefill_ceiling_name(prefill_ceiling(kernels)));
-    for (const json& d : depths)
-      std::printf("  depth %6lld batch %-3d %26.2f %8.2f %13.2f %17.1f %24.2f %8.1f %6.3f\n",
-                  static_cast<long long>(d["depth"].get<int64_t>()), d["batch"].get<int>(),
-                  d["tokens_per_s"].get<double>(), d["ms_per_step"].get<double>(),
-                  d["attention_ms_per_step"].get<double>(), d["attention_gflops"].get<double>(),
-                  d["extra_ms_over_depth_16"].get<double>(), d["extra_gflops_over_depth_16"].get<double>(),
-                  d["extra_flop_fraction"].get<double>());
-  }
-  for (const json& v : conversations) {
-    std::printf("\nconversations: %d users x %d turns, system prompt %d, user turns %d, answers %d; prefix cache %s: "
-                "%.1f s\n",
-                v["users"].get<int>(), v["turns"].get<int>(), v["system_prompt_tokens"].get<int>(),
-                v["user_tokens"].get<int>(), v["answer_tokens"].get<int>(), v["prefix_cache"].get<bool>() ? "on" : "off",
-                v["seconds"].get<double>());
-    std::printf("  prompt tokens %lld, from the cache %lld of an ideal %lld (%.3f); peak KV %lld positions, %.1f MiB; "
-                "evictions %lld\n",
-                static_cast<long long>(v["prompt_tokens"].get<int64_t>()), static_cast<long long>(v["reused_tokens"].get<int64_t>()),
-                static_cast<long long>(v["ideal_reused_tokens"].get<int64_t>()), v["hit_of_ideal"].get<double>(),
-                static_cast<long long>(v["peak_kv_positions"].get<int64_t>()), v["peak_kv_bytes"].get<double>() / (1 << 20),
-                static_cast<long long>(v["evictions"].get<int64_t>()));
-    std::printf("  turn  prompt tokens  reused  TTFT mean/p90 s   TPOT mean ms\n");
-    for (const json& t : v["by_turn"])
-      std::printf("  %4d %14lld %7lld %8.3f %7.3f %12.1f\n", t["turn"].get<int>(),
-                  static_cast<long long>(t["prompt_tokens"].get<int64_t>()), static_cast<long long>(t["reused_tokens"].get<int64_t>()),
-                  t["ttft_mean_s"].get<double>(), t["ttft_p90_s"].get<double>(), 1e3 * t["tpot_mean_s"].get<double>());
-  }
-  if (!servings.empty()) {
-    std::printf("\nserving    requests  tokens/s  per-seq tok/s  TTFT mean/p90 s  TPOT mean/p90 ms  longest step ms\n");
-    for (const json& v : servings)
-      std::printf("  conc %-3d %7d %9.2f %10.2f %12.3f %6.3f %10.1f %6.1f %12.1f\n", v["concurrency"].get<int>(),
-                  v["requests"].get<int>(), v["tokens_per_s"].get<double>(), v["per_sequence_tokens_per_s"].get<double>(),
-                  v["ttft_mean_s"].get<double>(), v["ttft_p90_s"].get<double>(), 1e3 * v["tpot_mean_s"].get<double>(),
-                  1e3 * v["tpot_p90_s"].get<double>(), 1e3 * v["max_step_s"].get<double>());
-  }
-  if (!mtps.empty()) {
-    std::printf("\nmtp             decode ms  verify ms (x)    draft ms (x)   verify/decode bytes  break-even "
-                "acceptance  speedup at 0.667 / 0.85\n");
-    for (const json& m : mtps)
-      for (const json& k : m["by_drafts"]) {
-        const double d = m["decode_ms"], v = k["verify_ms"], dr = k["draft_ms"];
-        const double even = k["break_even_acceptance"];
-        std::printf("  batch %-3d k=%d %8.2f %9.2f (%.2f) %9.2f (%.2f) %12.2f %18s %14.2f / %.2f\n", m["batch"].get<int>(),
-                    k["drafts"].get<int>(), d, v, v / d, dr, dr / d,
-                    k["verify_weight_bytes_rank0"].get<double>() / m["decode_weight_bytes_rank0"].get<double>(),
-                    even > 1 ? "never" : std::to_string(even).substr(0, 4).c_str(), k["speedup_at_0.667"].get<double>(),
-                    k["speedup_at_0.85"].get<double>());
-      }
-  }
-  std::printf("\nwhere the time goes (rank 0, one forward call; attention and mlp include their norms)\n");
-  const std::string decode_title = "decode batch " + std::to_string((*headline_decode)["batch"].get<int>());
-  print_parts(decode_title.c_str(), (*headline_decode)["parts_rank0"], /*decode=*/true);
-  const std::string prefill_title = "prefill " + std::to_string(best_len) + " tokens";
-  print_parts(prefill_title.c_str(), (*headline_prefill)["parts_rank0"], /*decode=*/false);
-  std::printf("\ncollectives (rank 0, one forward call; bytes of its own part)\n");
-  print_collectives(decode_title.c_str(), (*headline_decode)["collectives_rank0"],
-                    (*headline_decode)["ms_per_step"].get<double>() / 1e3);
-  print_collectives(prefill_title.c_str(), (*headline_prefill)["collectives_rank0"],
-                    (*headline_prefill)["seconds"].get<double>());
-  if (!golden.is_null()) print_golden_comparison(golden);
-  std::printf("\ndecode_bw_fraction=%.3f prefill_flop_fraction=%.3f\n", (*headline_decode)["bw_fraction"].get<double>(),
-              prefill_fraction);
+  print_bench_report(out);
 }
 
 }  // namespace
