@@ -22,23 +22,16 @@
 #include "core/log.h"
 #include "serve/connection_probe.h"
 #include "serve/metrics.h"
+#include "serve/output.h"
 #include "serve/request.h"
-#include "serve/stop_matcher.h"
+#include "serve/responses.h"
+#include "serve/token_channel.h"
 
 namespace dsinfer {
 
 namespace {
 
 using json = nlohmann::json;
-
-std::string error_body(const ApiError& e) {
-  return json{{"error",
-               {{"message", e.message},
-                {"type", e.type},
-                {"param", e.param.empty() ? json(nullptr) : json(e.param)},
-                {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}}
-      .dump();
-}
 
 // Runs `work`; an ApiError becomes its OpenAI error response, any other Error one with
 // `error_status` (500 where it can only be ours, 400 where the input caused it).
@@ -54,43 +47,6 @@ void answer(httplib::Response& res, int error_status, Work&& work) {
     res.set_content(error_body({error_status, error_status == 500 ? "server_error" : "invalid_request_error", e.what(), "", ""}),
                     "application/json");
   }
-}
-
-// What the engine thread tells one request's HTTP thread.
-// The log-probability of a sampled token under the model (before temperature), and the most
-// likely alternatives at its position.
-struct TokenLogprob {
-  int32_t token;
-  float logprob;
-  std::vector<std::pair<int32_t, float>> top;
-};
-
-struct Channel {
-  std::mutex mutex;
-  std::condition_variable ready;
-  std::deque<int32_t> tokens;
-  std::deque<TokenLogprob> logprobs;  // one per token when the request asked for them
-  bool finished = false;
-  FinishReason reason = FinishReason::kStop;
-  std::string error;
-  int64_t reused = 0;
-};
-
-TokenLogprob token_logprob(const float* row, int64_t vocab, int32_t token, int top) {
-  float max = row[0];
-  for (int64_t i = 1; i < vocab; ++i) max = std::max(max, row[i]);
-  double sum = 0;
-  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(row[i]) - max);
-  const double log_z = max + std::log(sum);
-  TokenLogprob out{token, static_cast<float>(row[token] - log_z), {}};
-  if (top > 0) {
-    std::vector<int32_t> ids(static_cast<size_t>(vocab));
-    for (int64_t i = 0; i < vocab; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-    std::partial_sort(ids.begin(), ids.begin() + top, ids.end(),
-                      [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-    for (int k = 0; k < top; ++k) out.top.emplace_back(ids[k], static_cast<float>(row[ids[k]] - log_z));
-  }
-  return out;
 }
 
 class Server {
@@ -116,7 +72,23 @@ class Server {
   enum State { kLoading, kReady, kDraining };
   // 503 unless the model is loaded and the server is not shutting down.
   void check_ready() const;
+  // One response's identity and its line to the engine thread.
+  struct Response {
+    std::string id;  // chatcmpl-N / cmpl-N
+    int64_t created;
+    bool chat;
+    std::shared_ptr<Channel> ch;
+    RequestId rid;
+  };
+  // POST /v1/chat/completions (chat) or /v1/completions: admission, parsing, submission, then
+  // the whole response or a stream.
   void handle(const httplib::Request& req, httplib::Response& res, bool chat);
+  void respond_whole(const httplib::Request& req, httplib::Response& res, const Job& job, const Response& r);
+  void respond_stream(httplib::Response& res, const Job& job, const Response& r);
+  // Writes the stream's events until the request ends; false when the client went away.
+  bool stream_events(const Job& job, const Response& r, httplib::DataSink& sink);
+  // id, object, created, model, system_fingerprint
+  nlohmann::json response_head(const Response& r, const char* object) const;
   void engine_loop();
   RequestId submit(const Job& job, const std::shared_ptr<Channel>& ch);
 
@@ -236,92 +208,6 @@ void Server::engine_loop() {
   }
 }
 
-// Turns a request's tokens into OpenAI deltas: detokenize, hold back stop strings, split
-// reasoning and tool calls. Runs on the request's HTTP thread.
-class Output {
- public:
-  Output(const Tokenizer& tokenizer, const Job& job)
-      : decoder_(tokenizer, /*skip_special_tokens=*/true), stop_(job.stop), parser_(job.parse), chat_(job.chat) {}
-  // The deltas of the next tokens, and whether the stop strings ended the text.
-  OutputDelta push(int32_t token) { return route(stop_.push(decoder_.push(token))); }
-  OutputDelta finish() {
-    OutputDelta d = route(stop_.push(decoder_.finish()));
-    append(d, route(stop_.finish()));
-    if (chat_) append(d, parser_.finish());
-    return d;
-  }
-  bool stopped() const { return stop_.matched(); }
-  bool made_tool_calls() const { return parser_.made_tool_calls(); }
-
-  static void append(OutputDelta& a, const OutputDelta& b) {
-    a.reasoning += b.reasoning;
-    a.content += b.content;
-    for (const ToolCall& c : b.tool_calls) a.tool_calls.push_back(c);
-  }
-
- private:
-  OutputDelta route(const std::string& text) {
-    if (chat_) return parser_.push(text);
-    OutputDelta d;
-    d.content = text;
-    return d;
-  }
-  StreamDecoder decoder_;
-  StopMatcher stop_;
-  DeepSeekOutputParser parser_;
-  bool chat_;
-};
-
-json logprob_entry(const Tokenizer& tokenizer, int32_t token, float logprob) {
-  const std::optional<std::string_view> raw = tokenizer.token_bytes(token);
-  const std::string bytes = raw ? std::string(*raw) : std::string();
-  json b = json::array();
-  for (unsigned char c : bytes) b.push_back(c);
-  return {{"token", tokenizer.decode({token}, /*skip_special_tokens=*/false)}, {"logprob", logprob}, {"bytes", b}};
-}
-
-// OpenAI's logprobs.content: per token its text, logprob and bytes, with the top alternatives.
-json logprobs_json(const Tokenizer& tokenizer, const std::vector<TokenLogprob>& lps) {
-  json out = json::array();
-  for (const TokenLogprob& lp : lps) {
-    json e = logprob_entry(tokenizer, lp.token, lp.logprob);
-    json top = json::array();
-    for (const auto& [id, value] : lp.top) top.push_back(logprob_entry(tokenizer, id, value));
-    e["top_logprobs"] = top;
-    out.push_back(std::move(e));
-  }
-  return out;
-}
-
-json usage_json(const Job& job, const Channel& ch, int64_t completion) {
-  const int64_t prompt = static_cast<int64_t>(job.prompt.size());
-  return json{{"prompt_tokens", prompt},
-              {"completion_tokens", completion},
-              {"total_tokens", prompt + completion},
-              {"prompt_tokens_details", {{"cached_tokens", ch.reused}}},
-              {"prompt_cache_hit_tokens", ch.reused},
-              {"prompt_cache_miss_tokens", prompt - ch.reused}};
-}
-
-const char* finish_name(FinishReason r, bool stopped, bool tool_calls) {
-  if (tool_calls) return "tool_calls";
-  if (stopped) return "stop";
-  return r == FinishReason::kLength ? "length" : "stop";
-}
-
-json tool_calls_json(const std::vector<ToolCall>& calls, int64_t first_index, const std::string& id_prefix,
-                     bool with_index) {
-  json out = json::array();
-  for (size_t i = 0; i < calls.size(); ++i) {
-    json c = {{"id", id_prefix + std::to_string(first_index + static_cast<int64_t>(i))},
-              {"type", "function"},
-              {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
-    if (with_index) c["index"] = first_index + static_cast<int64_t>(i);
-    out.push_back(std::move(c));
-  }
-  return out;
-}
-
 void Server::handle(const httplib::Request& req, httplib::Response& res, bool chat) {
   check_ready();
   if (in_flight_.fetch_add(1) >= o_.max_running + o_.max_queued) {
@@ -330,6 +216,7 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
     throw ApiError{429, "rate_limit_error", "the server is at its limit of running and queued requests; retry later",
                    "", ""};
   }
+  // frees the slot when the response is written (a stream hands it on to its provider)
   struct Release {
     std::atomic<int>& n;
     bool armed = true;
@@ -344,89 +231,58 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
     reject(std::string("the body is not valid JSON: ") + e.what());
   }
   const Job job = parse_request(body, chat, chat_, o_.served_model_name, model_->config().max_seq_len);
-  const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_response_++);
-  const int64_t created = static_cast<int64_t>(std::time(nullptr));
-  auto ch = std::make_shared<Channel>();
-  const RequestId rid = submit(job, ch);
-  // Waits for the next tokens or the end; with a timeout, false when it passed with neither.
-  auto next = [ch](std::vector<int32_t>& got, bool& finished, std::vector<TokenLogprob>* lps = nullptr,
-                   double timeout_s = -1) {
-    std::unique_lock<std::mutex> lock(ch->mutex);
-    auto any = [&] { return !ch->tokens.empty() || ch->finished; };
-    if (timeout_s < 0) {
-      ch->ready.wait(lock, any);
-    } else if (!ch->ready.wait_for(lock, std::chrono::duration<double>(timeout_s), any)) {
-      got.clear();
-      finished = false;
-      return false;
-    }
-    got.assign(ch->tokens.begin(), ch->tokens.end());
-    ch->tokens.clear();
-    if (lps) lps->insert(lps->end(), ch->logprobs.begin(), ch->logprobs.end());
-    ch->logprobs.clear();
-    finished = ch->finished && got.empty();
+  Response r{chat ? "chatcmpl-" + std::to_string(next_response_++) : "cmpl-" + std::to_string(next_response_++),
+             static_cast<int64_t>(std::time(nullptr)), chat, std::make_shared<Channel>(), -1};
+  r.rid = submit(job, r.ch);
+  if (!job.stream) return respond_whole(req, res, job, r);
+  release.armed = false;
+  respond_stream(res, job, r);
+}
+
+json Server::response_head(const Response& r, const char* object) const {
+  return json{{"id", r.id}, {"object", object}, {"created", r.created}, {"model", o_.served_model_name},
+              {"system_fingerprint", "dsinfer"}};
+}
+
+void Server::respond_whole(const httplib::Request& req, httplib::Response& res, const Job& job, const Response& r) {
+  Output output(tokenizer_, job);
+  OutputDelta all;
+  std::vector<TokenLogprob> kept;
+  // Nothing is written until the end, so a client that hangs up is only seen by probing its
+  // socket: between tokens, and a few times a second while queued or prefilling.
+  const ConnectionProbe probe(req.remote_addr, req.remote_port, req.local_port);
+  OutputSink sink;
+  sink.wait_seconds = 0.1;
+  sink.client_there = [&](bool) { return probe.client_connected(); };
+  sink.deliver = [&](const OutputDelta& d, const TokenLogprob* lp) {
+    if (lp) kept.push_back(*lp);
+    Output::append(all, d);
     return true;
   };
-  const std::string object = chat ? "chat.completion" : "text_completion";
-  const std::string fingerprint = "dsinfer";
-  if (!job.stream) {
-    Output output(tokenizer_, job);
-    OutputDelta all;
-    int64_t completion = 0;
-    std::vector<TokenLogprob> lps, kept;
-    // Nothing is written until the end, so a client that hangs up is only seen by probing its
-    // socket: between tokens, and a few times a second while queued or prefilling.
-    const ConnectionProbe probe(req.remote_addr, req.remote_port, req.local_port);
-    bool hung_up = false;
-    for (;;) {
-      std::vector<int32_t> got;
-      bool finished = false;
-      lps.clear();
-      const bool woke = next(got, finished, &lps, 0.1);
-      if (finished) break;
-      if (!hung_up && !probe.client_connected()) {
-        hung_up = true;
-        engine_->cancel(rid);  // the loop still waits for the end, which frees the slot
-      }
-      if (!woke) continue;
-      for (size_t i = 0; i < got.size(); ++i) {
-        if (output.stopped()) break;  // what came after a stop string is not part of the answer
-        ++completion;
-        if (i < lps.size()) kept.push_back(lps[i]);
-        Output::append(all, output.push(got[i]));
-        if (output.stopped()) engine_->cancel(rid);
-      }
-    }
-    if (ch->reason == FinishReason::kError) throw ApiError{500, "server_error", ch->error, "", ""};
-    Output::append(all, output.finish());
-    const char* reason = finish_name(ch->reason, output.stopped(), output.made_tool_calls());
-    json choice = {{"index", 0}, {"finish_reason", reason},
-                   {"logprobs", job.logprobs ? json{{"content", logprobs_json(tokenizer_, kept)}} : json(nullptr)}};
-    if (chat) {
-      json message = {{"role", "assistant"}, {"content", all.content}};
-      if (!all.reasoning.empty() || job.parse.starts_in_reasoning) message["reasoning_content"] = all.reasoning;
-      if (!all.tool_calls.empty()) message["tool_calls"] = tool_calls_json(all.tool_calls, 0, "call_" + id + "_", false);
-      choice["message"] = message;
-    } else {
-      choice["text"] = all.content;
-    }
-    res.set_content(json{{"id", id},
-                         {"object", object},
-                         {"created", created},
-                         {"model", o_.served_model_name},
-                         {"system_fingerprint", fingerprint},
-                         {"choices", json::array({choice})},
-                         {"usage", usage_json(job, *ch, completion)}}
-                        .dump(),
-                    "application/json");
-    return;
+  const PumpResult pumped = pump_tokens(*r.ch, output, [&] { engine_->cancel(r.rid); }, sink);
+  if (r.ch->reason == FinishReason::kError) throw ApiError{500, "server_error", r.ch->error, "", ""};
+  Output::append(all, output.finish());
+  const char* reason = finish_name(r.ch->reason, output.stopped(), output.made_tool_calls());
+  json choice = {{"index", 0}, {"finish_reason", reason},
+                 {"logprobs", job.logprobs ? json{{"content", logprobs_json(tokenizer_, kept)}} : json(nullptr)}};
+  if (r.chat) {
+    json message = {{"role", "assistant"}, {"content", all.content}};
+    if (!all.reasoning.empty() || job.parse.starts_in_reasoning) message["reasoning_content"] = all.reasoning;
+    if (!all.tool_calls.empty()) message["tool_calls"] = tool_calls_json(all.tool_calls, 0, "call_" + r.id + "_", false);
+    choice["message"] = message;
+  } else {
+    choice["text"] = all.content;
   }
-  // streaming: the provider runs on this request's thread until the end. The guard lives as long
-  // as the provider (httplib drops it with the response, called or not): it frees the slot and
-  // cancels a request nobody reads any more.
-  release.armed = false;
-  auto self = this;
-  auto job_ptr = std::make_shared<const Job>(job);
+  json out = response_head(r, r.chat ? "chat.completion" : "text_completion");
+  out["choices"] = json::array({choice});
+  out["usage"] = usage_json(job, *r.ch, pumped.completion_tokens);
+  res.set_content(out.dump(), "application/json");
+}
+
+// Server-sent events: the provider runs on this request's thread until the end. The guard lives
+// as long as the provider (httplib drops it with the response, called or not): it frees the slot
+// and cancels a request nobody reads any more.
+void Server::respond_stream(httplib::Response& res, const Job& job, const Response& r) {
   struct StreamGuard {
     Server* server;
     std::shared_ptr<Channel> ch;
@@ -442,92 +298,76 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
     }
   };
   // (new + braces: clang 14 has no parenthesized aggregate init for make_shared)
-  auto guard = std::shared_ptr<StreamGuard>(new StreamGuard{this, ch, rid});
-  res.set_chunked_content_provider("text/event-stream", [=](size_t, httplib::DataSink& sink) {
-    const Job* job = job_ptr.get();
+  auto guard = std::shared_ptr<StreamGuard>(new StreamGuard{this, r.ch, r.rid});
+  auto job_ptr = std::make_shared<const Job>(job);
+  res.set_chunked_content_provider("text/event-stream", [this, guard, job_ptr, r](size_t, httplib::DataSink& sink) {
     (void)guard;
-    const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
-    auto send = [&](const json& j) {
-      const std::string s = "data: " + j.dump() + "\n\n";
-      return sink.write(s.data(), s.size());
-    };
-    std::vector<TokenLogprob> unsent;  // logprobs of tokens whose text has not gone out yet
-    auto chunk = [&](const json& delta_or_text, const json& finish) {
-      json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}};
-      if (job->logprobs && !unsent.empty()) {
-        choice["logprobs"] = json{{"content", logprobs_json(self->tokenizer_, unsent)}};
-        unsent.clear();
-      }
-      if (chat) choice["delta"] = delta_or_text;
-      else choice["text"] = delta_or_text;
-      return json{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", self->o_.served_model_name},
-                  {"system_fingerprint", fingerprint}, {"choices", json::array({choice})}};
-    };
-    Output output(self->tokenizer_, *job);
-    int64_t completion = 0, tool_index = 0;
-    bool cancelled = false, alive = true;
-    auto emit = [&](const OutputDelta& d) {
-      if (!alive || d.empty()) return;
-      if (!chat) {
-        alive = send(chunk(d.content, nullptr));
-        return;
-      }
-      json delta = json::object();
-      if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
-      if (!d.content.empty()) delta["content"] = d.content;
-      if (!d.tool_calls.empty()) {
-        delta["tool_calls"] = tool_calls_json(d.tool_calls, tool_index, "call_" + id + "_", true);
-        tool_index += static_cast<int64_t>(d.tool_calls.size());
-      }
-      alive = send(chunk(delta, nullptr));
-    };
-    if (chat) alive = send(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr));
-    std::vector<TokenLogprob> lps;
-    for (;;) {
-      std::vector<int32_t> got;
-      bool finished = false;
-      lps.clear();
-      if (!next(got, finished, &lps, self->o_.keep_alive_seconds)) {
-        // queued, or between slow tokens: an SSE comment keeps proxies from timing out, and a
-        // failed write tells that the client went away
-        static const std::string keep_alive = ": keep-alive\n\n";
-        if (alive && !sink.write(keep_alive.data(), keep_alive.size())) {
-          alive = false;
-          self->engine_->cancel(rid);
-          cancelled = true;
-        }
-        continue;
-      }
-      if (finished) break;
-      for (size_t i = 0; i < got.size(); ++i) {
-        if (output.stopped() || !alive) break;
-        ++completion;
-        if (i < lps.size()) unsent.push_back(lps[i]);
-        emit(output.push(got[i]));
-        if ((output.stopped() || !alive) && !cancelled) {
-          self->engine_->cancel(rid);  // a stop string, or the client went away
-          cancelled = true;
-        }
-      }
-    }
-    if (!alive) return false;
-    if (ch->reason == FinishReason::kError) {
-      send(json{{"error", {{"message", ch->error}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}});
-    } else {
-      emit(output.finish());
-      send(chunk(chat ? json::object() : json(""), finish_name(ch->reason, output.stopped(), output.made_tool_calls())));
-      if (job->include_usage) {
-        json u = chunk(json::object(), nullptr);
-        u["choices"] = json::array();
-        u["usage"] = usage_json(*job, *ch, completion);
-        send(u);
-      }
-    }
-    const std::string end = "data: [DONE]\n\n";
-    sink.write(end.data(), end.size());
-    sink.done();
-    return true;
+    return stream_events(*job_ptr, r, sink);
   });
+}
+
+bool Server::stream_events(const Job& job, const Response& r, httplib::DataSink& sink) {
+  auto send = [&](const json& j) {
+    const std::string s = "data: " + j.dump() + "\n\n";
+    return sink.write(s.data(), s.size());
+  };
+  std::vector<TokenLogprob> unsent;  // logprobs of tokens whose text has not gone out yet
+  auto chunk = [&](const json& delta_or_text, const json& finish) {
+    json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}};
+    if (job.logprobs && !unsent.empty()) {
+      choice["logprobs"] = json{{"content", logprobs_json(tokenizer_, unsent)}};
+      unsent.clear();
+    }
+    choice[r.chat ? "delta" : "text"] = delta_or_text;
+    json out = response_head(r, r.chat ? "chat.completion.chunk" : "text_completion");
+    out["choices"] = json::array({choice});
+    return out;
+  };
+  int64_t tool_index = 0;
+  auto emit = [&](const OutputDelta& d) {
+    if (d.empty()) return true;
+    if (!r.chat) return send(chunk(d.content, nullptr));
+    json delta = json::object();
+    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+    if (!d.content.empty()) delta["content"] = d.content;
+    if (!d.tool_calls.empty()) {
+      delta["tool_calls"] = tool_calls_json(d.tool_calls, tool_index, "call_" + r.id + "_", true);
+      tool_index += static_cast<int64_t>(d.tool_calls.size());
+    }
+    return send(chunk(delta, nullptr));
+  };
+  Output output(tokenizer_, job);
+  bool alive = !r.chat || send(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr));
+  OutputSink out;
+  out.wait_seconds = o_.keep_alive_seconds;
+  // queued, or between slow tokens: an SSE comment keeps proxies from timing out, and a failed
+  // write tells that the client went away
+  out.client_there = [&](bool timed_out) {
+    static const std::string keep_alive = ": keep-alive\n\n";
+    return alive && (!timed_out || sink.write(keep_alive.data(), keep_alive.size()));
+  };
+  out.deliver = [&](const OutputDelta& d, const TokenLogprob* lp) {
+    if (lp) unsent.push_back(*lp);
+    return alive = emit(d);
+  };
+  const PumpResult pumped = pump_tokens(*r.ch, output, [&] { engine_->cancel(r.rid); }, out);
+  if (pumped.client_gone || !alive) return false;
+  if (r.ch->reason == FinishReason::kError) {
+    send(json{{"error", {{"message", r.ch->error}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}});
+  } else {
+    emit(output.finish());
+    send(chunk(r.chat ? json::object() : json(""), finish_name(r.ch->reason, output.stopped(), output.made_tool_calls())));
+    if (job.include_usage) {
+      json u = chunk(json::object(), nullptr);
+      u["choices"] = json::array();
+      u["usage"] = usage_json(job, *r.ch, pumped.completion_tokens);
+      send(u);
+    }
+  }
+  const std::string end = "data: [DONE]\n\n";
+  sink.write(end.data(), end.size());
+  sink.done();
+  return true;
 }
 
 void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
