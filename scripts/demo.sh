@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-TARGETS=dsinfer scripts/build.sh  # the binary only: the tests are scripts/test.sh's
+TARGETS=dsinfer scripts/build.sh >&2  # (progress on stderr) the binary only: the tests are scripts/test.sh's
 OUT=${OUT:-out/tiny-v3-story}
 if [ ! -f "$OUT/model0-mp1.safetensors" ]; then
   build/dsinfer convert --hf-ckpt-path tests/data/golden/tiny-v3-story/hf --save-path "$OUT" \
