@@ -32,19 +32,24 @@ void run(const Product& p, int64_t tokens, std::mt19937& rng) {
   std::vector<uint8_t> data(static_cast<size_t>(p.rows * p.cols * elem));
   for (size_t i = 0; i < data.size(); ++i) {
     const uint8_t b = static_cast<uint8_t>(rng());
-    data[i] = elem == 1 ? static_cast<uint8_t>(b & 0x77)                              // fp8: no NaN codes
-                        : (i & 1) ? static_cast<uint8_t>(0x3c + (b & 3)) : b;          // bf16 near 1
+    data[i] = elem == 1 ? static_cast<uint8_t>(b & 0x77)  // fp8: no NaN codes
+              : (i & 1) ? static_cast<uint8_t>(0x3c + (b & 3))
+                        : b;  // bf16 near 1
   }
-  std::vector<float> scales(static_cast<size_t>(ceil_div(p.rows, kFp8Block) * ceil_div(p.cols, kFp8Block)), 1e-2f);
-  const WeightMatrix w{p.dtype, p.rows, p.cols, data.data(), p.dtype == DType::kF8E4M3 ? scales.data() : nullptr};
+  std::vector<float> scales(
+      static_cast<size_t>(ceil_div(p.rows, kFp8Block) * ceil_div(p.cols, kFp8Block)), 1e-2f);
+  const WeightMatrix w{p.dtype, p.rows, p.cols, data.data(),
+                       p.dtype == DType::kF8E4M3 ? scales.data() : nullptr};
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(tokens * p.cols)), y(static_cast<size_t>(tokens * p.rows));
+  std::vector<float> x(static_cast<size_t>(tokens * p.cols)),
+      y(static_cast<size_t>(tokens * p.rows));
   for (float& v : x) v = uniform(rng);
   double best = 1e30;
   for (int round = 0; round < 30; ++round) {
     constexpr int kCalls = 20;
     const double t0 = now_seconds();
-    for (int i = 0; i < kCalls; ++i) bf16dot_matmul_serial(x.data(), tokens, p.cols, w, y.data(), p.rows);
+    for (int i = 0; i < kCalls; ++i)
+      bf16dot_matmul_serial(x.data(), tokens, p.cols, w, y.data(), p.rows);
     best = std::min(best, (now_seconds() - t0) / kCalls);
   }
   const double flops = 2.0 * static_cast<double>(tokens * p.rows * p.cols);
@@ -63,7 +68,8 @@ int main(int argc, char** argv) {
   if (keys.empty()) keys = {288, 512};
   for (const int64_t k : keys)
     if (k < 1 || k > 1 << 20) {
-      std::fprintf(stderr, "attention_products_bench: keys %lld is not in [1, 1048576]\n", static_cast<long long>(k));
+      std::fprintf(stderr, "attention_products_bench: keys %lld is not in [1, 1048576]\n",
+                   static_cast<long long>(k));
       return 1;
     }
   std::mt19937 rng(1);
@@ -73,8 +79,8 @@ int main(int argc, char** argv) {
   for (const int64_t k : keys) {
     std::snprintf(names[0], sizeof names[0], "scores %lld x %lld bf16", static_cast<long long>(k),
                   static_cast<long long>(kEntry));
-    std::snprintf(names[1], sizeof names[1], "P x L %lld x %lld bf16", static_cast<long long>(kLatent),
-                  static_cast<long long>(k));
+    std::snprintf(names[1], sizeof names[1], "P x L %lld x %lld bf16",
+                  static_cast<long long>(kLatent), static_cast<long long>(k));
     run({names[0], k, kEntry, DType::kBF16}, kQueries, rng);
     run({names[1], kLatent, k, DType::kBF16}, kQueries, rng);
   }

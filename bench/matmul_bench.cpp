@@ -75,18 +75,21 @@ class HugeBuffer {
 // Copies of one matrix that together exceed the caches (>= 256 MB).
 struct Matrices {
   static int64_t elem(const Shape& s) { return s.dtype == DType::kF8E4M3 ? 1 : 2; }
-  static int64_t copies_of(const Shape& s) { return std::max<int64_t>(1, working_set_bytes() / (s.rows * s.cols * elem(s))); }
+  static int64_t copies_of(const Shape& s) {
+    return std::max<int64_t>(1, working_set_bytes() / (s.rows * s.cols * elem(s)));
+  }
   HugeBuffer data;
   std::vector<float> scales;
   std::vector<WeightMatrix> copies;
 
-  explicit Matrices(const Shape& s) : data(static_cast<size_t>(copies_of(s) * s.rows * s.cols * elem(s))) {
+  explicit Matrices(const Shape& s)
+      : data(static_cast<size_t>(copies_of(s) * s.rows * s.cols * elem(s))) {
     const WeightMatrix one{s.dtype, s.rows, s.cols, nullptr, nullptr};
     const int64_t bytes = s.rows * s.cols * elem(s), n = copies_of(s);
     std::mt19937 rng(1);
     for (size_t i = 0; i < data.size(); ++i) {
       uint8_t b = static_cast<uint8_t>(rng());
-      if (elem(s) == 1 && (b & 0x7f) == 0x7f) b = 0x3f;                // no NaN codes
+      if (elem(s) == 1 && (b & 0x7f) == 0x7f) b = 0x3f;                       // no NaN codes
       if (elem(s) == 2 && (i & 1)) b = static_cast<uint8_t>(0x3c + (b & 3));  // bf16 high byte: ~1
       data.data()[i] = b;
     }
@@ -98,7 +101,9 @@ struct Matrices {
   }
 };
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 }  // namespace
 
@@ -120,12 +125,14 @@ int main(int argc, char** argv) {
       {"w1-ish 2048x7168 bf16", DType::kBF16, 2048, 7168},
   };
   std::printf("%d threads\n", pool.size());
-  std::printf("%-26s %-7s %6s %10s %10s %10s\n", "shape", "isa", "tokens", "ms/call", "GB/s", "GFLOP/s");
+  std::printf("%-26s %-7s %6s %10s %10s %10s\n", "shape", "isa", "tokens", "ms/call", "GB/s",
+              "GFLOP/s");
   const char* only_shape = std::getenv("MATMUL_SHAPE");
   const char* ab = std::getenv("MATMUL_GEMV_AB");
   const int ab_rounds = ab ? std::atoi(ab) : 0;
   KernelConfig base = cpu_kernel_config();
-  if (const char* fast = std::getenv("MATMUL_FAST"); fast && std::string(fast) == "1") base.act = ActDType::kBF16;
+  if (const char* fast = std::getenv("MATMUL_FAST"); fast && std::string(fast) == "1")
+    base.act = ActDType::kBF16;
   std::printf("activations %s\n", act_dtype_name(base.act));
   // (Intel's and AMD Zen 5's GemvTuning, kernels/kernel_config.h)
   const std::pair<const char*, GemvTuning> kStreamings[] = {
@@ -136,7 +143,9 @@ int main(int argc, char** argv) {
     if (only_shape && std::string(s.name).find(only_shape) == std::string::npos) continue;
     Matrices m(s);
     for (Isa isa : supported_isas()) {
-      if (const char* only = std::getenv("DSINFER_ISA"); only && *only && std::string(only) != isa_name(isa)) continue;
+      if (const char* only = std::getenv("DSINFER_ISA");
+          only && *only && std::string(only) != isa_name(isa))
+        continue;
       for (int64_t n : token_counts) {
         // the head sees one row per sequence: decode batches (up to 16 here), never a prefill
         if (s.dtype == DType::kBF16 && n > 16) continue;
@@ -146,15 +155,19 @@ int main(int argc, char** argv) {
         for (float& v : x) v = normal(rng);
         const int64_t flops = 2 * n * s.rows * s.cols;
         const int calls = static_cast<int>(std::max<int64_t>(
-            static_cast<int64_t>(m.copies.size()), std::min<int64_t>(200, int64_t{20'000'000'000} / (flops * (isa == Isa::kScalar ? 8 : 1)))));
+            static_cast<int64_t>(m.copies.size()),
+            std::min<int64_t>(200,
+                              int64_t{20'000'000'000} / (flops * (isa == Isa::kScalar ? 8 : 1)))));
         KernelConfig k = with_isa(base, isa);
         auto run = [&](const char* label) {
           linear(k, x.data(), n, m.copies[0], y.data(), pool);  // warm-up
           const auto start = Clock::now();
-          for (int c = 0; c < calls; ++c) linear(k, x.data(), n, m.copies[c % m.copies.size()], y.data(), pool);
+          for (int c = 0; c < calls; ++c)
+            linear(k, x.data(), n, m.copies[c % m.copies.size()], y.data(), pool);
           const double per_call = seconds_since(start) / calls;
-          std::printf("%-26s %-7s %6lld %10.3f %10.2f %10.1f\n", s.name, label, static_cast<long long>(n),
-                      per_call * 1e3, m.copies[0].bytes() / per_call / 1e9, flops / per_call / 1e9);
+          std::printf("%-26s %-7s %6lld %10.3f %10.2f %10.1f\n", s.name, label,
+                      static_cast<long long>(n), per_call * 1e3,
+                      m.copies[0].bytes() / per_call / 1e9, flops / per_call / 1e9);
         };
         if (ab_rounds > 0 && n <= 4) {
           for (int round = 0; round < ab_rounds; ++round)

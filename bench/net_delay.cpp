@@ -50,15 +50,18 @@ int64_t now_ns() {
 int open_tun_in(const std::string& ns, const std::string& dev) {
   const int home = open("/proc/self/ns/net", O_RDONLY);
   const int target = open(("/var/run/netns/" + ns).c_str(), O_RDONLY);
-  if (home < 0 || target < 0) die("cannot open network namespace " + ns + ": " + std::strerror(errno));
-  if (setns(target, CLONE_NEWNET) != 0) die("setns " + ns + ": " + std::strerror(errno) + " (root needed)");
+  if (home < 0 || target < 0)
+    die("cannot open network namespace " + ns + ": " + std::strerror(errno));
+  if (setns(target, CLONE_NEWNET) != 0)
+    die("setns " + ns + ": " + std::strerror(errno) + " (root needed)");
   const int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK);
   if (fd < 0) die(std::string("/dev/net/tun: ") + std::strerror(errno));
   ifreq req{};
   req.ifr_flags = IFF_TUN | IFF_NO_PI;
   if (dev.size() >= IFNAMSIZ) die("device name " + dev + " is too long");
   std::strncpy(req.ifr_name, dev.c_str(), IFNAMSIZ - 1);
-  if (ioctl(fd, TUNSETIFF, &req) != 0) die("TUNSETIFF " + dev + " in " + ns + ": " + std::strerror(errno));
+  if (ioctl(fd, TUNSETIFF, &req) != 0)
+    die("TUNSETIFF " + dev + " in " + ns + ": " + std::strerror(errno));
   if (setns(home, CLONE_NEWNET) != 0) die(std::string("setns back: ") + std::strerror(errno));
   close(home);
   close(target);
@@ -81,13 +84,18 @@ class Direction {
  public:
   Direction(int from, int to, int64_t delay_ns, std::string name)
       : from_(from), to_(to), delay_ns_(delay_ns), name_(std::move(name)) {}
-  void start() { thread_ = std::thread([this] { loop(); }); }
+  void start() {
+    thread_ = std::thread([this] { loop(); });
+  }
   void join() { thread_.join(); }
   void report() const {
-    const double mean = packets_ ? static_cast<double>(late_ns_) / static_cast<double>(packets_) / 1000 : 0;
-    std::fprintf(stderr, "net_delay: %s: %lld packets, %lld bytes, sent %.1f us late on average, %.1f us at worst\n",
-                 name_.c_str(), static_cast<long long>(packets_), static_cast<long long>(bytes_), mean,
-                 static_cast<double>(worst_late_ns_) / 1000);
+    const double mean =
+        packets_ ? static_cast<double>(late_ns_) / static_cast<double>(packets_) / 1000 : 0;
+    std::fprintf(
+        stderr,
+        "net_delay: %s: %lld packets, %lld bytes, sent %.1f us late on average, %.1f us at worst\n",
+        name_.c_str(), static_cast<long long>(packets_), static_cast<long long>(bytes_), mean,
+        static_cast<double>(worst_late_ns_) / 1000);
   }
 
  private:
@@ -105,8 +113,10 @@ class Direction {
         }
       } else if (wait_ns > 0) {
         pollfd p{from_, POLLIN, 0};
-        const int64_t sleep_ns = held_.empty() ? wait_ns : wait_ns - kSpinNs / 2;  // wake a little early
-        timespec t{static_cast<time_t>(sleep_ns / 1000000000), static_cast<long>(sleep_ns % 1000000000)};
+        const int64_t sleep_ns =
+            held_.empty() ? wait_ns : wait_ns - kSpinNs / 2;  // wake a little early
+        timespec t{static_cast<time_t>(sleep_ns / 1000000000),
+                   static_cast<long>(sleep_ns % 1000000000)};
         ppoll(&p, 1, &t, nullptr);
       }
       // everything that arrived, stamped now (non-blocking reads)
@@ -139,11 +149,12 @@ class Direction {
 };
 
 void usage(int status) {
-  std::fprintf(status ? stderr : stdout,
-               "usage: net_delay --ns NS_A --ns NS_B --dev DEV_A --dev DEV_B --delay-us US\n"
-               "Relays packets between a TUN device DEV_A in namespace NS_A and DEV_B in NS_B, each one\n"
-               "US microseconds after it arrived (one-way delay; a round trip gains 2 x US). Prints\n"
-               "\"ready\" once the devices exist; runs until SIGTERM or SIGINT. Root only.\n");
+  std::fprintf(
+      status ? stderr : stdout,
+      "usage: net_delay --ns NS_A --ns NS_B --dev DEV_A --dev DEV_B --delay-us US\n"
+      "Relays packets between a TUN device DEV_A in namespace NS_A and DEV_B in NS_B, each one\n"
+      "US microseconds after it arrived (one-way delay; a round trip gains 2 x US). Prints\n"
+      "\"ready\" once the devices exist; runs until SIGTERM or SIGINT. Root only.\n");
   std::exit(status);
 }
 

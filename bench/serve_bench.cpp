@@ -25,7 +25,9 @@ using json = nlohmann::json;
 
 namespace {
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 struct Options {
   std::string host = "127.0.0.1";
@@ -41,13 +43,14 @@ struct Options {
 
 struct Sample {
   double ttft = 0, e2e = 0;
-  int tokens = 0;          // completion tokens (from usage)
+  int tokens = 0;           // completion tokens (from usage)
   std::vector<double> itl;  // between content chunks
   bool ok = false;
 };
 
-const char* kWords[] = {"the", "old", "man", "walked", "slowly", "down", "road", "to", "house", "and",
-                        "he", "was", "tired", "after", "a", "long", "day", "in", "fields", "sun"};
+const char* kWords[] = {"the", "old",   "man", "walked", "slowly", "down",  "road",
+                        "to",  "house", "and", "he",     "was",    "tired", "after",
+                        "a",   "long",  "day", "in",     "fields", "sun"};
 
 std::string prompt_text(int words, int shared, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -65,7 +68,9 @@ Sample one_request(const Options& o, int index) {
   Sample s;
   httplib::Client client(o.host, o.port);
   client.set_read_timeout(600, 0);
-  json body = {{"messages", json::array({{{"role", "user"}, {"content", prompt_text(o.prompt_words, o.shared_prefix, index)}}})},
+  json body = {{"messages",
+                json::array({{{"role", "user"},
+                              {"content", prompt_text(o.prompt_words, o.shared_prefix, index)}}})},
                {"max_tokens", o.max_tokens},
                {"temperature", 0},
                {"ignore_eos", true},
@@ -87,15 +92,19 @@ Sample one_request(const Options& o, int index) {
       if (event.rfind("data: {", 0) != 0) continue;
       const json j = json::parse(event.substr(6), nullptr, false);
       if (j.is_discarded()) continue;
-      if (j.contains("usage") && j["usage"].is_object()) s.tokens = j["usage"].value("completion_tokens", 0);
+      if (j.contains("usage") && j["usage"].is_object())
+        s.tokens = j["usage"].value("completion_tokens", 0);
       if (!j.contains("choices") || j["choices"].empty()) continue;
       const json& delta = j["choices"][0].value("delta", json::object());
-      const bool text = (delta.contains("content") && delta["content"].is_string() && !delta["content"].get<std::string>().empty()) ||
+      const bool text = (delta.contains("content") && delta["content"].is_string() &&
+                         !delta["content"].get<std::string>().empty()) ||
                         delta.contains("reasoning_content");
       if (!text) continue;
       const double t = now();
-      if (last == 0) s.ttft = t - start;
-      else s.itl.push_back(t - last);
+      if (last == 0)
+        s.ttft = t - start;
+      else
+        s.itl.push_back(t - last);
       last = t;
     }
     return true;
@@ -179,18 +188,29 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     try {
-      if (a == "--host") o.host = value();
-      else if (a == "--port") o.port = std::stoi(value());
-      else if (a == "--model") o.model = value();
-      else if (a == "--concurrency") o.concurrency = int_list(value());
-      else if (a == "--requests") o.requests = std::stoi(value());
-      else if (a == "--prompt-words") o.prompt_words = std::stoi(value());
-      else if (a == "--shared-prefix") o.shared_prefix = std::stoi(value());
-      else if (a == "--max-tokens") o.max_tokens = std::stoi(value());
-      else if (a == "--json") o.as_json = true;
+      if (a == "--host")
+        o.host = value();
+      else if (a == "--port")
+        o.port = std::stoi(value());
+      else if (a == "--model")
+        o.model = value();
+      else if (a == "--concurrency")
+        o.concurrency = int_list(value());
+      else if (a == "--requests")
+        o.requests = std::stoi(value());
+      else if (a == "--prompt-words")
+        o.prompt_words = std::stoi(value());
+      else if (a == "--shared-prefix")
+        o.shared_prefix = std::stoi(value());
+      else if (a == "--max-tokens")
+        o.max_tokens = std::stoi(value());
+      else if (a == "--json")
+        o.as_json = true;
       else if (a == "--help" || a == "-h") {
-        std::printf("serve_bench [--host H] [--port P] [--model M] [--concurrency 1,4,8,16] [--requests N]\n"
-                    "            [--prompt-words W] [--shared-prefix S] [--max-tokens T] [--json]\n");
+        std::printf(
+            "serve_bench [--host H] [--port P] [--model M] [--concurrency 1,4,8,16] [--requests "
+            "N]\n"
+            "            [--prompt-words W] [--shared-prefix S] [--max-tokens T] [--json]\n");
         return 0;
       } else {
         std::fprintf(stderr, "error: unknown option %s (see --help)\n", a.c_str());
@@ -202,20 +222,25 @@ int main(int argc, char** argv) {
     }
   }
   if (o.requests < 1 || o.max_tokens < 1 || o.prompt_words < 1 || o.concurrency.empty()) {
-    std::fprintf(stderr, "error: --requests, --max-tokens, --prompt-words and --concurrency must be positive\n");
+    std::fprintf(
+        stderr,
+        "error: --requests, --max-tokens, --prompt-words and --concurrency must be positive\n");
     return 2;
   }
   json all = json::array();
   if (!o.as_json)
-    std::printf("conc  req/s   tok/s   TTFT mean/p50/p99 ms      TPOT ms  ITL p50/p99 ms   failed\n");
+    std::printf(
+        "conc  req/s   tok/s   TTFT mean/p50/p99 ms      TPOT ms  ITL p50/p99 ms   failed\n");
   for (int c : o.concurrency) {
     const json r = run(o, c);
     all.push_back(r);
     if (!o.as_json)
-      std::printf("%4d %6.2f %7.2f %8.1f %8.1f %8.1f %9.1f %7.1f %7.1f %6lld\n", c, r["request_throughput"].get<double>(),
-                  r["output_token_throughput"].get<double>(), r["ttft_mean_ms"].get<double>(), r["ttft_p50_ms"].get<double>(),
-                  r["ttft_p99_ms"].get<double>(), r["tpot_mean_ms"].get<double>(), r["itl_p50_ms"].get<double>(),
-                  r["itl_p99_ms"].get<double>(), static_cast<long long>(r["failed"].get<int64_t>()));
+      std::printf("%4d %6.2f %7.2f %8.1f %8.1f %8.1f %9.1f %7.1f %7.1f %6lld\n", c,
+                  r["request_throughput"].get<double>(), r["output_token_throughput"].get<double>(),
+                  r["ttft_mean_ms"].get<double>(), r["ttft_p50_ms"].get<double>(),
+                  r["ttft_p99_ms"].get<double>(), r["tpot_mean_ms"].get<double>(),
+                  r["itl_p50_ms"].get<double>(), r["itl_p99_ms"].get<double>(),
+                  static_cast<long long>(r["failed"].get<int64_t>()));
     std::fflush(stdout);
   }
   if (o.as_json) std::printf("%s\n", all.dump(2).c_str());

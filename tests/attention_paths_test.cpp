@@ -2,8 +2,9 @@
 // for prefill (8 or more queries per call). Whatever way a sequence is cut into forward calls,
 // the last position's logits must be the same bits: all at once (matrix path from position 0), one
 // token at a time after a short prompt (per-query path), and two long chunks (matrix path with
-// a cache already holding keys, over several query blocks). The goldens' prefills are shorter than 8 tokens, so without
-// this test the matrix path would be checked only through the chat transcripts.
+// a cache already holding keys, over several query blocks). The goldens' prefills are shorter than
+// 8 tokens, so without this test the matrix path would be checked only through the chat
+// transcripts.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -33,10 +34,12 @@ TEST_P(AttentionPaths, EveryCutOfTheSequenceGivesTheSameLogits) {
   constexpr int kBatch = 2, kLen = 150;  // several blocks of 64 queries
   std::vector<int32_t> tokens(kBatch * kLen);
   std::mt19937 rng(7);
-  for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(config.vocab_size));
+  for (int32_t& t : tokens)
+    t = static_cast<int32_t>(rng() % static_cast<uint32_t>(config.vocab_size));
   const int64_t vocab = config.vocab_size;
 
-  // Runs the sequence as forward calls of the given lengths; returns the last logits [batch, vocab].
+  // Runs the sequence as forward calls of the given lengths; returns the last logits [batch,
+  // vocab].
   auto run = [&](const std::vector<int>& cuts) {
     KVCache cache(config, kBatch, kLen);
     std::vector<float> logits(kBatch * vocab);
@@ -81,7 +84,8 @@ TEST_P(AttentionPaths, FastModePrefillStaysWithinRoundingOfExactMode) {
   constexpr int kBatch = 2, kLen = 150;
   std::vector<int32_t> tokens(kBatch * kLen);
   std::mt19937 rng(11);
-  for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(config.vocab_size));
+  for (int32_t& t : tokens)
+    t = static_cast<int32_t>(rng() % static_cast<uint32_t>(config.vocab_size));
   const int64_t vocab = config.vocab_size;
   auto run = [&](const std::vector<int>& cuts) {
     KVCache cache(config, kBatch, kLen);
@@ -89,7 +93,8 @@ TEST_P(AttentionPaths, FastModePrefillStaysWithinRoundingOfExactMode) {
     int pos = 0;
     for (int len : cuts) {
       std::vector<int32_t> chunk(kBatch * len);
-      for (int b = 0; b < kBatch; ++b) std::copy_n(tokens.data() + b * kLen + pos, len, chunk.data() + b * len);
+      for (int b = 0; b < kBatch; ++b)
+        std::copy_n(tokens.data() + b * kLen + pos, len, chunk.data() + b * len);
       model->forward(chunk.data(), kBatch, len, pos, cache, logits.data());
       pos += len;
     }
@@ -102,7 +107,8 @@ TEST_P(AttentionPaths, FastModePrefillStaysWithinRoundingOfExactMode) {
   const std::vector<float> fast_whole = run({kLen}), fast_chunks = run({70, 80});
   for (int b = 0; b < kBatch; ++b) {
     const float* ref = exact.data() + b * vocab;
-    const float max_ref = *std::max_element(ref, ref + vocab, [](float x, float y) { return std::fabs(x) < std::fabs(y); });
+    const float max_ref = *std::max_element(
+        ref, ref + vocab, [](float x, float y) { return std::fabs(x) < std::fabs(y); });
     for (const auto* fast : {&fast_whole, &fast_chunks}) {
       const float* got = fast->data() + b * vocab;
       float max_d = 0;
@@ -112,12 +118,14 @@ TEST_P(AttentionPaths, FastModePrefillStaysWithinRoundingOfExactMode) {
                   fast == &fast_whole ? "whole" : "chunks", ratio);
       EXPECT_GT(ratio, 0) << "fast mode gave exact mode's bits: were the activations rounded?";
       EXPECT_LT(ratio, 0.05) << "row " << b;
-      EXPECT_EQ(std::max_element(got, got + vocab) - got, std::max_element(ref, ref + vocab) - ref) << "row " << b;
+      EXPECT_EQ(std::max_element(got, got + vocab) - got, std::max_element(ref, ref + vocab) - ref)
+          << "row " << b;
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, AttentionPaths, ::testing::Values("tiny-v3", "tiny-v2", "tiny-v2-lite"),
+INSTANTIATE_TEST_SUITE_P(Models, AttentionPaths,
+                         ::testing::Values("tiny-v3", "tiny-v2", "tiny-v2-lite"),
                          test::model_test_name);
 
 }  // namespace

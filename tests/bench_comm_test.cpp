@@ -23,7 +23,8 @@ struct Row {
   int calls = 0;
 };
 
-// The result rows of bench-comm's stdout ("<what>  median X us  p90 X us  min X us  mean X us  (N calls)").
+// The result rows of bench-comm's stdout ("<what>  median X us  p90 X us  min X us  mean X us  (N
+// calls)").
 std::vector<Row> parse_rows(const std::string& out) {
   static const std::regex row(
       R"(^(\S.*?)\s+median\s+([0-9.]+) us\s+p90\s+([0-9.]+) us\s+min\s+([0-9.]+) us\s+mean\s+([0-9.]+) us\s+\((\d+) calls\)$)");
@@ -32,7 +33,8 @@ std::vector<Row> parse_rows(const std::string& out) {
   for (std::string line; std::getline(lines, line);) {
     std::smatch m;
     if (!std::regex_match(line, m, row)) continue;
-    rows.push_back({m[1], std::stod(m[2]), std::stod(m[3]), std::stod(m[4]), std::stod(m[5]), std::stoi(m[6])});
+    rows.push_back({m[1], std::stod(m[2]), std::stod(m[3]), std::stod(m[4]), std::stod(m[5]),
+                    std::stoi(m[6])});
   }
   return rows;
 }
@@ -52,11 +54,13 @@ TEST(BenchComm, Help) {
 }
 
 TEST(BenchComm, OneProcessWithoutLauncher) {
-  auto r = test::run_dsinfer("--threads 1 bench-comm --iters " + std::to_string(kIters) + " --warmup 2");
+  auto r =
+      test::run_dsinfer("--threads 1 bench-comm --iters " + std::to_string(kIters) + " --warmup 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "bench-comm: backend local, world size 1");
   const auto rows = parse_rows(r.out);
-  ASSERT_EQ(rows.size(), 3u) << r.out;  // all_reduce, all_gather, barrier; no decode step without --config
+  ASSERT_EQ(rows.size(), 3u)
+      << r.out;  // all_reduce, all_gather, barrier; no decode step without --config
   for (const Row& row : rows) {
     EXPECT_GE(row.min, 0) << row.what;  // a no-op may take 0.00 us at one process
     EXPECT_EQ(row.calls, kIters) << row.what;
@@ -66,7 +70,8 @@ TEST(BenchComm, OneProcessWithoutLauncher) {
 class BenchCommRanks : public ::testing::TestWithParam<std::tuple<std::string, int>> {
  protected:
   void SetUp() override {
-    if (std::string why = test::backend_unavailable(std::get<0>(GetParam())); !why.empty()) GTEST_SKIP() << why;
+    if (std::string why = test::backend_unavailable(std::get<0>(GetParam())); !why.empty())
+      GTEST_SKIP() << why;
   }
 };
 
@@ -79,7 +84,8 @@ TEST_P(BenchCommRanks, RankZeroPrintsOneTable) {
                                " --warmup 2 --floats 1000 --gather-floats 4000 --config " + config,
                            /*input=*/"", /*timeout_s=*/120);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const std::string header = "bench-comm: backend " + backend + ", world size " + std::to_string(ranks) + ",";
+  const std::string header =
+      "bench-comm: backend " + backend + ", world size " + std::to_string(ranks) + ",";
   EXPECT_EQ(count_of(r.out, "bench-comm: backend"), 1u) << r.out;  // rank 0 only
   EXPECT_CONTAINS(r.out, header);
   EXPECT_EQ(count_of(r.out, "tokens/s"), 1u) << r.out;
@@ -87,7 +93,8 @@ TEST_P(BenchCommRanks, RankZeroPrintsOneTable) {
   const auto rows = parse_rows(r.out);
   ASSERT_EQ(rows.size(), 4u) << r.out;
   EXPECT_EQ(rows[0].what, "all_reduce_sum 1000 floats");
-  EXPECT_EQ(rows[1].what, "all_gather " + std::to_string((4000 + ranks - 1) / ranks) + " floats per rank");
+  EXPECT_EQ(rows[1].what,
+            "all_gather " + std::to_string((4000 + ranks - 1) / ranks) + " floats per rank");
   EXPECT_EQ(rows[2].what, "barrier");
   // 1 + 2 per layer (3 layers), as the model makes them (bench_test.cpp counts the model's)
   EXPECT_EQ(rows[3].what.rfind("decode step: 7 x all_reduce ", 0), 0u) << rows[3].what;
@@ -106,15 +113,18 @@ TEST_P(BenchCommRanks, RankZeroPrintsOneTable) {
   }
   // the tokens/s ceiling is a positive number
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(cap decode at ([0-9.]+) tokens/s)"))) << r.out;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(cap decode at ([0-9.]+) tokens/s)")))
+      << r.out;
   EXPECT_GT(std::stod(m[1]), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, BenchCommRanks,
-                         ::testing::Combine(::testing::Values("mpi", "gloo"), ::testing::Values(1, 2)),
+                         ::testing::Combine(::testing::Values("mpi", "gloo"),
+                                            ::testing::Values(1, 2)),
                          [](const auto& info) {
                            return test::backend_test_name(std::get<0>(info.param)) +
-                                  std::to_string(std::get<1>(info.param)) + (std::get<1>(info.param) == 1 ? "Rank" : "Ranks");
+                                  std::to_string(std::get<1>(info.param)) +
+                                  (std::get<1>(info.param) == 1 ? "Rank" : "Ranks");
                          });
 
 // Every gloo all_reduce algorithm (DSINFER_GLOO_ALLREDUCE) sums right at 2 and 3 ranks (3: not a
@@ -141,8 +151,8 @@ TEST_P(GlooAllreduceAlgorithms, SumsRightAtEveryLength) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gloo, GlooAllreduceAlgorithms,
-                         ::testing::Combine(::testing::Values("auto", "ring", "bcube", "halving-doubling",
-                                                              "ring-chunked"),
+                         ::testing::Combine(::testing::Values("auto", "ring", "bcube",
+                                                              "halving-doubling", "ring-chunked"),
                                             ::testing::Values(2, 3)),
                          [](const auto& info) {
                            std::string name = std::get<0>(info.param);
@@ -155,7 +165,9 @@ TEST(GlooAllreduceAlgorithms, UnknownNameIsOneClearError) {
   auto r = test::run_command("DSINFER_GLOO_ALLREDUCE=tree timeout 60 " + std::string(DSINFER_BIN) +
                              " --threads 1 run -n 2 --comm gloo bench-comm --iters 1 --warmup 0");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_CONTAINS(r.err, "DSINFER_GLOO_ALLREDUCE=tree is not one of auto, ring, bcube, halving-doubling, ring-chunked");
+  EXPECT_CONTAINS(r.err,
+                  "DSINFER_GLOO_ALLREDUCE=tree is not one of auto, ring, bcube, halving-doubling, "
+                  "ring-chunked");
 }
 
 }  // namespace

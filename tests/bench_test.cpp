@@ -9,8 +9,8 @@
 
 #include "bench/ceilings.h"
 #include "bench/model_bench.h"
-#include "core/log.h"
 #include "core/cpu.h"
+#include "core/log.h"
 #include "io/safetensors.h"
 #include "model/transformer.h"
 #include "model/weights.h"
@@ -67,7 +67,8 @@ std::string convert_dense_only() {
   const std::string hf = test::data_path("golden/tiny-v3/hf");
   const std::string dir = test::scratch_dir("dense-hf"), out = test::scratch_dir("dense-mp1");
   for (const auto& entry : fs::directory_iterator(hf))
-    if (entry.path().filename() != "config.json") fs::create_symlink(entry.path(), dir + "/" + entry.path().filename().string());
+    if (entry.path().filename() != "config.json")
+      fs::create_symlink(entry.path(), dir + "/" + entry.path().filename().string());
   json config = json::parse(test::read_file(hf + "/config.json"));
   config["num_hidden_layers"] = 1;
   test::write_file(dir + "/config.json", config.dump());
@@ -118,7 +119,8 @@ TEST(ForwardStats, PartsAddUpAndCountWhatEachPartReads) {
   const TensorView& head = shard.get("head.weight");
   EXPECT_EQ(s.part(ForwardPart::kHead).weight_bytes, static_cast<int64_t>(head.n_bytes));
   EXPECT_EQ(s.part(ForwardPart::kHead).macs, int64_t{m.config.vocab_size} * m.config.dim);
-  EXPECT_EQ(s.part(ForwardPart::kOther).weight_bytes, 3 * m.embed_row_bytes);  // one embedding row per token
+  EXPECT_EQ(s.part(ForwardPart::kOther).weight_bytes,
+            3 * m.embed_row_bytes);  // one embedding row per token
   EXPECT_EQ(s.part(ForwardPart::kOther).macs, 0);
   // tiny-v3 has dense and MoE layers: each part read weights and did work
   for (ForwardPart p : {ForwardPart::kAttention, ForwardPart::kDenseMlp, ForwardPart::kMoe}) {
@@ -131,8 +133,9 @@ TEST(ForwardStats, PartsAddUpAndCountWhatEachPartReads) {
 // config alone (world size 1, every token runs n_activated routed experts).
 int64_t hand_macs(const ModelConfig& c, int batch, int seqlen, int start) {
   const int64_t n = static_cast<int64_t>(batch) * seqlen, H = c.n_heads, lora = c.kv_lora_rank;
-  const int64_t q = c.q_lora_rank == 0 ? c.dim * H * c.qk_head_dim()
-                                       : c.dim * c.q_lora_rank + c.q_lora_rank * H * c.qk_head_dim();
+  const int64_t q = c.q_lora_rank == 0
+                        ? c.dim * H * c.qk_head_dim()
+                        : c.dim * c.q_lora_rank + c.q_lora_rank * H * c.qk_head_dim();
   const int64_t projections = q + c.dim * (lora + c.qk_rope_head_dim) + H * c.v_head_dim * c.dim;
   int64_t keys = 0;  // cache positions each query sees, summed
   for (int s = 0; s < seqlen; ++s) keys += start + s + 1;
@@ -140,10 +143,12 @@ int64_t hand_macs(const ModelConfig& c, int batch, int seqlen, int start) {
   const int64_t attention = n * H * (c.qk_nope_head_dim + c.v_head_dim) * lora +
                             keys * H * (lora + c.qk_rope_head_dim + lora);
   const int64_t dense = 3 * c.dim * c.inter_dim;
-  const int64_t moe = c.dim * c.n_routed_experts + 3 * c.dim * c.moe_inter_dim * c.n_shared_experts +
+  const int64_t moe = c.dim * c.n_routed_experts +
+                      3 * c.dim * c.moe_inter_dim * c.n_shared_experts +
                       c.n_activated_experts * 3 * c.dim * c.moe_inter_dim;
   int64_t macs = c.n_layers * (n * projections + attention) + batch * c.vocab_size * c.dim;
-  for (int layer = 0; layer < c.n_layers; ++layer) macs += n * (c.is_moe_layer(layer) ? moe : dense);
+  for (int layer = 0; layer < c.n_layers; ++layer)
+    macs += n * (c.is_moe_layer(layer) ? moe : dense);
   return macs;
 }
 
@@ -152,7 +157,8 @@ TEST(ForwardStats, MacsMatchAHandComputation) {
   KVCache cache(m.config, 2, 16);
   std::vector<float> logits(2 * m.config.vocab_size);
   std::vector<int32_t> tokens(2 * 7);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(i * 37 % m.config.vocab_size);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<int32_t>(i * 37 % m.config.vocab_size);
   m.model->forward(tokens.data(), 2, 7, 0, cache, logits.data());
   EXPECT_EQ(m.model->stats().macs, hand_macs(m.config, 2, 7, 0));
   m.model->forward(tokens.data(), 2, 1, 7, cache, logits.data());
@@ -168,7 +174,8 @@ TEST(ForwardStats, MacsMatchAHandComputation) {
 // and one all_gather: the bench's draws need no logits, so each rank sends its best candidate of
 // its slice of the vocabulary (engine/vocab_draw.h: 12 bytes a row), not the slice (vocab / world
 // x 4 bytes a row). Bytes are one rank's part.
-void expect_tiny_v3_collectives(const json& c, const ModelConfig& config, int64_t rows, int64_t logit_rows, int world) {
+void expect_tiny_v3_collectives(const json& c, const ModelConfig& config, int64_t rows,
+                                int64_t logit_rows, int world) {
   ASSERT_EQ(config.n_layers, 3);
   ASSERT_EQ(config.n_dense_layers, 1);
   EXPECT_EQ(c["all_reduce"]["calls"].get<double>(), 7) << c.dump();
@@ -179,7 +186,8 @@ void expect_tiny_v3_collectives(const json& c, const ModelConfig& config, int64_
   EXPECT_GE(c["all_reduce"]["seconds"].get<double>(), 0);
 }
 
-const char* kSmall = " --decode-steps 3 --warmup-steps 1 --bw-mb 64 --fma-iterations 1000000 --passes 2";
+const char* kSmall =
+    " --decode-steps 3 --warmup-steps 1 --bw-mb 64 --fma-iterations 1000000 --passes 2";
 
 TEST(BenchCommand, PrintsTheFractionsLine) {
   const std::string ckpt = test::convert_golden("tiny-v3");
@@ -189,7 +197,9 @@ TEST(BenchCommand, PrintsTheFractionsLine) {
   std::istringstream lines(r.out);
   while (std::getline(lines, line)) last = line;
   std::smatch match;
-  ASSERT_TRUE(std::regex_match(last, match, std::regex(R"(decode_bw_fraction=(\d+\.\d{3}) prefill_flop_fraction=(\d+\.\d{3}))")))
+  ASSERT_TRUE(std::regex_match(
+      last, match,
+      std::regex(R"(decode_bw_fraction=(\d+\.\d{3}) prefill_flop_fraction=(\d+\.\d{3}))")))
       << r.out;
   for (int i : {1, 2}) {
     const double fraction = std::stod(match[i]);
@@ -204,16 +214,19 @@ TEST(BenchCommand, PrintsTheFractionsLine) {
   EXPECT_CONTAINS(r.out, "prefill 512 tokens");
   EXPECT_CONTAINS(r.out, "collectives (rank 0");
   EXPECT_CONTAINS(r.out, "all_reduce");
-  for (const char* part : {"attention", "dense mlp", "moe", "head", "other"}) EXPECT_CONTAINS(r.out, part);
+  for (const char* part : {"attention", "dense mlp", "moe", "head", "other"})
+    EXPECT_CONTAINS(r.out, part);
 }
 
 TEST(BenchCommand, JsonHasEveryKey) {
   const std::string ckpt = test::convert_golden("tiny-v3");
-  auto r = test::run_dsinfer("--threads 1 bench --ckpt-path " + ckpt + kSmall + " --batch 1,2 --prefill 8,32 --json");
+  auto r = test::run_dsinfer("--threads 1 bench --ckpt-path " + ckpt + kSmall +
+                             " --batch 1,2 --prefill 8,32 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);  // nothing but the object on stdout
-  for (const char* key : {"isa", "threads", "world_size", "act_dtype", "prefill_ceiling", "ceilings", "decode",
-                          "prefill", "decode_bw_fraction", "prefill_flop_fraction"})
+  for (const char* key :
+       {"isa", "threads", "world_size", "act_dtype", "prefill_ceiling", "ceilings", "decode",
+        "prefill", "decode_bw_fraction", "prefill_flop_fraction"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["threads"], 1);
   EXPECT_EQ(j["world_size"], 1);
@@ -222,7 +235,8 @@ TEST(BenchCommand, JsonHasEveryKey) {
   EXPECT_GT(j["ceilings"]["read_gbps"].get<double>(), 0);
   ASSERT_EQ(j["decode"].size(), 2u);
   EXPECT_EQ(j["decode"][1]["batch"], 2);
-  for (const char* key : {"tokens_per_s", "ms_per_step", "weight_bytes_per_token", "gbps", "bw_fraction"})
+  for (const char* key :
+       {"tokens_per_s", "ms_per_step", "weight_bytes_per_token", "gbps", "bw_fraction"})
     EXPECT_GT(j["decode"][0][key].get<double>(), 0) << key;
   ASSERT_EQ(j["prefill"].size(), 2u);
   for (const char* key : {"tokens_per_s", "flops", "gflops", "flop_fraction"})
@@ -232,7 +246,8 @@ TEST(BenchCommand, JsonHasEveryKey) {
     ASSERT_EQ(run["parts_rank0"].size(), 5u);
     double flops = 0;
     for (const json& part : run["parts_rank0"]) {
-      for (const char* key : {"part", "seconds", "weight_bytes", "flops"}) EXPECT_TRUE(part.contains(key)) << key;
+      for (const char* key : {"part", "seconds", "weight_bytes", "flops"})
+        EXPECT_TRUE(part.contains(key)) << key;
       flops += part["flops"].get<double>();
     }
     if (run.contains("flops")) {
@@ -242,7 +257,8 @@ TEST(BenchCommand, JsonHasEveryKey) {
   // the fractions are against the ceilings printed (the higher of the measurements before and
   // after the model's runs)
   for (const json& d : j["decode"])
-    EXPECT_NEAR(d["bw_fraction"].get<double>(), d["gbps"].get<double>() / j["ceilings"]["read_gbps"].get<double>(), 1e-9);
+    EXPECT_NEAR(d["bw_fraction"].get<double>(),
+                d["gbps"].get<double>() / j["ceilings"]["read_gbps"].get<double>(), 1e-9);
   for (const json& p : j["prefill"])
     EXPECT_NEAR(p["flop_fraction"].get<double>(),
                 p["gflops"].get<double>() / j["ceilings"]["fma_f32_gflops"].get<double>(), 1e-9);
@@ -262,18 +278,21 @@ TEST(BenchCommand, JsonHasEveryKey) {
 // prefix cache on reuses exactly what an ideal cache would, and with it off nothing.
 TEST(BenchCommand, DepthAndConversations) {
   const std::string ckpt = test::convert_golden("tiny-v3");
-  auto r = test::run_dsinfer("--threads 1 bench --ckpt-path " + ckpt + kSmall +
-                             " --batch 1 --prefill 8 --depth 300,900 --conversations 3 --turns 3 --system-prompt 70 "
-                             "--user-tokens 9 --answer-tokens 4 --json");
+  auto r = test::run_dsinfer(
+      "--threads 1 bench --ckpt-path " + ckpt + kSmall +
+      " --batch 1 --prefill 8 --depth 300,900 --conversations 3 --turns 3 --system-prompt 70 "
+      "--user-tokens 9 --answer-tokens 4 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
   ASSERT_EQ(j["depth"].size(), 3u);  // the baseline first
   EXPECT_EQ(j["depth"][0]["depth"], 16);
   EXPECT_EQ(j["depth"][1]["depth"], 300);
   EXPECT_EQ(j["depth"][2]["depth"], 900);
-  EXPECT_LT(j["depth"][1]["attention_ms_per_step"].get<double>(), j["depth"][2]["attention_ms_per_step"].get<double>());
+  EXPECT_LT(j["depth"][1]["attention_ms_per_step"].get<double>(),
+            j["depth"][2]["attention_ms_per_step"].get<double>());
   for (const json& d : j["depth"]) {
-    for (const char* key : {"tokens_per_s", "ms_per_step", "attention_ms_per_step", "attention_gflops"})
+    for (const char* key :
+         {"tokens_per_s", "ms_per_step", "attention_ms_per_step", "attention_gflops"})
       EXPECT_GT(d[key].get<double>(), 0) << key;
     EXPECT_TRUE(d.contains("extra_gflops_over_depth_16"));
     EXPECT_TRUE(d.contains("extra_flop_fraction"));
@@ -305,16 +324,20 @@ TEST(BenchCommand, FastModeOnExactKernelsMeasuresAgainstTheFmaPeak) {
   }
   const std::string ckpt = test::convert_golden("tiny-v3");
   setenv("DSINFER_ISA", "avx2", 1);
-  auto r = test::run_dsinfer("--threads 1 --fast bench --ckpt-path " + ckpt + kSmall + " --batch 1 --prefill 8 --json");
-  auto text = test::run_dsinfer("--threads 1 --fast bench --ckpt-path " + ckpt + kSmall + " --batch 1 --prefill 8");
+  auto r = test::run_dsinfer("--threads 1 --fast bench --ckpt-path " + ckpt + kSmall +
+                             " --batch 1 --prefill 8 --json");
+  auto text = test::run_dsinfer("--threads 1 --fast bench --ckpt-path " + ckpt + kSmall +
+                                " --batch 1 --prefill 8");
   unsetenv("DSINFER_ISA");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
   EXPECT_EQ(j["act_dtype"], "bf16");
   EXPECT_EQ(j["isa"], "avx2");
   EXPECT_EQ(j["prefill_ceiling"], "fma_f32_gflops");
-  EXPECT_NEAR(j["prefill"][0]["flop_fraction"].get<double>(),
-              j["prefill"][0]["gflops"].get<double>() / j["ceilings"]["fma_f32_gflops"].get<double>(), 1e-9);
+  EXPECT_NEAR(
+      j["prefill"][0]["flop_fraction"].get<double>(),
+      j["prefill"][0]["gflops"].get<double>() / j["ceilings"]["fma_f32_gflops"].get<double>(),
+      1e-9);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_CONTAINS(text.out, "fraction of fp32 FMA peak");
 }
@@ -352,7 +375,8 @@ TEST(BenchCommand, MtpCostPerBatchAndDrafts) {
 TEST(BenchCommand, RunsUnderMpiAndSumsTheRanks) {
   if (!test::has_mpirun()) GTEST_SKIP() << "no mpirun";
   const std::string ckpt = test::convert_golden("tiny-v3", 2);
-  auto r = test::run_mpi(2, "bench --ckpt-path " + ckpt + kSmall + " --batch 1 --prefill 16 --json", "", 120);
+  auto r = test::run_mpi(2, "bench --ckpt-path " + ckpt + kSmall + " --batch 1 --prefill 16 --json",
+                         "", 120);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);  // rank 0 alone prints
   EXPECT_EQ(j["world_size"], 2);
@@ -363,7 +387,8 @@ TEST(BenchCommand, RunsUnderMpiAndSumsTheRanks) {
   EXPECT_GT(j["decode_bw_fraction"].get<double>(), 0);
   EXPECT_GT(j["prefill_flop_fraction"].get<double>(), 0);
   const ModelConfig c = load_config(ckpt + "/config.json");
-  expect_tiny_v3_collectives(j["decode"][0]["collectives_rank0"], c, /*rows=*/1, /*logit_rows=*/1, /*world=*/2);
+  expect_tiny_v3_collectives(j["decode"][0]["collectives_rank0"], c, /*rows=*/1, /*logit_rows=*/1,
+                             /*world=*/2);
   expect_tiny_v3_collectives(j["prefill"][0]["collectives_rank0"], c, 16, 1, 2);
   EXPECT_GT(j["decode"][0]["collectives_rank0"]["all_reduce"]["seconds"].get<double>(), 0);
 }
@@ -373,8 +398,8 @@ TEST(BenchCommand, RunsUnderMpiAndSumsTheRanks) {
 TEST(BenchCommand, GoldenComparesFastModeWithTheDemosBf16Run) {
   const std::string ckpt = test::convert_golden("tiny-v3");
   const std::string golden = test::data_path("golden/tiny-v3");
-  auto r = test::run_dsinfer("--threads 2 bench --ckpt-path " + ckpt + kSmall + " --batch 1 --prefill 8 --json --golden " +
-                             golden);
+  auto r = test::run_dsinfer("--threads 2 bench --ckpt-path " + ckpt + kSmall +
+                             " --batch 1 --prefill 8 --json --golden " + golden);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json g = json::parse(r.out)["golden"];
   EXPECT_EQ(g["rows"], 12);  // 2 rows x (prefill + 5 decode steps)
@@ -384,13 +409,17 @@ TEST(BenchCommand, GoldenComparesFastModeWithTheDemosBf16Run) {
   EXPECT_LE(g["fast"]["median_ratio"].get<double>(), g["demo_bf16"]["median_ratio"].get<double>());
   EXPECT_LE(g["fast"]["far_rows"].get<int>(), g["demo_bf16"]["far_rows"].get<int>());
 
-  auto text = test::run_dsinfer("--threads 2 bench --ckpt-path " + ckpt + kSmall + " --batch 1 --prefill 8 --golden " + golden);
+  auto text = test::run_dsinfer("--threads 2 bench --ckpt-path " + ckpt + kSmall +
+                                " --batch 1 --prefill 8 --golden " + golden);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_CONTAINS(text.out, "demo's bf16 run");
-  EXPECT_EQ(text.out.rfind("decode_bw_fraction=", text.out.size() - 2), text.out.rfind('\n', text.out.size() - 2) + 1)
-      << "the fractions must stay the last line:\n" << text.out;
+  EXPECT_EQ(text.out.rfind("decode_bw_fraction=", text.out.size() - 2),
+            text.out.rfind('\n', text.out.size() - 2) + 1)
+      << "the fractions must stay the last line:\n"
+      << text.out;
 
-  auto bad = test::run_dsinfer("--threads 1 bench --ckpt-path " + ckpt + kSmall + " --batch 1 --prefill 8 --golden " + ckpt);
+  auto bad = test::run_dsinfer("--threads 1 bench --ckpt-path " + ckpt + kSmall +
+                               " --batch 1 --prefill 8 --golden " + ckpt);
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_CONTAINS(bad.err, "bench --golden: " + ckpt + "/hf is not a directory");
 }

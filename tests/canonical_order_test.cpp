@@ -39,13 +39,15 @@ struct Matrix {
       std::vector<float> row(static_cast<size_t>(cols));
       for (int64_t r = 0; r < rows; ++r) {
         for (float& v : row) v = normal(rng);
-        quantize_row(w.quant_format(), row.data(), cols, &bytes[static_cast<size_t>(r * w.row_stride())],
+        quantize_row(w.quant_format(), row.data(), cols,
+                     &bytes[static_cast<size_t>(r * w.row_stride())],
                      &group_scales[static_cast<size_t>(r * quant_groups(cols))]);
       }
       values.resize(static_cast<size_t>(rows * cols));
       for (int64_t r = 0; r < rows; ++r)
         dequantize_quant_row(w.quant_format(), &bytes[static_cast<size_t>(r * w.row_stride())],
-                             &group_scales[static_cast<size_t>(r * quant_groups(cols))], cols, &values[static_cast<size_t>(r * cols)]);
+                             &group_scales[static_cast<size_t>(r * quant_groups(cols))], cols,
+                             &values[static_cast<size_t>(r * cols)]);
       w.data = bytes.data();
       w.group_scale = group_scales.data();
       return;
@@ -120,16 +122,17 @@ std::vector<float> random_x(std::mt19937& rng, int64_t n) {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-// Shapes with tails everywhere: rows not a multiple of the GEMV's 4 or 8 or the GEMM's 6-row panels,
-// chunks or fp8 row blocks; columns not a multiple of the lanes or of the 256-column panels; rows
-// more than 8 KB apart (f32 2100: the GEMV takes 5-16 tokens over 24 rows at a time).
+// Shapes with tails everywhere: rows not a multiple of the GEMV's 4 or 8 or the GEMM's 6-row
+// panels, chunks or fp8 row blocks; columns not a multiple of the lanes or of the 256-column
+// panels; rows more than 8 KB apart (f32 2100: the GEMV takes 5-16 tokens over 24 rows at a time).
 struct Shape {
   int64_t rows, cols;
 };
-constexpr Shape kShapes[] = {{300, 200}, {1, 9}, {131, 520}, {70, 1030}, {260, 128}, {40, 1024}, {50, 2100}};
+constexpr Shape kShapes[] = {{300, 200}, {1, 9},     {131, 520}, {70, 1030},
+                             {260, 128}, {40, 1024}, {50, 2100}};
 
-// GEMV tunings (kernels/kernel_config.h): Intel's and AMD's, and mixtures of their rows per group (16
-// to 1), prefetches (none, ahead, wrapped into the next group) and fp8 loads.
+// GEMV tunings (kernels/kernel_config.h): Intel's and AMD's, and mixtures of their rows per group
+// (16 to 1), prefetches (none, ahead, wrapped into the next group) and fp8 loads.
 constexpr GemvTuning kGemvTunings[] = {
     {4, 4, GemvPrefetch::kAhead, 0},
     {16, 8, GemvPrefetch::kWrapped, 4},
@@ -137,10 +140,11 @@ constexpr GemvTuning kGemvTunings[] = {
     {16, 8, GemvPrefetch::kAhead, 0},
     {2, 1, GemvPrefetch::kWrapped, 1},
     {1, 8, GemvPrefetch::kAhead, 3},
-    {16, 8, GemvPrefetch::kWrapped, 4, kGemvAlways, 0, 6},  // Zen 5's: the GEMV at every token count
-    {8, 8, GemvPrefetch::kWrapped, 4, 31, 4},                 // Zen 3's: fp8 rows 4 at a time for 1 token
-    {4, 2, GemvPrefetch::kWrapped, 2, 0, 16},                 // fp8 rows more at a time than the others
-    {2, 2, GemvPrefetch::kNone, 3, kGemvAlways, 0, 6},        // 6 rows for 3 tokens, the fp16 form at 4
+    {16, 8, GemvPrefetch::kWrapped, 4, kGemvAlways, 0,
+     6},                                                // Zen 5's: the GEMV at every token count
+    {8, 8, GemvPrefetch::kWrapped, 4, 31, 4},           // Zen 3's: fp8 rows 4 at a time for 1 token
+    {4, 2, GemvPrefetch::kWrapped, 2, 0, 16},           // fp8 rows more at a time than the others
+    {2, 2, GemvPrefetch::kNone, 3, kGemvAlways, 0, 6},  // 6 rows for 3 tokens, the fp16 form at 4
 };
 
 // Every GEMV tuning on every CPU.
@@ -149,34 +153,36 @@ TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
   for (Isa isa : supported_isas()) {
     if (isa == Isa::kScalar) continue;
     for (const GemvTuning tuning : kGemvTunings) {
-    KernelConfig k = with_isa(cpu_kernel_config(), isa);
-    k.gemv = tuning;
-    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3, kInt4Storage, kInt8Storage}) {
-      for (const Shape& shape : kShapes) {
-        const Matrix m(dtype, shape.rows, shape.cols, rng);
-        for (int threads : {1, 3}) {
-          ThreadPool pool(threads);
-          // GEMV tokens (1-7), the switch, and GEMM token counts over partial tiles and chunks
-          for (int64_t n : {1, 3, 5, 7, 8, 9, 33, 150}) {
-            SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " " << shape.rows << "x"
-                                            << shape.cols << " tokens " << n << " threads " << threads
-                                            << " gemv rows " << tuning.rows_one_token << "/" << tuning.rows_two_tokens
-                                            << " fp8 " << tuning.fp8_rows_one_token
-                                            << " prefetch " << static_cast<int>(tuning.prefetch)
-                                            << " fp8 subnormal up to " << tuning.fp8_subnormal_tokens << " tokens");
-            const std::vector<float> x = random_x(rng, n * shape.cols);
-            std::vector<float> y(static_cast<size_t>(n * shape.rows));
-            linear(k, x.data(), n, m.w, y.data(), pool);
-            for (int64_t t = 0; t < n; ++t)
-              for (int64_t r = 0; r < shape.rows; ++r) {
-                const float want = canonical_dot(m, r, x.data() + t * shape.cols, lanes(isa));
-                const float got = y[static_cast<size_t>(t * shape.rows + r)];
-                ASSERT_TRUE(same_bits(got, want)) << "token " << t << " row " << r << ": " << got << " vs " << want;
-              }
+      KernelConfig k = with_isa(cpu_kernel_config(), isa);
+      k.gemv = tuning;
+      for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3, kInt4Storage, kInt8Storage}) {
+        for (const Shape& shape : kShapes) {
+          const Matrix m(dtype, shape.rows, shape.cols, rng);
+          for (int threads : {1, 3}) {
+            ThreadPool pool(threads);
+            // GEMV tokens (1-7), the switch, and GEMM token counts over partial tiles and chunks
+            for (int64_t n : {1, 3, 5, 7, 8, 9, 33, 150}) {
+              SCOPED_TRACE(testing::Message()
+                           << isa_name(isa) << " " << dtype_name(dtype) << " " << shape.rows << "x"
+                           << shape.cols << " tokens " << n << " threads " << threads
+                           << " gemv rows " << tuning.rows_one_token << "/"
+                           << tuning.rows_two_tokens << " fp8 " << tuning.fp8_rows_one_token
+                           << " prefetch " << static_cast<int>(tuning.prefetch)
+                           << " fp8 subnormal up to " << tuning.fp8_subnormal_tokens << " tokens");
+              const std::vector<float> x = random_x(rng, n * shape.cols);
+              std::vector<float> y(static_cast<size_t>(n * shape.rows));
+              linear(k, x.data(), n, m.w, y.data(), pool);
+              for (int64_t t = 0; t < n; ++t)
+                for (int64_t r = 0; r < shape.rows; ++r) {
+                  const float want = canonical_dot(m, r, x.data() + t * shape.cols, lanes(isa));
+                  const float got = y[static_cast<size_t>(t * shape.rows + r)];
+                  ASSERT_TRUE(same_bits(got, want))
+                      << "token " << t << " row " << r << ": " << got << " vs " << want;
+                }
+            }
           }
         }
       }
-    }
     }
   }
 }
@@ -195,10 +201,12 @@ TEST(CanonicalOrder, Fp8ActivationsOutsideTheSubnormalFormFallBack) {
       k.gemv = tuning;
       for (float edge : {1e-36f, 3e-41f, 2e30f, -1e-37f}) {
         for (int64_t n : {1, 2, 4}) {
-          SCOPED_TRACE(testing::Message() << isa_name(isa) << " edge " << edge << " tokens " << n << " fp8 subnormal up to "
-                                          << tuning.fp8_subnormal_tokens << " tokens");
+          SCOPED_TRACE(testing::Message()
+                       << isa_name(isa) << " edge " << edge << " tokens " << n
+                       << " fp8 subnormal up to " << tuning.fp8_subnormal_tokens << " tokens");
           std::vector<float> x = random_x(rng, n * 260);
-          for (int64_t c = 0; c < 260; ++c) x[static_cast<size_t>(c)] *= edge;  // token 0 all at that scale
+          for (int64_t c = 0; c < 260; ++c)
+            x[static_cast<size_t>(c)] *= edge;  // token 0 all at that scale
           std::vector<float> y(static_cast<size_t>(n * 300));
           ThreadPool pool(2);
           linear(k, x.data(), n, m.w, y.data(), pool);
@@ -206,7 +214,8 @@ TEST(CanonicalOrder, Fp8ActivationsOutsideTheSubnormalFormFallBack) {
             for (int64_t r = 0; r < 300; ++r) {
               const float want = canonical_dot(m, r, x.data() + t * 260, lanes(isa));
               const float got = y[static_cast<size_t>(t * 300 + r)];
-              ASSERT_TRUE(same_bits(got, want)) << "token " << t << " row " << r << ": " << got << " vs " << want;
+              ASSERT_TRUE(same_bits(got, want))
+                  << "token " << t << " row " << r << ": " << got << " vs " << want;
             }
         }
       }
@@ -236,16 +245,18 @@ TEST(CanonicalOrder, ARowDoesNotDependOnItsBatchMates) {
         for (int64_t r = 0; r < 140; ++r) {
           ASSERT_TRUE(same_bits(alone[r], batch[static_cast<size_t>(t * 140 + r)]))
               << isa_name(isa) << " " << dtype_name(dtype) << " token " << t << " row " << r;
-          ASSERT_TRUE(same_bits(alone[r], pair[r])) << isa_name(isa) << " token " << t << " row " << r;
+          ASSERT_TRUE(same_bits(alone[r], pair[r]))
+              << isa_name(isa) << " token " << t << " row " << r;
         }
       }
     }
   }
 }
 
-// The opt-out (KernelConfig::batch_invariant false, --batch-variant): the GEMM sums in k order instead, so
-// it no longer matches the canonical order (that is the point: the flag does switch it) but
-// stays within rounding of it; the GEMV (decode) is the same either way; the default comes back.
+// The opt-out (KernelConfig::batch_invariant false, --batch-variant): the GEMM sums in k order
+// instead, so it no longer matches the canonical order (that is the point: the flag does switch it)
+// but stays within rounding of it; the GEMV (decode) is the same either way; the default comes
+// back.
 TEST(CanonicalOrder, TheBatchVariantOptOutLeavesTheOrderButNotTheValues) {
   std::mt19937 rng(6);
   ThreadPool pool(2);
@@ -257,7 +268,8 @@ TEST(CanonicalOrder, TheBatchVariantOptOutLeavesTheOrderButNotTheValues) {
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3, kInt4Storage, kInt8Storage}) {
       const Matrix m(dtype, 131, 520, rng);
       for (int64_t n : {int64_t{3}, int64_t{40}}) {
-        SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " tokens " << n);
+        SCOPED_TRACE(testing::Message()
+                     << isa_name(isa) << " " << dtype_name(dtype) << " tokens " << n);
         const std::vector<float> x = random_x(rng, n * 520);
         std::vector<float> canonical(static_cast<size_t>(n * 131)), variant(canonical.size());
         linear(invariant, x.data(), n, m.w, canonical.data(), pool);
@@ -288,19 +300,22 @@ TEST(CanonicalOrder, CombineRowsIsOneChainPerOutputBitForBit) {
         const Matrix m(dtype, shape.rows, shape.cols, rng);
         const int64_t first = shape.rows / 5, n_rows = shape.rows - first;
         for (int64_t n_sets : {1, 4, 9}) {
-          SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " " << shape.rows << "x"
-                                          << shape.cols << " sets " << n_sets);
+          SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " "
+                                          << shape.rows << "x" << shape.cols << " sets " << n_sets);
           const std::vector<float> coef = random_x(rng, n_sets * n_rows);
           std::vector<float> out(static_cast<size_t>(n_sets * shape.cols));
-          combine_rows(isa, m.w, first, n_rows, coef.data(), n_rows, n_sets, out.data(), shape.cols);
+          combine_rows(isa, m.w, first, n_rows, coef.data(), n_rows, n_sets, out.data(),
+                       shape.cols);
           for (int64_t t = 0; t < n_sets; ++t)
             for (int64_t c = 0; c < shape.cols; ++c) {
               float want = 0.0f;
               for (int64_t d = 0; d < n_rows; ++d)
-                want = std::fma(m.weight(first + d, c), coef[static_cast<size_t>(t * n_rows + d)] * m.x_factor(first + d, c),
-                                want);
+                want = std::fma(
+                    m.weight(first + d, c),
+                    coef[static_cast<size_t>(t * n_rows + d)] * m.x_factor(first + d, c), want);
               const float got = out[static_cast<size_t>(t * shape.cols + c)];
-              ASSERT_TRUE(same_bits(got, want)) << "set " << t << " column " << c << ": " << got << " vs " << want;
+              ASSERT_TRUE(same_bits(got, want))
+                  << "set " << t << " column " << c << ": " << got << " vs " << want;
             }
         }
       }
@@ -318,18 +333,24 @@ TEST(CanonicalOrder, AccumulateRowsContinuesTheChainBitForBit) {
       for (const Shape& shape : {Shape{300, 576}, Shape{70, 200}, Shape{9, 3}}) {
         const Matrix m(dtype, shape.rows, shape.cols, rng);
         for (int64_t n_sets : {1, 4, 9}) {
-          SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " " << shape.rows << "x"
-                                          << shape.cols << " sets " << n_sets);
+          SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " "
+                                          << shape.rows << "x" << shape.cols << " sets " << n_sets);
           const int64_t n_rows = shape.rows;
           const std::vector<float> coef = random_x(rng, n_sets * n_rows);
-          std::vector<float> whole(static_cast<size_t>(n_sets * shape.cols)), pieces(whole.size(), 1e30f);
+          std::vector<float> whole(static_cast<size_t>(n_sets * shape.cols)),
+              pieces(whole.size(), 1e30f);
           combine_rows(isa, m.w, 0, n_rows, coef.data(), n_rows, n_sets, whole.data(), shape.cols);
           for (int64_t d0 = 0; d0 < n_rows; d0 += 64) {
             const int64_t n = std::min<int64_t>(64, n_rows - d0);
-            if (d0 == 0) combine_rows(isa, m.w, d0, n, coef.data() + d0, n_rows, n_sets, pieces.data(), shape.cols);
-            else accumulate_rows(isa, m.w, d0, n, coef.data() + d0, n_rows, n_sets, pieces.data(), shape.cols);
+            if (d0 == 0)
+              combine_rows(isa, m.w, d0, n, coef.data() + d0, n_rows, n_sets, pieces.data(),
+                           shape.cols);
+            else
+              accumulate_rows(isa, m.w, d0, n, coef.data() + d0, n_rows, n_sets, pieces.data(),
+                              shape.cols);
           }
-          for (size_t i = 0; i < whole.size(); ++i) ASSERT_TRUE(same_bits(whole[i], pieces[i])) << i;
+          for (size_t i = 0; i < whole.size(); ++i)
+            ASSERT_TRUE(same_bits(whole[i], pieces[i])) << i;
         }
       }
     }
@@ -346,8 +367,8 @@ TEST(CanonicalOrder, DotRowsIsTheCanonicalProductBitForBit) {
       for (const Shape& shape : {Shape{64, 576}, Shape{13, 200}, Shape{7, 3}, Shape{1, 17}}) {
         const Matrix m(dtype, shape.rows, shape.cols, rng);
         for (int64_t n : {1, 3, 4, 6, 9, 64}) {
-          SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " " << shape.rows << "x"
-                                          << shape.cols << " tokens " << n);
+          SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype) << " "
+                                          << shape.rows << "x" << shape.cols << " tokens " << n);
           const std::vector<float> x = random_x(rng, n * shape.cols);
           std::vector<float> want(static_cast<size_t>(n * shape.rows)), got(want.size());
           linear(with_isa(cpu_kernel_config(), isa), x.data(), n, m.w, want.data(), pool);

@@ -27,13 +27,17 @@ std::string v3_template() {
   return config["chat_template"].get<std::string>();
 }
 
-std::string stored(const std::string& name) { return read_file(data_path("chat_templates/" + name)); }
+std::string stored(const std::string& name) {
+  return read_file(data_path("chat_templates/" + name));
+}
 
-std::string render(const ChatTemplate& t, const std::string& messages, bool add_generation_prompt = true) {
+std::string render(const ChatTemplate& t, const std::string& messages,
+                   bool add_generation_prompt = true) {
   return apply_chat_template(t, json::parse(messages), kBos, kEos, add_generation_prompt);
 }
 
-std::string render_with(const ChatTemplate& t, const std::string& messages, json extra, bool agp = true) {
+std::string render_with(const ChatTemplate& t, const std::string& messages, json extra,
+                        bool agp = true) {
   extra["messages"] = json::parse(messages);
   extra["bos_token"] = kBos;
   extra["eos_token"] = kEos;
@@ -44,12 +48,15 @@ std::string render_with(const ChatTemplate& t, const std::string& messages, json
 // Conversations shared by the tests below.
 const char* kHi = R"([{"role": "user", "content": "Hi"}])";
 const char* kSysHi = R"([{"role": "system", "content": "SYS"}, {"role": "user", "content": "Hi"}])";
-const char* kMultiTurn = R"([{"role": "system", "content": "SYS"}, {"role": "user", "content": "U1"},
+const char* kMultiTurn =
+    R"([{"role": "system", "content": "SYS"}, {"role": "user", "content": "U1"},
                              {"role": "assistant", "content": "A1"}, {"role": "user", "content": "U2"}])";
-const char* kThinkTurn = R"([{"role": "system", "content": "SYS"}, {"role": "user", "content": "U1"},
+const char* kThinkTurn =
+    R"([{"role": "system", "content": "SYS"}, {"role": "user", "content": "U1"},
                              {"role": "assistant", "content": "<think>\nhmm\n</think>\n\nA1"},
                              {"role": "user", "content": "U2"}])";
-const char* kTwoSystems = R"([{"role": "system", "content": "S1"}, {"role": "system", "content": "S2"},
+const char* kTwoSystems =
+    R"([{"role": "system", "content": "S1"}, {"role": "system", "content": "S2"},
                               {"role": "user", "content": "U"}])";
 const char* kOneCallTwoResults = R"([{"role": "user", "content": "Q"},
   {"role": "assistant", "content": null,
@@ -88,7 +95,8 @@ TEST(ChatTemplateV3, SystemPromptFollowsBos) {
 TEST(ChatTemplateV3, MultiTurn) {
   ChatTemplate t(v3_template());
   EXPECT_EQ(render(t, kMultiTurn),
-            "<｜begin▁of▁sentence｜>SYS<｜User｜>U1<｜Assistant｜>A1<｜end▁of▁sentence｜><｜User｜>U2<｜Assistant｜>");
+            "<｜begin▁of▁sentence｜>SYS<｜User｜>U1<｜Assistant｜>A1<｜end▁of▁sentence｜><｜User｜>"
+            "U2<｜Assistant｜>");
 }
 
 TEST(ChatTemplateV3, SystemMessagesJoinedWithBlankLine) {
@@ -99,19 +107,26 @@ TEST(ChatTemplateV3, SystemMessagesJoinedWithBlankLine) {
 TEST(ChatTemplateV3, ToolCallAndResults) {
   ChatTemplate t(v3_template());
   EXPECT_EQ(render(t, kOneCallTwoResults),
-            "<｜begin▁of▁sentence｜><｜User｜>Q<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function"
-            "<｜tool▁sep｜>f\n```json\n{\"a\":1}\n```<｜tool▁call▁end｜><｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>R1"
-            "<｜tool▁output▁end｜>\n<｜tool▁output▁begin｜>R2<｜tool▁output▁end｜><｜tool▁outputs▁end｜>ANS"
+            "<｜begin▁of▁sentence｜><｜User｜>Q<｜Assistant｜><｜tool▁calls▁begin｜><"
+            "｜tool▁call▁begin｜>function"
+            "<｜tool▁sep｜>f\n```json\n{\"a\":1}\n```<｜tool▁call▁end｜><｜tool▁outputs▁begin｜><"
+            "｜tool▁output▁begin｜>R1"
+            "<｜tool▁output▁end｜>\n<｜tool▁output▁begin｜>R2<｜tool▁output▁end｜><"
+            "｜tool▁outputs▁end｜>ANS"
             "<｜end▁of▁sentence｜><｜Assistant｜>");
 }
 
 TEST(ChatTemplateV3, SecondToolCallGetsTheClosingPair) {
   ChatTemplate t(v3_template());
   EXPECT_EQ(render(t, kTwoCallsTwoResults),
-            "<｜begin▁of▁sentence｜><｜User｜>Q<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function"
-            "<｜tool▁sep｜>f\n```json\n{\"a\":1}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>g\n"
-            "```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜><｜tool▁outputs▁begin｜>"
-            "<｜tool▁output▁begin｜>R1<｜tool▁output▁end｜>\n<｜tool▁output▁begin｜>R2<｜tool▁output▁end｜>"
+            "<｜begin▁of▁sentence｜><｜User｜>Q<｜Assistant｜><｜tool▁calls▁begin｜><"
+            "｜tool▁call▁begin｜>function"
+            "<｜tool▁sep｜>f\n```json\n{\"a\":1}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>"
+            "function<｜tool▁sep｜>g\n"
+            "```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜><"
+            "｜tool▁outputs▁begin｜>"
+            "<｜tool▁output▁begin｜>R1<｜tool▁output▁end｜>\n<｜tool▁output▁begin｜>R2<"
+            "｜tool▁output▁end｜>"
             "<｜tool▁outputs▁end｜>ANS<｜end▁of▁sentence｜><｜Assistant｜>");
 }
 
@@ -140,7 +155,8 @@ TEST(ChatTemplateV2, SingleTurn) {
 TEST(ChatTemplateV2, MultiTurnWithSystem) {
   ChatTemplate t(stored("deepseek-v2.jinja"));
   EXPECT_EQ(render(t, kMultiTurn),
-            "<｜begin▁of▁sentence｜>SYS\n\nUser: U1\n\nAssistant: A1<｜end▁of▁sentence｜>User: U2\n\nAssistant:");
+            "<｜begin▁of▁sentence｜>SYS\n\nUser: U1\n\nAssistant: A1<｜end▁of▁sentence｜>User: "
+            "U2\n\nAssistant:");
 }
 
 TEST(ChatTemplateV2, ToolMessagesAreIgnoredAndNullContentRaises) {
@@ -150,7 +166,8 @@ TEST(ChatTemplateV2, ToolMessagesAreIgnoredAndNullContentRaises) {
     render(t, kOneCallTwoResults);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("can only concatenate str (not \"NoneType\") to str"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("can only concatenate str (not \"NoneType\") to str"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_EQ(render(t, R"([{"role": "user", "content": "Q"}, {"role": "tool", "content": "R"}])"),
@@ -170,11 +187,14 @@ TEST_P(ChatTemplateR1, GenerationPromptOpensThinking) {
 TEST_P(ChatTemplateR1, EarlierReasoningIsDropped) {
   ChatTemplate t(stored(GetParam()));
   // content.split('</think>')[-1] keeps what follows the last </think>.
-  EXPECT_EQ(render(t, kThinkTurn),
-            kBos + "SYS<｜User｜>U1<｜Assistant｜>\n\nA1" + kEos + "<｜User｜>U2<｜Assistant｜><think>\n");
-  EXPECT_EQ(render(t, R"([{"role": "user", "content": "U"}, {"role": "assistant", "content": "a</think>b</think>c"}])",
-                   false),
-            kBos + "<｜User｜>U<｜Assistant｜>c" + kEos);
+  EXPECT_EQ(render(t, kThinkTurn), kBos + "SYS<｜User｜>U1<｜Assistant｜>\n\nA1" + kEos +
+                                       "<｜User｜>U2<｜Assistant｜><think>\n");
+  EXPECT_EQ(
+      render(
+          t,
+          R"([{"role": "user", "content": "U"}, {"role": "assistant", "content": "a</think>b</think>c"}])",
+          false),
+      kBos + "<｜User｜>U<｜Assistant｜>c" + kEos);
 }
 
 TEST_P(ChatTemplateR1, LastSystemMessageWins) {
@@ -185,17 +205,23 @@ TEST_P(ChatTemplateR1, LastSystemMessageWins) {
 TEST_P(ChatTemplateR1, ToolCalls) {
   ChatTemplate t(stored(GetParam()));
   const std::string calls =
-      "<｜User｜>Q<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n"
-      "{\"a\":1}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>g\n```json\n{}\n```"
-      "<｜tool▁call▁end｜><｜tool▁calls▁end｜>" + kEos +
-      "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>R1<｜tool▁output▁end｜>\n<｜tool▁output▁begin｜>R2"
+      "<｜User｜>Q<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>"
+      "f\n```json\n"
+      "{\"a\":1}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>g\n```json\n{}"
+      "\n```"
+      "<｜tool▁call▁end｜><｜tool▁calls▁end｜>" +
+      kEos +
+      "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>R1<｜tool▁output▁end｜>\n<"
+      "｜tool▁output▁begin｜>R2"
       "<｜tool▁output▁end｜><｜tool▁outputs▁end｜>";
-  EXPECT_EQ(render(t, kTwoCallsTwoResults), kBos + calls + "ANS" + kEos + "<｜Assistant｜><think>\n");
+  EXPECT_EQ(render(t, kTwoCallsTwoResults),
+            kBos + calls + "ANS" + kEos + "<｜Assistant｜><think>\n");
   EXPECT_EQ(render(t, kTwoCallsEndingWithTool), kBos + calls);
 }
 
 INSTANTIATE_TEST_SUITE_P(Templates, ChatTemplateR1,
-                         ::testing::Values("deepseek-r1.jinja", "deepseek-r1-distill-qwen-32b.jinja",
+                         ::testing::Values("deepseek-r1.jinja",
+                                           "deepseek-r1-distill-qwen-32b.jinja",
                                            "deepseek-r1-distill-llama-8b.jinja"),
                          [](const auto& info) {
                            std::string n = info.param.substr(0, info.param.size() - 6);
@@ -222,7 +248,8 @@ TEST(ChatTemplateV31, ThinkingSwitch) {
   ChatTemplate t(stored("deepseek-v3.1.jinja"));
   EXPECT_EQ(render(t, kHi), kBos + "<｜User｜>Hi<｜Assistant｜></think>");
   EXPECT_EQ(render_with(t, kHi, {{"thinking", true}}), kBos + "<｜User｜>Hi<｜Assistant｜><think>");
-  EXPECT_EQ(render_with(t, kHi, {{"enable_thinking", true}}), kBos + "<｜User｜>Hi<｜Assistant｜><think>");
+  EXPECT_EQ(render_with(t, kHi, {{"enable_thinking", true}}),
+            kBos + "<｜User｜>Hi<｜Assistant｜><think>");
   EXPECT_EQ(render_with(t, kHi, {{"thinking", false}, {"enable_thinking", true}}),
             kBos + "<｜User｜>Hi<｜Assistant｜></think>");
   EXPECT_EQ(render(t, kHi, false), kBos + "<｜User｜>Hi");
@@ -231,15 +258,19 @@ TEST(ChatTemplateV31, ThinkingSwitch) {
 TEST(ChatTemplateV31, MultiTurnDropsReasoning) {
   ChatTemplate t(stored("deepseek-v3.1.jinja"));
   // Each assistant turn after a user turn opens with </think>; content.split('</think>', 1)[1].
-  EXPECT_EQ(render(t, kThinkTurn),
-            kBos + "SYS<｜User｜>U1<｜Assistant｜></think>\n\nA1" + kEos + "<｜User｜>U2<｜Assistant｜></think>");
+  EXPECT_EQ(render(t, kThinkTurn), kBos + "SYS<｜User｜>U1<｜Assistant｜></think>\n\nA1" + kEos +
+                                       "<｜User｜>U2<｜Assistant｜></think>");
   EXPECT_EQ(render_with(t, kThinkTurn, {{"thinking", true}}),
-            kBos + "SYS<｜User｜>U1<｜Assistant｜></think>\n\nA1" + kEos + "<｜User｜>U2<｜Assistant｜><think>");
+            kBos + "SYS<｜User｜>U1<｜Assistant｜></think>\n\nA1" + kEos +
+                "<｜User｜>U2<｜Assistant｜><think>");
   EXPECT_EQ(render(t, kTwoSystems), kBos + "S1\n\nS2<｜User｜>U<｜Assistant｜></think>");
   // Only the first </think> splits (R1 keeps what follows the last one).
-  EXPECT_EQ(render(t, R"([{"role": "user", "content": "U"}, {"role": "assistant", "content": "x</think>y</think>z"}])",
-                   false),
-            kBos + "<｜User｜>U<｜Assistant｜></think>y</think>z" + kEos);
+  EXPECT_EQ(
+      render(
+          t,
+          R"([{"role": "user", "content": "U"}, {"role": "assistant", "content": "x</think>y</think>z"}])",
+          false),
+      kBos + "<｜User｜>U<｜Assistant｜></think>y</think>z" + kEos);
 }
 
 TEST(ChatTemplateV31, ToolCalls) {
@@ -250,20 +281,27 @@ TEST(ChatTemplateV31, ToolCalls) {
                     {"type": "function", "function": {"name": "g", "arguments": "{}"}}]},
     {"role": "tool", "content": "R1"}, {"role": "tool", "content": "R2"},
     {"role": "assistant", "content": "ANS"}, {"role": "user", "content": "Q2"}])";
-  EXPECT_EQ(render(t, conv),
-            kBos + "<｜User｜>Q<｜Assistant｜></think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>"
-                   "{\"a\":1}<｜tool▁call▁end｜><｜tool▁call▁begin｜>g<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
-                   "<｜tool▁calls▁end｜>" + kEos +
-                "<｜tool▁output▁begin｜>R1<｜tool▁output▁end｜><｜tool▁output▁begin｜>R2<｜tool▁output▁end｜>ANS" +
-                kEos + "<｜User｜>Q2<｜Assistant｜></think>");
+  EXPECT_EQ(
+      render(t, conv),
+      kBos +
+          "<｜User｜>Q<｜Assistant｜></"
+          "think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>"
+          "{\"a\":1}<｜tool▁call▁end｜><｜tool▁call▁begin｜>g<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
+          "<｜tool▁calls▁end｜>" +
+          kEos +
+          "<｜tool▁output▁begin｜>R1<｜tool▁output▁end｜><｜tool▁output▁begin｜>R2<"
+          "｜tool▁output▁end｜>ANS" +
+          kEos + "<｜User｜>Q2<｜Assistant｜></think>");
   // Content before the calls is kept; a trailing tool result gets no generation prompt.
-  EXPECT_EQ(render(t, R"([{"role": "user", "content": "Q"},
+  EXPECT_EQ(
+      render(t, R"([{"role": "user", "content": "Q"},
     {"role": "assistant", "content": "Checking.",
      "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]},
     {"role": "tool", "content": "R"}])"),
-            kBos + "<｜User｜>Q<｜Assistant｜></think>Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f"
-                   "<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>" + kEos +
-                "<｜tool▁output▁begin｜>R<｜tool▁output▁end｜>");
+      kBos +
+          "<｜User｜>Q<｜Assistant｜></think>Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f"
+          "<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>" +
+          kEos + "<｜tool▁output▁begin｜>R<｜tool▁output▁end｜>");
 }
 
 TEST(ChatTemplateV31, PrefixAssistantMessageKeepsThinkingOpen) {
@@ -277,9 +315,12 @@ TEST(ChatTemplateV31, PrefixAssistantMessageKeepsThinkingOpen) {
 // --- apply_chat_template's context ---
 
 TEST(ApplyChatTemplate, PassesToolsAndDocumentsAsNone) {
-  ChatTemplate t("{{ tools is defined }} {{ tools is none }} {{ documents is none }} {{ bos_token }}{{ eos_token }}"
-                 " {{ add_generation_prompt }} {{ messages|length }}");
-  EXPECT_EQ(apply_chat_template(t, json::parse(kSysHi), "<s>", "</s>", true), "True True True <s></s> True 2");
+  ChatTemplate t(
+      "{{ tools is defined }} {{ tools is none }} {{ documents is none }} {{ bos_token }}{{ "
+      "eos_token }}"
+      " {{ add_generation_prompt }} {{ messages|length }}");
+  EXPECT_EQ(apply_chat_template(t, json::parse(kSysHi), "<s>", "</s>", true),
+            "True True True <s></s> True 2");
 }
 
 TEST(ApplyChatTemplate, RejectsNonArrayMessages) {

@@ -119,20 +119,24 @@ TEST(CheckpointDir, IndexNamingMissingFileIsAnError) {
 TEST(CheckpointDir, IndexNamingAFileOutsideTheDirectoryIsAnError) {
   const std::string dir = copy_checkpoint("outside", true);
   const std::string elsewhere = copy_checkpoint("elsewhere", false);
-  for (const std::string& file : {"../elsewhere/" + std::string(kFile1), elsewhere + "/" + kFile1, std::string("."),
-                                  std::string("..")}) {
+  for (const std::string& file : {"../elsewhere/" + std::string(kFile1), elsewhere + "/" + kFile1,
+                                  std::string("."), std::string("..")}) {
     SCOPED_TRACE(file);
     json index = load_index(dir);
     index["weight_map"]["lm_head.weight"] = file;
     save_index(dir, index);
     const std::string msg = error_of([&] { CheckpointDir ckpt(dir); });
     EXPECT_CONTAINS(msg, kIndex);
-    EXPECT_CONTAINS(msg, "\"lm_head.weight\" names \"" + file + "\", not a file of the checkpoint directory");
+    EXPECT_CONTAINS(
+        msg, "\"lm_head.weight\" names \"" + file + "\", not a file of the checkpoint directory");
   }
   // the pieces alone
-  EXPECT_CONTAINS(error_of([] { parse_weight_map(R"({"weight_map": {"a": 5}})", "I"); }), "I: weight_map entry \"a\"");
-  EXPECT_CONTAINS(error_of([] { parse_weight_map(R"({"weight_map": []})", "I"); }), "I has no weight_map object");
-  EXPECT_EQ(parse_weight_map(R"({"weight_map": {"a": "f.safetensors"}})", "I").at("a"), "f.safetensors");
+  EXPECT_CONTAINS(error_of([] { parse_weight_map(R"({"weight_map": {"a": 5}})", "I"); }),
+                  "I: weight_map entry \"a\"");
+  EXPECT_CONTAINS(error_of([] { parse_weight_map(R"({"weight_map": []})", "I"); }),
+                  "I has no weight_map object");
+  EXPECT_EQ(parse_weight_map(R"({"weight_map": {"a": "f.safetensors"}})", "I").at("a"),
+            "f.safetensors");
 }
 
 TEST(CheckpointDir, IndexMappingTensorToWrongFileIsAnError) {

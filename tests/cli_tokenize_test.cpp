@@ -87,7 +87,8 @@ TEST(CliPerplexity, TextInputIsScored) {
                        " --n-experts 8 --model-parallel 1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-    std::filesystem::copy_file(data_path(std::string("tokenizer/deepseek-v3/") + f), ckpt + "/" + f);
+    std::filesystem::copy_file(data_path(std::string("tokenizer/deepseek-v3/") + f),
+                               ckpt + "/" + f);
   const std::string text = test::scratch_dir("text") + "/text.txt";
   test::write_file(text, "The old man walked slowly down the road to the house. He was tired.\n");
   r = run_dsinfer("perplexity --ckpt-path " + ckpt + " --input-file " + text + " --json");
@@ -97,7 +98,8 @@ TEST(CliPerplexity, TextInputIsScored) {
   EXPECT_GT(out["nll"][0].size(), 10u);
   // a trained model beats the uniform distribution over 129280 ids (ln 129280 = 11.77) by far
   EXPECT_LT(out["mean_nll"].get<double>(), 9.0);
-  EXPECT_NEAR(out["perplexity"].get<double>(), std::exp(out["mean_nll"].get<double>()), 1e-6 * out["perplexity"].get<double>());
+  EXPECT_NEAR(out["perplexity"].get<double>(), std::exp(out["mean_nll"].get<double>()),
+              1e-6 * out["perplexity"].get<double>());
 }
 
 }  // namespace

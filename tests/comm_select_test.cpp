@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "core/error.h"
 #include "comm/backends.h"
+#include "core/error.h"
 
 namespace dsinfer {
 namespace {
@@ -64,7 +64,8 @@ TEST_F(CommSelect, FlagAndVariableForceABackend) {
     make_comm();
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown communication backend 'nccl'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown communication backend 'nccl'"), std::string::npos)
+        << e.what();
   }
   set_comm_backend("local");  // the flag wins over the variable
   EXPECT_STREQ(make_comm()->name(), "local");

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -261,14 +260,19 @@ TEST(Config, HfFormErrors) {
       {"groups do not divide", [](json& j) { j["n_group"] = 3; },
        "n_expert_groups must divide n_routed_experts"},
       // values the reference's math rejects (here they were NaN logits and an empty completion)
-      {"rope_theta 1", [](json& j) { j["rope_theta"] = 1; }, "rope_theta must be a finite number > 1, got 1"},
+      {"rope_theta 1", [](json& j) { j["rope_theta"] = 1; },
+       "rope_theta must be a finite number > 1, got 1"},
       {"rope_theta 0.5", [](json& j) { j["rope_theta"] = 0.5; }, "rope_theta must be"},
-      {"rope factor 0", [](json& j) { j["rope_scaling"]["factor"] = 0; }, "rope_factor (rope_scaling.factor)"},
+      {"rope factor 0", [](json& j) { j["rope_scaling"]["factor"] = 0; },
+       "rope_factor (rope_scaling.factor)"},
       {"rope factor -40", [](json& j) { j["rope_scaling"]["factor"] = -40; }, "rope_factor"},
-      {"negative original length", [](json& j) { j["rope_scaling"]["original_max_position_embeddings"] = -4096; },
+      {"negative original length",
+       [](json& j) { j["rope_scaling"]["original_max_position_embeddings"] = -4096; },
        "original_seq_len (rope_scaling.original_max_position_embeddings) must be positive"},
-      {"beta_slow 0", [](json& j) { j["rope_scaling"]["beta_slow"] = 0; }, "beta_slow must be positive"},
-      // an HF config lacking hidden_size is still read as one (it was "unknown config key architectures")
+      {"beta_slow 0", [](json& j) { j["rope_scaling"]["beta_slow"] = 0; },
+       "beta_slow must be positive"},
+      // an HF config lacking hidden_size is still read as one (it was "unknown config key
+      // architectures")
       {"no hidden_size", [](json& j) { j.erase("hidden_size"); }, "HF config lacks hidden_size"},
       {"no hidden_size, no architectures",
        [](json& j) {
@@ -277,7 +281,10 @@ TEST(Config, HfFormErrors) {
        },
        "HF config lacks hidden_size"},
       {"only model_type and layers",
-       [](json& j) { j = json{{"model_type", "deepseek_v3"}, {"num_hidden_layers", 3}}; }, "HF config lacks"},
+       [](json& j) {
+         j = json{{"model_type", "deepseek_v3"}, {"num_hidden_layers", 3}};
+       },
+       "HF config lacks"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
@@ -356,7 +363,8 @@ TEST(Config, ValidateRejectsImpossibleValues) {
   const std::vector<Case> cases = {
       {"groups do not divide", [](ModelConfig& c) { c.n_expert_groups = 5; },
        "n_expert_groups must divide"},
-      {"infinite route_scale", [](ModelConfig& c) { c.route_scale = INFINITY; }, "route_scale (routed_scaling_factor)"},
+      {"infinite route_scale", [](ModelConfig& c) { c.route_scale = INFINITY; },
+       "route_scale (routed_scaling_factor)"},
       {"NaN route_scale", [](ModelConfig& c) { c.route_scale = NAN; }, "route_scale"},
       {"NaN rope_theta", [](ModelConfig& c) { c.rope_theta = NAN; }, "rope_theta"},
       {"NaN mscale", [](ModelConfig& c) { c.mscale = NAN; }, "mscale must be a finite number"},

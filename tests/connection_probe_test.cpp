@@ -3,8 +3,8 @@
 #include "serve/connection_probe.h"
 
 #include <arpa/inet.h>
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -71,7 +71,8 @@ int connected_at_once(int listener_port, int n) {
     pollfd p{c, POLLOUT, 0};
     int err = 0;
     socklen_t len = sizeof err;
-    if (poll(&p, 1, 0) == 1 && getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) ++connected;
+    if (poll(&p, 1, 0) == 1 && getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0)
+      ++connected;
     close(c);
   }
   return connected;

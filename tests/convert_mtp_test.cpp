@@ -22,9 +22,11 @@ using test::scratch_dir;
 
 const std::string kStory = "tiny-v3-story";
 
-test::CommandResult convert(const std::string& hf, const std::string& out, int mp, bool keep_mtp = true) {
-  return run_dsinfer("convert --hf-ckpt-path " + hf + " --save-path " + out + " --n-experts 8 --model-parallel " +
-                     std::to_string(mp) + (keep_mtp ? " --keep-mtp" : ""));
+test::CommandResult convert(const std::string& hf, const std::string& out, int mp,
+                            bool keep_mtp = true) {
+  return run_dsinfer("convert --hf-ckpt-path " + hf + " --save-path " + out +
+                     " --n-experts 8 --model-parallel " + std::to_string(mp) +
+                     (keep_mtp ? " --keep-mtp" : ""));
 }
 
 TEST(ConvertMtp, TheModuleIsSplitLikeALayerAndTheShardsStayTheReferences) {
@@ -33,7 +35,8 @@ TEST(ConvertMtp, TheModuleIsSplitLikeALayerAndTheShardsStayTheReferences) {
   ASSERT_EQ(convert(hf, plain, 2, false).exit_code, 0);
   const auto r = convert(hf, kept, 2);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("model.layers.4.shared_head.head.weight is bitwise equal to lm_head.weight"), std::string::npos)
+  EXPECT_NE(r.err.find("model.layers.4.shared_head.head.weight is bitwise equal to lm_head.weight"),
+            std::string::npos)
       << r.err;
   for (int rank = 0; rank < 2; ++rank) {
     const std::string shard = "/model" + std::to_string(rank) + "-mp2.safetensors";
@@ -51,14 +54,18 @@ TEST(ConvertMtp, TheModuleIsSplitLikeALayerAndTheShardsStayTheReferences) {
       EXPECT_EQ(t.dtype, main.get(as_main).dtype) << name;
       ++compared;
     }
-    EXPECT_EQ(compared, static_cast<int>(mtp.tensors().size()) - 4);  // all but enorm, hnorm, eh_proj, head_norm
-    EXPECT_EQ(mtp.get("mtp.attn.wq_b.weight").shape, (std::vector<int64_t>{256, 128}));  // 8 heads x 64, halved
+    EXPECT_EQ(compared, static_cast<int>(mtp.tensors().size()) -
+                            4);  // all but enorm, hnorm, eh_proj, head_norm
+    EXPECT_EQ(mtp.get("mtp.attn.wq_b.weight").shape,
+              (std::vector<int64_t>{256, 128}));  // 8 heads x 64, halved
     EXPECT_FALSE(mtp.contains("mtp.embed.weight"));
     EXPECT_FALSE(mtp.contains("mtp.head.weight"));
     for (int e = 0; e < 8; ++e)
-      EXPECT_EQ(mtp.contains("mtp.ffn.experts." + std::to_string(e) + ".w1.weight"), e / 4 == rank) << e;
-    for (const char* name : {"mtp.enorm.weight", "mtp.hnorm.weight", "mtp.head_norm.weight", "mtp.ffn.gate.bias",
-                             "mtp.ffn.shared_experts.w2.scale", "mtp.attn_norm.weight"})
+      EXPECT_EQ(mtp.contains("mtp.ffn.experts." + std::to_string(e) + ".w1.weight"), e / 4 == rank)
+          << e;
+    for (const char* name :
+         {"mtp.enorm.weight", "mtp.hnorm.weight", "mtp.head_norm.weight", "mtp.ffn.gate.bias",
+          "mtp.ffn.shared_experts.w2.scale", "mtp.attn_norm.weight"})
       EXPECT_TRUE(mtp.contains(name)) << name;
   }
 }
@@ -94,19 +101,23 @@ TEST(ConvertMtp, ACopyThatDiffersIsKeptAndOnlyChangesTheDrafts) {
   const std::string out = scratch_dir("out");
   const auto r = convert(hf, out, 1);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("differs from lm_head.weight; stored as mtp.head.weight"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("differs from lm_head.weight; stored as mtp.head.weight"), std::string::npos)
+      << r.err;
   SafetensorsFile mtp(out + "/mtp0-mp1.safetensors");
   EXPECT_EQ(mtp.get("mtp.head.weight").shape, (std::vector<int64_t>{129280, 64}));
   EXPECT_FALSE(mtp.contains("mtp.embed.weight"));
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     fs::copy_file(data_path(std::string("tokenizer/deepseek-v3/") + f), out + "/" + f);
-  const auto chat = nlohmann::json::parse(read_file(data_path("golden/" + kStory + "/chat-mp1-fp32.json")));
-  const auto g = run_dsinfer("generate --ckpt-path " + out + " --input-file " + data_path("golden/" + kStory + "/prompts.txt") +
-                             " --max-new-tokens " + std::to_string(chat["max_new_tokens"].get<int>()) +
-                             " --temperature 0 --mtp on");
+  const auto chat =
+      nlohmann::json::parse(read_file(data_path("golden/" + kStory + "/chat-mp1-fp32.json")));
+  const auto g =
+      run_dsinfer("generate --ckpt-path " + out + " --input-file " +
+                  data_path("golden/" + kStory + "/prompts.txt") + " --max-new-tokens " +
+                  std::to_string(chat["max_new_tokens"].get<int>()) + " --temperature 0 --mtp on");
   ASSERT_EQ(g.exit_code, 0) << g.err;
   EXPECT_EQ(g.out, chat["batch"]["stdout"].get<std::string>());
-  EXPECT_NE(g.err.find("loaded " + out + "/mtp0-mp1.safetensors (75 tensors: the multi-token-prediction module)"),
+  EXPECT_NE(g.err.find("loaded " + out +
+                       "/mtp0-mp1.safetensors (75 tensors: the multi-token-prediction module)"),
             std::string::npos)
       << g.err;
 }
@@ -124,7 +135,8 @@ TEST(ConvertMtp, NoModuleOrNoConfigIsAClearError) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("no config.json"), std::string::npos) << r.err;
   for (const auto& entry : fs::directory_iterator(out))
-    EXPECT_EQ(entry.path().filename().string().find(".safetensors"), std::string::npos) << entry.path();
+    EXPECT_EQ(entry.path().filename().string().find(".safetensors"), std::string::npos)
+        << entry.path();
 }
 
 }  // namespace

@@ -58,10 +58,15 @@ TEST(ConvertQuantized, Int4ExpertsAreRoundToNearestOfTheDequantizedSource) {
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t c = 0; c < cols; ++c)
           row[c] = fp8_e4m3_to_f32(t.data[r * cols + c]) *
-                   reinterpret_cast<const float*>(fp8_scale.data)[(r / 128) * ceil_div(cols, 128) + c / 128];
+                   reinterpret_cast<const float*>(
+                       fp8_scale.data)[(r / 128) * ceil_div(cols, 128) + c / 128];
         quantize_row(QuantFormat::kInt4, row.data(), cols, bytes.data(), scales.data());
-        ASSERT_EQ(0, std::memcmp(bytes.data(), w.data + r * static_cast<int64_t>(bytes.size()), bytes.size())) << name << " row " << r;
-        ASSERT_EQ(0, std::memcmp(scales.data(), s.data + r * static_cast<int64_t>(scales.size()) * 2, scales.size() * 2))
+        ASSERT_EQ(0, std::memcmp(bytes.data(), w.data + r * static_cast<int64_t>(bytes.size()),
+                                 bytes.size()))
+            << name << " row " << r;
+        ASSERT_EQ(0,
+                  std::memcmp(scales.data(), s.data + r * static_cast<int64_t>(scales.size()) * 2,
+                              scales.size() * 2))
             << name << " row " << r;
       }
       ++experts_checked;
@@ -71,20 +76,23 @@ TEST(ConvertQuantized, Int4ExpertsAreRoundToNearestOfTheDequantizedSource) {
   const json config = json::parse(test::read_file(int4 + "/config.json"));
   EXPECT_EQ(config["dsinfer_quantization"]["routed_experts"], "int4");
   EXPECT_EQ(config["dsinfer_quantization"]["group_size"], 128);
-  EXPECT_FALSE(json::parse(test::read_file(exact + "/config.json")).contains("dsinfer_quantization"));
+  EXPECT_FALSE(
+      json::parse(test::read_file(exact + "/config.json")).contains("dsinfer_quantization"));
 }
 
 TEST(ConvertQuantized, Int8OfAnFp8CheckpointIsRefused) {
   const std::string out = test::scratch_dir("int8-of-fp8");
-  const auto r = test::run_dsinfer("convert --hf-ckpt-path " + test::data_path("golden/tiny-v3-story/hf") +
-                                   " --save-path " + out + " --n-experts 8 --model-parallel 1 --int8");
+  const auto r =
+      test::run_dsinfer("convert --hf-ckpt-path " + test::data_path("golden/tiny-v3-story/hf") +
+                        " --save-path " + out + " --n-experts 8 --model-parallel 1 --int8");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("is fp8 already"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(out + "/model0-mp1.safetensors"));
 }
 
 // A copy of `from` with other metadata (the tensors as they are).
-void rewrite_metadata(const std::string& from, const std::string& to, const std::map<std::string, std::string>& metadata) {
+void rewrite_metadata(const std::string& from, const std::string& to,
+                      const std::map<std::string, std::string>& metadata) {
   const SafetensorsFile in(from);
   std::vector<SafetensorsWriter::Entry> entries;
   for (const auto& [name, t] : in.tensors()) entries.push_back({name, t.dtype, t.shape});
@@ -94,7 +102,8 @@ void rewrite_metadata(const std::string& from, const std::string& to, const std:
 }
 
 // perplexity on a copy of `ckpt` whose shard carries `metadata` must fail naming `message`.
-void expect_refused(const std::string& ckpt, const std::string& copy_name, const std::map<std::string, std::string>& metadata,
+void expect_refused(const std::string& ckpt, const std::string& copy_name,
+                    const std::map<std::string, std::string>& metadata,
                     const std::string& message) {
   const std::string copy = test::scratch_dir(copy_name);
   fs::copy_file(ckpt + "/config.json", copy + "/config.json", fs::copy_options::overwrite_existing);
@@ -114,18 +123,22 @@ TEST(ConvertQuantized, TheLoaderHoldsEveryTensorToTheShardsMetadata) {
   expect_refused(exact, "fp8-says-int4", {{"dsinfer.experts", "int4-g128"}},
                  "has dtype F8_E4M3 but the shard's metadata says int4 routed experts");
   // a format this version does not know
-  expect_refused(exact, "int3-shard", {{"dsinfer.experts", "int3-g64"}}, "is not a weight format this dsinfer knows");
+  expect_refused(exact, "int3-shard", {{"dsinfer.experts", "int3-g64"}},
+                 "is not a weight format this dsinfer knows");
 }
 
-// perplexity --reference-ckpt-path: a path that is no checkpoint directory is named before anything loads.
+// perplexity --reference-ckpt-path: a path that is no checkpoint directory is named before anything
+// loads.
 TEST(ConvertQuantized, ABadReferenceCheckpointIsNamed) {
   const std::string int4 = test::convert_golden("tiny-v3-story", 1, false, false, "--experts-int4");
   const std::string file = test::scratch_dir("ref") + "/not-a-dir";
   test::write_file(file, "x");
-  const auto r = test::run_dsinfer("perplexity --ckpt-path " + int4 + " --reference-ckpt-path " + file + " --case " +
-                                   test::data_path("golden/tiny-v3-story/ppl-mp1-fp32.json"));
+  const auto r =
+      test::run_dsinfer("perplexity --ckpt-path " + int4 + " --reference-ckpt-path " + file +
+                        " --case " + test::data_path("golden/tiny-v3-story/ppl-mp1-fp32.json"));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("--reference-ckpt-path " + file + " is not a directory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--reference-ckpt-path " + file + " is not a directory"), std::string::npos)
+      << r.err;
   EXPECT_EQ(r.err.find("loaded"), std::string::npos) << "checked after loading: " << r.err;
 }
 
@@ -136,15 +149,21 @@ TEST(ConvertQuantized, RanksOfDifferentConvertsAreOneClearError) {
   const std::string int4 = test::convert_golden("tiny-v3-story", 2, false, false, "--experts-int4");
   const std::string exact = test::convert_golden("tiny-v3-story", 2);
   const std::string mixed = test::scratch_dir("mixed-mp2");
-  fs::copy_file(int4 + "/config.json", mixed + "/config.json", fs::copy_options::overwrite_existing);
-  fs::copy_file(int4 + "/model0-mp2.safetensors", mixed + "/model0-mp2.safetensors", fs::copy_options::overwrite_existing);
-  fs::copy_file(exact + "/model1-mp2.safetensors", mixed + "/model1-mp2.safetensors", fs::copy_options::overwrite_existing);
-  const auto r = test::run_ranks("gloo", 2, "perplexity --ckpt-path " + mixed + " --case " +
-                                                test::data_path("golden/tiny-v3-story/ppl-mp1-fp32.json"));
+  fs::copy_file(int4 + "/config.json", mixed + "/config.json",
+                fs::copy_options::overwrite_existing);
+  fs::copy_file(int4 + "/model0-mp2.safetensors", mixed + "/model0-mp2.safetensors",
+                fs::copy_options::overwrite_existing);
+  fs::copy_file(exact + "/model1-mp2.safetensors", mixed + "/model1-mp2.safetensors",
+                fs::copy_options::overwrite_existing);
+  const auto r = test::run_ranks("gloo", 2,
+                                 "perplexity --ckpt-path " + mixed + " --case " +
+                                     test::data_path("golden/tiny-v3-story/ppl-mp1-fp32.json"));
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("rank 0's shard holds int4 routed experts, every other tensor as converted, rank 1's the "
-                       "checkpoint's own formats"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find(
+          "rank 0's shard holds int4 routed experts, every other tensor as converted, rank 1's the "
+          "checkpoint's own formats"),
+      std::string::npos)
       << r.err;
 }
 

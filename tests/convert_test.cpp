@@ -1,6 +1,8 @@
 // convert and fp8-cast-bf16 on bad input, through the binary: each fails with a non-zero exit
 // and one clear message naming the culprit, and leaves no output shard behind. Plus the flags,
 // --help, and the small behaviours the goldens do not cover (token files, no config.json).
+#include "convert/convert.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,7 +10,6 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "convert/convert.h"
 #include "io/safetensors.h"
 #include "test_support.h"
 
@@ -27,7 +28,8 @@ std::string golden_hf(const std::string& model) { return data_path("golden/" + m
 // A writable copy of a golden HF directory.
 std::string copy_hf(const std::string& model, const std::string& name = "hf") {
   const std::string dir = scratch_dir(name);
-  fs::copy(golden_hf(model), dir, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  fs::copy(golden_hf(model), dir,
+           fs::copy_options::recursive | fs::copy_options::overwrite_existing);
   return dir;
 }
 
@@ -58,12 +60,14 @@ void expect_no_shards(const std::string& dir) {
 // The command failed, and its stderr holds every fragment, in this order.
 ::testing::AssertionResult fails_with(const test::CommandResult& result,
                                       std::initializer_list<std::string> fragments) {
-  if (result.exit_code == 0) return ::testing::AssertionFailure() << "exit status 0; stderr:\n" << result.err;
+  if (result.exit_code == 0)
+    return ::testing::AssertionFailure() << "exit status 0; stderr:\n" << result.err;
   size_t at = 0;
   for (const std::string& fragment : fragments) {
     const size_t found = result.err.find(fragment, at);
     if (found == std::string::npos)
-      return ::testing::AssertionFailure() << "stderr lacks \"" << fragment << "\" (in order):\n" << result.err;
+      return ::testing::AssertionFailure() << "stderr lacks \"" << fragment << "\" (in order):\n"
+                                           << result.err;
     at = found + fragment.size();
   }
   return ::testing::AssertionSuccess();
@@ -112,7 +116,8 @@ TEST(ConvertCli, EveryFlagIsRequired) {
 TEST(ConvertErrors, MissingCheckpointDirectory) {
   const std::string missing = scratch_dir("x") + "/no-such-checkpoint";
   const std::string out = scratch_dir("out") + "/shards";
-  EXPECT_TRUE(fails_with(convert(missing, out, 8, 1), {"no-such-checkpoint", " is not a directory"}));
+  EXPECT_TRUE(
+      fails_with(convert(missing, out, 8, 1), {"no-such-checkpoint", " is not a directory"}));
   EXPECT_FALSE(fs::exists(out));
 }
 
@@ -129,8 +134,9 @@ TEST(ConvertErrors, ModelParallelDoesNotDivideADimension) {
   // asserts, we name the tensor, its shape and the dim.
   const std::string out = scratch_dir("out");
   const auto result = convert(golden_hf("tiny-v3"), out, 8, 4);
-  EXPECT_TRUE(fails_with(result, {"tensor model.layers.", "_scale_inv [", "] (", ".safetensors): dimension ",
-                                  ") is not divisible by --model-parallel 4"}));
+  EXPECT_TRUE(fails_with(
+      result, {"tensor model.layers.", "_scale_inv [", "] (", ".safetensors): dimension ",
+               ") is not divisible by --model-parallel 4"}));
   expect_no_shards(out);
 
   // 3 ranks and 9 experts: the expert count divides, the embedding's 2048 rows do not.
@@ -142,11 +148,13 @@ TEST(ConvertErrors, ModelParallelDoesNotDivideADimension) {
 TEST(ConvertErrors, ExpertIndexBeyondNExperts) {
   const std::string out = scratch_dir("out");
   EXPECT_TRUE(fails_with(convert(copy_hf_without_expert_count("tiny-v3"), out, 4, 2),
-                         {"tensor model.layers.", ".mlp.experts.", "belongs to routed expert ", ", but --n-experts is 4"}));
+                         {"tensor model.layers.", ".mlp.experts.", "belongs to routed expert ",
+                          ", but --n-experts is 4"}));
   expect_no_shards(out);
   // too many: the last rank would get no experts at all
-  EXPECT_TRUE(fails_with(convert(copy_hf_without_expert_count("tiny-v3"), out, 16, 2),
-                         {"--n-experts 16 but the checkpoint's tensors hold routed experts 0..7 (8 experts)"}));
+  EXPECT_TRUE(fails_with(
+      convert(copy_hf_without_expert_count("tiny-v3"), out, 16, 2),
+      {"--n-experts 16 but the checkpoint's tensors hold routed experts 0..7 (8 experts)"}));
   expect_no_shards(out);
   // the config's count, when it has one, is checked first
   EXPECT_TRUE(fails_with(convert(golden_hf("tiny-v3"), out, 4, 2),
@@ -159,12 +167,14 @@ TEST(ConvertErrors, TruncatedSafetensorsFile) {
   const std::string victim = hf + "/model-00002-of-00002.safetensors";
   fs::resize_file(victim, fs::file_size(victim) / 2);
   const std::string out = scratch_dir("out");
-  EXPECT_TRUE(fails_with(convert(hf, out, 8, 1), {"model-00002-of-00002.safetensors", "truncated"}));
+  EXPECT_TRUE(
+      fails_with(convert(hf, out, 8, 1), {"model-00002-of-00002.safetensors", "truncated"}));
   expect_no_shards(out);
 
   // Cut inside the header too.
   fs::resize_file(victim, 100);
-  EXPECT_TRUE(fails_with(convert(hf, out, 8, 1), {"model-00002-of-00002.safetensors", "truncated"}));
+  EXPECT_TRUE(
+      fails_with(convert(hf, out, 8, 1), {"model-00002-of-00002.safetensors", "truncated"}));
   expect_no_shards(out);
 }
 
@@ -172,8 +182,9 @@ TEST(ConvertErrors, IndexNamesAMissingShard) {
   const std::string hf = copy_hf("tiny-v3");
   fs::remove(hf + "/model-00002-of-00002.safetensors");
   const std::string out = scratch_dir("out");
-  EXPECT_TRUE(fails_with(convert(hf, out, 8, 1),
-                         {"model.safetensors.index.json names model-00002-of-00002.safetensors, which is missing"}));
+  EXPECT_TRUE(fails_with(
+      convert(hf, out, 8, 1),
+      {"model.safetensors.index.json names model-00002-of-00002.safetensors, which is missing"}));
   expect_no_shards(out);
 }
 
@@ -183,7 +194,8 @@ TEST(ConvertErrors, NoConfigMeansOnlyLayer61IsSkipped) {
   const std::string hf = copy_hf("tiny-v3");
   fs::remove(hf + "/config.json");
   const std::string out = scratch_dir("out");
-  EXPECT_TRUE(fails_with(convert(hf, out, 8, 1), {"tensor model.layers.3.", "is not in the name table"}));
+  EXPECT_TRUE(
+      fails_with(convert(hf, out, 8, 1), {"tensor model.layers.3.", "is not in the name table"}));
   expect_no_shards(out);
 }
 
@@ -230,7 +242,10 @@ TEST(ConvertChunks, TinyChunksWriteTheSameFiles) {
   const std::string hf = golden_hf("tiny-v3");
   const std::string whole = scratch_dir("whole"), tiny = scratch_dir("tiny");
   ASSERT_EQ(convert(hf, whole + "/mp2", 8, 2).exit_code, 0);
-  ASSERT_EQ(run_dsinfer("fp8-cast-bf16 --input-fp8-hf-path " + hf + " --output-bf16-hf-path " + whole + "/bf16").exit_code, 0);
+  ASSERT_EQ(run_dsinfer("fp8-cast-bf16 --input-fp8-hf-path " + hf + " --output-bf16-hf-path " +
+                        whole + "/bf16")
+                .exit_code,
+            0);
 
   const size_t saved = convert_detail::chunk_bytes();
   convert_detail::set_chunk_bytes(2000);
@@ -242,7 +257,8 @@ TEST(ConvertChunks, TinyChunksWriteTheSameFiles) {
   for (const char* sub : {"/mp2", "/bf16"}) {
     for (const auto& entry : fs::directory_iterator(whole + sub)) {
       const std::string name = entry.path().filename().string();
-      EXPECT_TRUE(read_file(entry.path().string()) == read_file(tiny + sub + "/" + name)) << sub << "/" << name;
+      EXPECT_TRUE(read_file(entry.path().string()) == read_file(tiny + sub + "/" + name))
+          << sub << "/" << name;
       ++compared;
     }
   }
@@ -261,25 +277,29 @@ TEST(Fp8CastErrors, TruncatedFileAndMissingShard) {
   const std::string victim = hf + "/model-00001-of-00002.safetensors";
   fs::resize_file(victim, fs::file_size(victim) - 1000);
   const std::string out = scratch_dir("out");
-  const std::string args = "fp8-cast-bf16 --input-fp8-hf-path " + hf + " --output-bf16-hf-path " + out;
+  const std::string args =
+      "fp8-cast-bf16 --input-fp8-hf-path " + hf + " --output-bf16-hf-path " + out;
   EXPECT_TRUE(fails_with(run_dsinfer(args), {"model-00001-of-00002.safetensors", "truncated"}));
   expect_no_shards(out);
   fs::remove(victim);
-  EXPECT_TRUE(fails_with(run_dsinfer(args), {"names model-00001-of-00002.safetensors, which is missing"}));
+  EXPECT_TRUE(
+      fails_with(run_dsinfer(args), {"names model-00001-of-00002.safetensors, which is missing"}));
   expect_no_shards(out);
 }
 
 TEST(Fp8CastErrors, RefusesToWriteOverItsInput) {
   const std::string hf = copy_hf("tiny-v3");
-  EXPECT_TRUE(fails_with(run_dsinfer("fp8-cast-bf16 --input-fp8-hf-path " + hf + " --output-bf16-hf-path " + hf),
-                         {"is the input directory"}));
+  EXPECT_TRUE(fails_with(
+      run_dsinfer("fp8-cast-bf16 --input-fp8-hf-path " + hf + " --output-bf16-hf-path " + hf),
+      {"is the input directory"}));
 }
 
 TEST(Fp8CastFiles, WeightWithoutScaleIsCopiedWithAWarning) {
   // Drop one scale from a copy (file and index): its weight stays fp8, as the reference does.
   const std::string hf = copy_hf("tiny-v2-lite");  // bf16 only: nothing to dequantize
   const std::string out = scratch_dir("out");
-  const auto result = run_dsinfer("fp8-cast-bf16 --input-fp8-hf-path " + hf + " --output-bf16-hf-path " + out);
+  const auto result =
+      run_dsinfer("fp8-cast-bf16 --input-fp8-hf-path " + hf + " --output-bf16-hf-path " + out);
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_NE(result.err.find("dequantized 0 fp8 weights"), std::string::npos) << result.err;
 
@@ -309,10 +329,12 @@ TEST(Fp8CastFiles, WeightWithoutScaleIsCopiedWithAWarning) {
   write_file(v3 + "/model.safetensors.index.json", index.dump(2));
 
   const std::string out3 = scratch_dir("out3");
-  const auto r3 = run_dsinfer("fp8-cast-bf16 --input-fp8-hf-path " + v3 + " --output-bf16-hf-path " + out3);
+  const auto r3 =
+      run_dsinfer("fp8-cast-bf16 --input-fp8-hf-path " + v3 + " --output-bf16-hf-path " + out3);
   ASSERT_EQ(r3.exit_code, 0) << r3.err;
-  EXPECT_NE(r3.err.find("Warning: Missing scale_inv tensor for " + weight + ", skipping conversion"),
-            std::string::npos)
+  EXPECT_NE(
+      r3.err.find("Warning: Missing scale_inv tensor for " + weight + ", skipping conversion"),
+      std::string::npos)
       << r3.err;
   SafetensorsFile converted(out3 + "/model-00001-of-00002.safetensors");
   EXPECT_EQ(converted.get(weight).dtype, DType::kF8E4M3);

@@ -1,15 +1,16 @@
 // chat/deepseek_output.h: reasoning and tool calls split out of DeepSeek's output as the server
 // will stream it. Every case is checked whole and streamed byte by byte (the same totals, and no
 // marker ever leaks in part into a delta); malformed tool sections stay content.
-#include <gtest/gtest.h>
-
 #include "chat/deepseek_output.h"
+
+#include <gtest/gtest.h>
 
 namespace dsinfer {
 namespace {
 
-const std::string kBegin = "<｜tool▁calls▁begin｜>", kEnd = "<｜tool▁calls▁end｜>", kCall = "<｜tool▁call▁begin｜>",
-                  kCallEnd = "<｜tool▁call▁end｜>", kSep = "<｜tool▁sep｜>";
+const std::string kBegin = "<｜tool▁calls▁begin｜>", kEnd = "<｜tool▁calls▁end｜>",
+                  kCall = "<｜tool▁call▁begin｜>", kCallEnd = "<｜tool▁call▁end｜>",
+                  kSep = "<｜tool▁sep｜>";
 
 struct Totals {
   std::string reasoning, content;
@@ -95,8 +96,10 @@ TEST(DeepSeekOutput, UnclosedReasoningStaysReasoningAndPlainTextIsContent) {
 }
 
 TEST(DeepSeekOutput, V3ToolCallsBecomeCalls) {
-  const std::string text = "Checking." + kBegin + kCall + "function" + kSep + "get_weather\n```json\n{\"location\": \"Tokyo\"}\n```" +
-                           kCallEnd + "\n" + kCall + "function" + kSep + "get_time\n```json\n{}\n```" + kCallEnd + kEnd;
+  const std::string text = "Checking." + kBegin + kCall + "function" + kSep +
+                           "get_weather\n```json\n{\"location\": \"Tokyo\"}\n```" + kCallEnd +
+                           "\n" + kCall + "function" + kSep + "get_time\n```json\n{}\n```" +
+                           kCallEnd + kEnd;
   const Totals t = both(text);
   EXPECT_EQ(t.content, "Checking.");
   ASSERT_EQ(t.calls.size(), 2u);
@@ -108,11 +111,13 @@ TEST(DeepSeekOutput, V3ToolCallsBecomeCalls) {
 }
 
 TEST(DeepSeekOutput, V31ToolCallsAndAMisspelledOpener) {
-  const Totals t = both(kBegin + kCall + "search" + kSep + "{\"q\": \"dsinfer\", \"n\": 3}" + kCallEnd + kEnd);
+  const Totals t =
+      both(kBegin + kCall + "search" + kSep + "{\"q\": \"dsinfer\", \"n\": 3}" + kCallEnd + kEnd);
   ASSERT_EQ(t.calls.size(), 1u);
   EXPECT_EQ(t.calls[0].name, "search");
   EXPECT_EQ(t.calls[0].arguments, R"({"n":3,"q":"dsinfer"})");
-  const Totals distill = both("<｜tool_calls_begin｜>" + kCall + "f" + kSep + "{}" + kCallEnd + kEnd);
+  const Totals distill =
+      both("<｜tool_calls_begin｜>" + kCall + "f" + kSep + "{}" + kCallEnd + kEnd);
   ASSERT_EQ(distill.calls.size(), 1u);
   EXPECT_EQ(distill.calls[0].name, "f");
 }
@@ -141,7 +146,8 @@ TEST(DeepSeekOutput, MalformedOrCutShortToolSectionsStayContent) {
 TEST(DeepSeekOutput, ParseToolCallRejectsWhatIsNotACall) {
   ToolCall c;
   EXPECT_FALSE(parse_tool_call("no separator", c));
-  EXPECT_FALSE(parse_tool_call("function" + kSep + "f\n```json\n[1, 2]\n```", c)) << "arguments must be an object";
+  EXPECT_FALSE(parse_tool_call("function" + kSep + "f\n```json\n[1, 2]\n```", c))
+      << "arguments must be an object";
   EXPECT_FALSE(parse_tool_call("method" + kSep + "f\n```json\n{}\n```", c));
   EXPECT_FALSE(parse_tool_call("two words" + kSep + "{}", c));
   EXPECT_TRUE(parse_tool_call("function" + kSep + "f\n```json\n{\"x\": [1]}\n```\n", c));

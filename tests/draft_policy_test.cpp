@@ -19,7 +19,7 @@ TEST(DraftPolicy, DraftsWhereItPaysAndBacksOffWhenAcceptanceDrops) {
   DraftPolicy p;
   EXPECT_FALSE(p.should_draft(1));  // nothing measured: a plain step first
   p.record_step(1, /*drafted=*/false, 1.0);
-  EXPECT_TRUE(p.should_draft(1));   // then a drafting one
+  EXPECT_TRUE(p.should_draft(1));  // then a drafting one
   p.record_step(1, /*drafted=*/true, 1.5);
   for (int i = 0; i < 200; ++i) p.record_cycle(i % 10 != 0);  // 90% accepted: 1.9 / 1.5 > 1
   EXPECT_GT(p.gain(), 0.85);
@@ -34,9 +34,9 @@ TEST(DraftPolicy, EachBatchSizeHasItsOwnTimings) {
   DraftPolicy p;
   for (int i = 0; i < 100; ++i) p.record_cycle(1);
   p.record_step(1, false, 1.0);
-  p.record_step(1, true, 1.2);   // batch 1: 2 tokens for 1.2 steps
+  p.record_step(1, true, 1.2);  // batch 1: 2 tokens for 1.2 steps
   p.record_step(8, false, 2.0);
-  p.record_step(8, true, 4.5);   // batch 8: the union of experts makes verifying dear
+  p.record_step(8, true, 4.5);  // batch 8: the union of experts makes verifying dear
   EXPECT_GE(drafts_of(p, 1, 32), 30);
   EXPECT_LE(drafts_of(p, 8, 32), 2);
   EXPECT_FALSE(p.should_draft(4));  // not measured at 4 yet

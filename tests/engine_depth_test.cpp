@@ -14,7 +14,8 @@ namespace {
 using namespace test;  // engine_requests.h
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return !a.empty() && a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  return !a.empty() && a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // At depth 4200 (past the original 4096 positions, where YaRN's scaling applies): the rows a
@@ -54,7 +55,9 @@ void check_depth(KVDType dtype) {
 }
 
 TEST(EnginePrefix, DepthBeyond4096SameBitsSharedCopiedOrEvictedF32) { check_depth(KVDType::kF32); }
-TEST(EnginePrefix, DepthBeyond4096SameBitsSharedCopiedOrEvictedBf16) { check_depth(KVDType::kBF16); }
+TEST(EnginePrefix, DepthBeyond4096SameBitsSharedCopiedOrEvictedBf16) {
+  check_depth(KVDType::kBF16);
+}
 
 }  // namespace
 }  // namespace dsinfer

@@ -1,9 +1,10 @@
 // Speculative decoding with the MTP module in the engine (EngineOptions::mtp) on the story model,
 // which has a trained MTP layer: the tokens and every logits row a request sees are the same bits
-// with and without it (and with --mtp auto drafting on some steps only), greedy and sampled, alone and under continuous batching with chunked
-// prefill, cancels and prefix reuse; the draft cycle (accept the longest agreeing prefix plus the
-// corrected token, roll both caches back) drafts and accepts exactly what a teacher-forced run of
-// the module predicts; a model without the module is a clear Error.
+// with and without it (and with --mtp auto drafting on some steps only), greedy and sampled, alone
+// and under continuous batching with chunked prefill, cancels and prefix reuse; the draft cycle
+// (accept the longest agreeing prefix plus the corrected token, roll both caches back) drafts and
+// accepts exactly what a teacher-forced run of the module predicts; a model without the module is a
+// clear Error.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -35,7 +36,8 @@ Loaded& loaded() {
 
 // Prompts from the story golden's held-out sequences (real text, so the drafts are often right).
 std::vector<Tokens> story_prompts() {
-  const auto g = nlohmann::json::parse(test::read_file(test::data_path("golden/tiny-v3-story/ppl-mp1-fp32.json")));
+  const auto g = nlohmann::json::parse(
+      test::read_file(test::data_path("golden/tiny-v3-story/ppl-mp1-fp32.json")));
   std::vector<Tokens> out;
   const std::vector<int> lengths = {9, 40, 17, 3, 64, 25};
   for (size_t i = 0; i < lengths.size(); ++i) {
@@ -96,13 +98,16 @@ Result run(const std::vector<Tokens>& prompts, const How& how, Engine* reuse = n
     RequestEvents e;
     e.on_token = [&, i](int32_t t) {
       r.tokens[i].push_back(t);
-      if (static_cast<int>(i) == 1 && static_cast<int>(r.tokens[i].size()) == how.cancel_after) engine.cancel(ids[i]);
+      if (static_cast<int>(i) == 1 && static_cast<int>(r.tokens[i].size()) == how.cancel_after)
+        engine.cancel(ids[i]);
     };
     if (p.token_logits || p.prompt_logits)
       e.on_logits = [&, i](int64_t, const float* row) {
         r.logits[i].insert(r.logits[i].end(), row, row + l.config.vocab_size);
       };
-    e.on_finish = [&, i](FinishReason reason, const std::string&) { r.finish[i] = finish_reason_name(reason); };
+    e.on_finish = [&, i](FinishReason reason, const std::string&) {
+      r.finish[i] = finish_reason_name(reason);
+    };
     ids[i] = engine.submit(prompts[i], p, std::move(e));
   }
   engine.run_until_idle();
@@ -115,11 +120,13 @@ void expect_same(const Result& a, const Result& b, const std::string& what) {
   for (size_t i = 0; i < a.tokens.size(); ++i) {
     EXPECT_EQ(a.tokens[i], b.tokens[i]) << what << ": request " << i;
     EXPECT_EQ(a.finish[i], b.finish[i]) << what << ": request " << i;
-    EXPECT_TRUE(a.logits[i].size() == b.logits[i].size() &&
-                (a.logits[i].empty() ||  // the requests that read no rows (memcmp wants real pointers)
-                 std::memcmp(a.logits[i].data(), b.logits[i].data(), a.logits[i].size() * sizeof(float)) == 0))
-        << what << ": request " << i << " saw other logits (" << a.logits[i].size() / 129280 << " vs "
-        << b.logits[i].size() / 129280 << " rows)";
+    EXPECT_TRUE(
+        a.logits[i].size() == b.logits[i].size() &&
+        (a.logits[i].empty() ||  // the requests that read no rows (memcmp wants real pointers)
+         std::memcmp(a.logits[i].data(), b.logits[i].data(), a.logits[i].size() * sizeof(float)) ==
+             0))
+        << what << ": request " << i << " saw other logits (" << a.logits[i].size() / 129280
+        << " vs " << b.logits[i].size() / 129280 << " rows)";
   }
 }
 
@@ -144,8 +151,8 @@ TEST(EngineMtp, GreedyAndSampledTokensAndLogitsAreThoseWithoutIt) {
       chained.draft_tokens = k;
       const Result c = run(prompts, chained);
       expect_same(a, c, std::to_string(k) + " drafts, temperature " + std::to_string(t));
-      std::cout << "  " << k << " drafts: accepted " << c.stats.accepted << "/" << c.stats.drafted << ", steps "
-                << c.stats.steps << "\n";
+      std::cout << "  " << k << " drafts: accepted " << c.stats.accepted << "/" << c.stats.drafted
+                << ", steps " << c.stats.steps << "\n";
       if (t == 0) {
         EXPECT_GT(c.stats.accepted, b.stats.accepted) << k;
       }
@@ -153,8 +160,8 @@ TEST(EngineMtp, GreedyAndSampledTokensAndLogitsAreThoseWithoutIt) {
     How automatic = on;
     automatic.mtp_auto = true;
     expect_same(a, run(prompts, automatic), "auto, temperature " + std::to_string(t));
-    std::cout << "temperature " << t << ": drafts accepted " << b.stats.accepted << "/" << b.stats.drafted << ", steps "
-              << b.stats.steps << " vs " << a.stats.steps << "\n";
+    std::cout << "temperature " << t << ": drafts accepted " << b.stats.accepted << "/"
+              << b.stats.drafted << ", steps " << b.stats.steps << " vs " << a.stats.steps << "\n";
   }
 }
 
@@ -162,7 +169,8 @@ TEST(EngineMtp, ContinuousBatchingChunkedPrefillAndACancelChangeNothing) {
   const std::vector<Tokens> prompts = story_prompts();
   How solo{.max_running = 1, .temperature = 0.6f, .prompt_logits = true};
   const Result a = run(prompts, solo);
-  How busy{.mtp = true, .max_running = 3, .step_tokens = 7, .temperature = 0.6f, .prompt_logits = true};
+  How busy{
+      .mtp = true, .max_running = 3, .step_tokens = 7, .temperature = 0.6f, .prompt_logits = true};
   expect_same(a, run(prompts, busy), "3 running, steps of 7 tokens");
   busy.draft_tokens = 3;
   expect_same(a, run(prompts, busy), "3 running, steps of 7 tokens, 3 drafts");
@@ -244,10 +252,13 @@ TEST(EngineMtp, DraftsAndAcceptancesAreWhatTheModulePredicts) {
       draft[i] = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
     }
     // replay: g tokens generated, the last at position P = prompt + g - 1 (not yet in the cache)
-    const int64_t prompt_len = static_cast<int64_t>(prompt.size()), produced = static_cast<int64_t>(r.tokens[0].size());
+    const int64_t prompt_len = static_cast<int64_t>(prompt.size()),
+                  produced = static_cast<int64_t>(r.tokens[0].size());
     const int64_t capacity = prompt_len + how.max_new_tokens;
     const bool stopped = r.finish[0] == "stop";
-    auto ends_by_length = [&](int64_t g) { return g >= how.max_new_tokens || prompt_len + g - 1 + 1 >= capacity; };
+    auto ends_by_length = [&](int64_t g) {
+      return g >= how.max_new_tokens || prompt_len + g - 1 + 1 >= capacity;
+    };
     int64_t g = 1, drafted = 0, accepted = 0;
     bool over = ends_by_length(g);
     while (!over) {
@@ -255,7 +266,7 @@ TEST(EngineMtp, DraftsAndAcceptancesAreWhatTheModulePredicts) {
       const bool use_draft = g + 2 <= how.max_new_tokens && P + 2 < capacity;
       drafted += use_draft;
       if (g == produced) break;  // this step sampled the stop token
-      ++g;  // token P + 1
+      ++g;                       // token P + 1
       if (ends_by_length(g)) break;
       if (use_draft && draft[P - 1] == all[P + 1]) {
         ++accepted;

@@ -21,8 +21,8 @@ TEST(EnginePrefix, ConversationsThatTakeTurnsKeepEachOthersCache) {
   p.max_new_tokens = 4;
   KVCache cache(loaded().config, 4096);
   Engine engine(*loaded().model, cache);
-  const Completion a1 = complete(engine, a, p), a2 = complete(engine, a, p), b1 = complete(engine, b, p),
-                   a3 = complete(engine, a, p);
+  const Completion a1 = complete(engine, a, p), a2 = complete(engine, a, p),
+                   b1 = complete(engine, b, p), a3 = complete(engine, a, p);
   EXPECT_EQ(a1.reused, 0);
   EXPECT_EQ(a2.reused, 99);  // all but the last prompt position, whose logits are needed
   EXPECT_EQ(b1.reused, 0);
@@ -45,7 +45,7 @@ TEST(EnginePrefix, InterleavedUsersReuseTheirHistoryAndStoreTheSystemPromptOnce)
   o.step_tokens = 96;  // prefill in chunks, between the others' decodes
   Engine engine(*loaded().model, cache, o);
   std::vector<Tokens> history(kUsers, system);  // what each user's next prompt starts with
-  std::vector<int64_t> cached(kUsers, 0);      // positions its last turn left in the cache
+  std::vector<int64_t> cached(kUsers, 0);       // positions its last turn left in the cache
   for (int turn = 0; turn < kTurns; ++turn) {
     std::vector<Tokens> prompts(kUsers), got(kUsers);
     std::vector<int64_t> reused(kUsers, -1);

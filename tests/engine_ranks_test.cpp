@@ -147,8 +147,12 @@ struct Seen {
   RequestEvents events(RequestId id) {
     RequestEvents e;
     e.on_token = [this, id](int32_t t) { tokens[id].push_back(t); };
-    e.on_finish = [this, id](FinishReason r, const std::string&) { finish[id] = finish_reason_name(r); };
-    e.on_logits = [this, id](int64_t, const float* row) { logits[id].insert(logits[id].end(), row, row + 64); };
+    e.on_finish = [this, id](FinishReason r, const std::string&) {
+      finish[id] = finish_reason_name(r);
+    };
+    e.on_logits = [this, id](int64_t, const float* row) {
+      logits[id].insert(logits[id].end(), row, row + 64);
+    };
     return e;
   }
 };

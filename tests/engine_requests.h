@@ -37,7 +37,8 @@ inline Loaded& loaded() {
 inline Tokens random_tokens(int n, uint32_t seed) {
   std::mt19937 rng(seed);
   Tokens t(static_cast<size_t>(n));
-  for (int32_t& v : t) v = static_cast<int32_t>(rng() % static_cast<uint32_t>(loaded().config.vocab_size));
+  for (int32_t& v : t)
+    v = static_cast<int32_t>(rng() % static_cast<uint32_t>(loaded().config.vocab_size));
   return t;
 }
 
@@ -53,21 +54,26 @@ struct Completion {
 };
 
 // Runs one request to the end on `engine`.
-inline Completion complete(Engine& engine, const Tokens& prompt, SamplingParams p, bool logits = false) {
+inline Completion complete(Engine& engine, const Tokens& prompt, SamplingParams p,
+                           bool logits = false) {
   Completion c;
   p.token_logits = logits;
   const int64_t vocab = loaded().config.vocab_size;
   RequestEvents e;
   e.on_token = [&](int32_t t) { c.tokens.push_back(t); };
   e.on_start = [&](int64_t reused) { c.reused = reused; };
-  if (logits) e.on_logits = [&](int64_t, const float* row) { c.logits.insert(c.logits.end(), row, row + vocab); };
+  if (logits)
+    e.on_logits = [&](int64_t, const float* row) {
+      c.logits.insert(c.logits.end(), row, row + vocab);
+    };
   engine.submit(prompt, p, std::move(e));
   engine.run_until_idle();
   return c;
 }
 
 // The same request alone on a fresh engine without prefix reuse.
-inline Completion fresh(const Tokens& prompt, const SamplingParams& p, bool logits = false, KVDType dtype = KVDType::kF32) {
+inline Completion fresh(const Tokens& prompt, const SamplingParams& p, bool logits = false,
+                        KVDType dtype = KVDType::kF32) {
   KVCache cache(loaded().config, static_cast<int64_t>(prompt.size()) + p.max_new_tokens, dtype);
   EngineOptions o;
   o.prefix_cache = false;

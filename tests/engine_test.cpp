@@ -3,6 +3,8 @@
 // prompt is cut, after truncate or fork, at 1, 2 and 3 threads; the engine's tokens (greedy and
 // sampled) do not depend on batch mates or arrival times; a full cache makes requests wait, a
 // request that can never fit fails clearly; cancel frees the cache; prefix reuse changes nothing.
+#include "engine/engine.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,7 +12,6 @@
 #include <random>
 #include <vector>
 
-#include "engine/engine.h"
 #include "model/transformer.h"
 #include "parallel/comm.h"
 #include "test_support.h"
@@ -46,8 +47,10 @@ Tokens random_tokens(int n, int vocab, uint32_t seed) {
   return t;
 }
 
-// The logits of every position of `tokens` [n, vocab] run as one sequence, its prompt cut at `cuts`.
-std::vector<float> logits_by_cuts(Transformer& m, const Tokens& tokens, const std::vector<int>& cuts) {
+// The logits of every position of `tokens` [n, vocab] run as one sequence, its prompt cut at
+// `cuts`.
+std::vector<float> logits_by_cuts(Transformer& m, const Tokens& tokens,
+                                  const std::vector<int>& cuts) {
   KVCache cache(m.config(), 1024);
   const SeqId seq = cache.create(static_cast<int64_t>(tokens.size()));
   std::vector<float> all;
@@ -73,9 +76,11 @@ TEST(Engine, ChunkedPrefillGivesTheLogitsOfOneWholePrefillAtAnyThreadCount) {
   const std::vector<float> whole = logits_by_cuts(*loaded(1).model, tokens, {150});
   for (int threads : {1, 2, 3}) {
     Transformer& m = *loaded(threads).model;
-    for (const std::vector<int>& cuts : std::vector<std::vector<int>>{{150}, {1, 149}, {7, 8, 60, 75}, {64, 64, 22}}) {
+    for (const std::vector<int>& cuts :
+         std::vector<std::vector<int>>{{150}, {1, 149}, {7, 8, 60, 75}, {64, 64, 22}}) {
       std::vector<int> steps = cuts;
-      EXPECT_TRUE(same_bits(logits_by_cuts(m, tokens, steps), whole)) << threads << " threads, " << cuts.size() << " cuts";
+      EXPECT_TRUE(same_bits(logits_by_cuts(m, tokens, steps), whole))
+          << threads << " threads, " << cuts.size() << " cuts";
     }
   }
   // one token at a time after a short prompt (the decode path all along)
@@ -87,7 +92,8 @@ TEST(Engine, ChunkedPrefillGivesTheLogitsOfOneWholePrefillAtAnyThreadCount) {
 TEST(Engine, ASequencesLogitsDoNotDependOnItsBatchMates) {
   Transformer& m = *loaded().model;
   const int vocab = loaded().config.vocab_size;
-  const Tokens a = random_tokens(40, vocab, 2), b = random_tokens(90, vocab, 3), c = random_tokens(5, vocab, 4);
+  const Tokens a = random_tokens(40, vocab, 2), b = random_tokens(90, vocab, 3),
+               c = random_tokens(5, vocab, 4);
   const std::vector<float> alone = logits_by_cuts(m, a, {30, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
   // the same cuts of `a`, but every step shares the forward call with others' prefill and decode
   KVCache cache(m.config(), 4096);
@@ -190,7 +196,8 @@ TEST(Engine, AMalformedStepIsAnErrorBeforeAnythingRuns) {
 // Runs each prompt through an engine; prompts[i] is submitted before step arrivals[i].
 std::vector<Tokens> run_engine(const std::vector<Tokens>& prompts, const SamplingParams& params,
                                const std::vector<int>& arrivals, EngineOptions options = {},
-                               int64_t budget = 1 << 14, std::vector<FinishReason>* reasons = nullptr) {
+                               int64_t budget = 1 << 14,
+                               std::vector<FinishReason>* reasons = nullptr) {
   Transformer& m = *loaded().model;
   KVCache cache(m.config(), budget);
   Engine engine(m, cache, options);
@@ -228,7 +235,8 @@ TEST(Engine, SampledTokensAreTheSameAloneInABatchAndUnderContinuousBatching) {
     const std::vector<Tokens> batch = run_engine(prompts, p, std::vector<int>(8, 0));
     EngineOptions small_steps;
     small_steps.step_tokens = 16;  // chunked prefills next to decodes
-    const std::vector<Tokens> staggered = run_engine(prompts, p, {0, 1, 2, 3, 5, 8, 13, 21}, small_steps);
+    const std::vector<Tokens> staggered =
+        run_engine(prompts, p, {0, 1, 2, 3, 5, 8, 13, 21}, small_steps);
     for (int i = 0; i < 8; ++i) {
       EXPECT_EQ(alone[i].size(), 12u) << i;
       EXPECT_EQ(batch[i], alone[i]) << "temperature " << temperature << " prompt " << i;
@@ -264,7 +272,9 @@ TEST(Engine, AFullCacheMakesRequestsWaitAndATooLargeOneFailsClearly) {
   Engine engine(m, cache);
   std::string error;
   RequestEvents events;
-  events.on_finish = [&](FinishReason r, const std::string& e) { error = std::string(finish_reason_name(r)) + ": " + e; };
+  events.on_finish = [&](FinishReason r, const std::string& e) {
+    error = std::string(finish_reason_name(r)) + ": " + e;
+  };
   SamplingParams longer = p;
   longer.max_new_tokens = 30;
   engine.submit(prompts[0], longer, std::move(events));

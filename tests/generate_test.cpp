@@ -30,8 +30,9 @@ const std::string kModel = "golden/tiny-v2-lite";
 const std::string& converted_dir() {
   static const std::string dir = [] {
     const std::string out = test::scratch_dir("tiny-v2-lite-mp1");
-    const test::CommandResult r = test::run_dsinfer("convert --hf-ckpt-path " + data_path(kModel + "/hf") +
-                                                    " --save-path " + out + " --n-experts 8 --model-parallel 1");
+    const test::CommandResult r =
+        test::run_dsinfer("convert --hf-ckpt-path " + data_path(kModel + "/hf") + " --save-path " +
+                          out + " --n-experts 8 --model-parallel 1");
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return out;
   }();
@@ -60,8 +61,9 @@ Transformer& model() {
   return *m;
 }
 
-Batch run(Transformer& m, const Batch& prompts, int max_new_tokens, int eos_id, float temperature = 0.0f,
-          const TokenCallback& on_token = nullptr, GenerateStats* stats = nullptr, uint64_t seed = 965) {
+Batch run(Transformer& m, const Batch& prompts, int max_new_tokens, int eos_id,
+          float temperature = 0.0f, const TokenCallback& on_token = nullptr,
+          GenerateStats* stats = nullptr, uint64_t seed = 965) {
   Sampler sampler(seed);
   GenerateOptions options;
   options.max_new_tokens = max_new_tokens;
@@ -72,7 +74,8 @@ Batch run(Transformer& m, const Batch& prompts, int max_new_tokens, int eos_id, 
 
 // The prompts of the golden generate record: lengths 3, 9, 5.
 Batch golden_prompts() {
-  const nlohmann::json j = nlohmann::json::parse(test::read_file(data_path(kModel + "/ref-mp1-fp32.json")));
+  const nlohmann::json j =
+      nlohmann::json::parse(test::read_file(data_path(kModel + "/ref-mp1-fp32.json")));
   return j["generate"]["prompts"].get<Batch>();
 }
 
@@ -92,12 +95,13 @@ void expect_error_mentioning(F&& f, const std::string& needle) {
 }
 
 TEST(Generate, GreedyMatchesReferenceCompletions) {
-  const nlohmann::json j = nlohmann::json::parse(test::read_file(data_path(kModel + "/ref-mp1-fp32.json")));
+  const nlohmann::json j =
+      nlohmann::json::parse(test::read_file(data_path(kModel + "/ref-mp1-fp32.json")));
   const auto& g = j["generate"];
   ASSERT_EQ(g["temperature"].get<double>(), 0.0);
   GenerateStats stats;
-  const Batch got = run(model(), g["prompts"].get<Batch>(), g["max_new_tokens"].get<int>(), g["eos_id"].get<int>(),
-                        0.0f, nullptr, &stats);
+  const Batch got = run(model(), g["prompts"].get<Batch>(), g["max_new_tokens"].get<int>(),
+                        g["eos_id"].get<int>(), 0.0f, nullptr, &stats);
   const Batch want = g["completions"].get<Batch>();
   EXPECT_EQ(got, want);
   EXPECT_EQ(stats.prompt_tokens, 3 + 9 + 5);
@@ -120,7 +124,8 @@ TEST(Generate, CompletionsAreCutAtMaxNewTokens) {
   for (int n : {0, 1, 2, 5, 11}) {
     const Batch cut = run(model(), prompts, n, -1);
     ASSERT_EQ(cut.size(), 3u);
-    for (size_t b = 0; b < 3; ++b) EXPECT_EQ(cut[b], Tokens(full[b].begin(), full[b].begin() + n)) << n << " " << b;
+    for (size_t b = 0; b < 3; ++b)
+      EXPECT_EQ(cut[b], Tokens(full[b].begin(), full[b].begin() + n)) << n << " " << b;
   }
 }
 
@@ -147,7 +152,8 @@ TEST(Generate, CompletionsAreCutAtFirstEos) {
   for (size_t b = 1; b < 3; ++b) {
     const int32_t eos = full[b][2];
     const Batch got = run(model(), prompts, 12, eos);
-    for (size_t r = 0; r < 3; ++r) EXPECT_EQ(got[r], prefix_before(full[r], eos)) << "eos " << eos << " row " << r;
+    for (size_t r = 0; r < 3; ++r)
+      EXPECT_EQ(got[r], prefix_before(full[r], eos)) << "eos " << eos << " row " << r;
   }
 }
 
@@ -163,13 +169,15 @@ TEST(Generate, BatchedRowsEqualPromptsRunAlone) {
   for (size_t b = 0; b < prompts.size(); ++b) {
     const Batch alone = run(model(), {prompts[b]}, max_new, -1);
     ASSERT_EQ(alone.size(), 1u);
-    EXPECT_EQ(batched[b], alone[0]) << "row " << b << " (prompt length " << prompts[b].size() << ")";
+    EXPECT_EQ(batched[b], alone[0])
+        << "row " << b << " (prompt length " << prompts[b].size() << ")";
     EXPECT_EQ(batched[b].size(), static_cast<size_t>(max_new));
   }
   // the order of rows does not matter either
   Batch reversed(prompts.rbegin(), prompts.rend());
   const Batch got = run(model(), reversed, max_new, -1);
-  for (size_t b = 0; b < prompts.size(); ++b) EXPECT_EQ(got[b], batched[prompts.size() - 1 - b]) << b;
+  for (size_t b = 0; b < prompts.size(); ++b)
+    EXPECT_EQ(got[b], batched[prompts.size() - 1 - b]) << b;
 }
 
 TEST(Generate, CallbackSeesEachCompletionInOrder) {
@@ -197,7 +205,8 @@ TEST(Generate, CallbackSeesEachCompletionInOrder) {
   }
   // sampled generation too: the callback sees what is returned
   std::vector<Tokens> seen(prompts.size());
-  const Batch sampled = run(model(), prompts, 10, eos, 1.0f, [&](int row, int32_t token) { seen.at(row).push_back(token); });
+  const Batch sampled = run(model(), prompts, 10, eos, 1.0f,
+                            [&](int row, int32_t token) { seen.at(row).push_back(token); });
   for (size_t b = 0; b < prompts.size(); ++b) EXPECT_EQ(seen[b], sampled[b]) << b;
 }
 

@@ -20,19 +20,23 @@ TEST(GlooAllreduce, UnknownNameIsNamed) {
     parse_gloo_allreduce("Ring");
     FAIL() << "accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("DSINFER_GLOO_ALLREDUCE=Ring is not one of"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("DSINFER_GLOO_ALLREDUCE=Ring is not one of"),
+              std::string::npos)
+        << e.what();
   }
 }
 
 TEST(GlooAllreduce, AutoPicksARealAlgorithmForEveryLength) {
   for (int world : {2, 3, 4, 16})
-    for (int64_t n : {int64_t{1}, int64_t{7168}, kRegisteredMaxFloats, kRegisteredMaxFloats + 1, int64_t{1} << 24}) {
+    for (int64_t n : {int64_t{1}, int64_t{7168}, kRegisteredMaxFloats, kRegisteredMaxFloats + 1,
+                      int64_t{1} << 24}) {
       const GlooAllreduce a = auto_gloo_allreduce(n, world);
       EXPECT_NE(a, GlooAllreduce::kAuto) << n << " floats at " << world;
       // registered objects are made per power-of-two bucket and padded to it: only small lengths
       // may use them (a 512-token prefill's would hold twice its 14.7 MB)
       if (n > kRegisteredMaxFloats) {
-        EXPECT_TRUE(a == GlooAllreduce::kRing || a == GlooAllreduce::kBcube) << n << " floats at " << world;
+        EXPECT_TRUE(a == GlooAllreduce::kRing || a == GlooAllreduce::kBcube)
+            << n << " floats at " << world;
       }
     }
 }

@@ -23,11 +23,15 @@ TEST_P(GoldenChatIds, GreedyCompletionIdsMatchReference) {
   const std::string ckpt = test::convert_golden(GetParam());
 
   auto run = [&](const json& prompts, const std::string& name) {
-    json c = {{"generate", {{"prompts", prompts}, {"max_new_tokens", chat["max_new_tokens"]},
-                            {"eos_id", config["eos_token_id"]}, {"temperature", 0.0}}}};
+    json c = {{"generate",
+               {{"prompts", prompts},
+                {"max_new_tokens", chat["max_new_tokens"]},
+                {"eos_id", config["eos_token_id"]},
+                {"temperature", 0.0}}}};
     const std::string dir = test::scratch_dir(name);
     test::write_file(dir + "/case.json", c.dump());
-    auto r = test::run_dsinfer("eval --ckpt-path " + ckpt + " --case " + dir + "/case.json --out " + dir + "/out");
+    auto r = test::run_dsinfer("eval --ckpt-path " + ckpt + " --case " + dir + "/case.json --out " +
+                               dir + "/out");
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return json::parse(test::read_file(dir + "/out.json"))["completions"];
   };
@@ -35,17 +39,19 @@ TEST_P(GoldenChatIds, GreedyCompletionIdsMatchReference) {
   int turn = 0;
   for (const json& t : chat["interactive"]) {
     if (!t.contains("prompt_ids")) continue;  // /clear and /exit
-    EXPECT_EQ(run(json::array({t["prompt_ids"]}), "turn" + std::to_string(turn))[0], t["completion_ids"])
+    EXPECT_EQ(run(json::array({t["prompt_ids"]}), "turn" + std::to_string(turn))[0],
+              t["completion_ids"])
         << "interactive turn " << turn;
     ++turn;
   }
   EXPECT_GT(turn, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(OtherShapes, GoldenChatIds, ::testing::Values("tiny-v3-chat", "tiny-v3-story"),
-                         [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(OtherShapes, GoldenChatIds,
+                         ::testing::Values("tiny-v3-chat", "tiny-v3-story"), [](const auto& info) {
                            std::string n = info.param;
-                           for (char& ch : n) if (ch == '-') ch = '_';
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
                            return n;
                          });
 

@@ -54,7 +54,8 @@ std::vector<ManifestCase> manifest_cases() {
       if (name.rfind(prefix, 0) != 0 || name.size() <= prefix.size() + suffix.size() ||
           name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
         continue;
-      const int mp = std::stoi(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size()));
+      const int mp =
+          std::stoi(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size()));
       cases.push_back({model.path().filename().string(), mp, file.path().string()});
     }
   }
@@ -86,9 +87,9 @@ TEST_P(GoldenConvert, MatchesReferenceManifest) {
   const std::string hf = data_path("golden/" + c.model + "/hf");
   const int n_experts = read_json(hf + "/config.json").at("n_routed_experts").get<int>();
   const std::string out = scratch_dir("out") + "/shards";  // convert creates it
-  const auto result = run_dsinfer("convert --hf-ckpt-path " + hf + " --save-path " + out +
-                                  " --n-experts " + std::to_string(n_experts) +
-                                  " --model-parallel " + std::to_string(c.mp));
+  const auto result =
+      run_dsinfer("convert --hf-ckpt-path " + hf + " --save-path " + out + " --n-experts " +
+                  std::to_string(n_experts) + " --model-parallel " + std::to_string(c.mp));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_NE(result.err.find("convert: wrote"), std::string::npos) << result.err;
 
@@ -124,18 +125,20 @@ INSTANTIATE_TEST_SUITE_P(Golden, GoldenConvert, ::testing::ValuesIn(manifest_cas
 // parameterized suite above).
 TEST(GoldenConvertData, AllManifestsPresent) {
   std::set<std::string> found;
-  for (const ManifestCase& c : manifest_cases()) found.insert(c.model + "/mp" + std::to_string(c.mp));
-  for (const char* want : {"tiny-v2/mp1", "tiny-v2/mp2", "tiny-v2/mp4", "tiny-v2-lite/mp1",
-                           "tiny-v2-lite/mp2", "tiny-v2-lite/mp4", "tiny-v3/mp1", "tiny-v3/mp2",
-                           "tiny-v3-chat/mp1", "tiny-v3-chat/mp2", "tiny-v3-story/mp1",
-                           "tiny-v3-story/mp2"})
+  for (const ManifestCase& c : manifest_cases())
+    found.insert(c.model + "/mp" + std::to_string(c.mp));
+  for (const char* want :
+       {"tiny-v2/mp1", "tiny-v2/mp2", "tiny-v2/mp4", "tiny-v2-lite/mp1", "tiny-v2-lite/mp2",
+        "tiny-v2-lite/mp4", "tiny-v3/mp1", "tiny-v3/mp2", "tiny-v3-chat/mp1", "tiny-v3-chat/mp2",
+        "tiny-v3-story/mp1", "tiny-v3-story/mp2"})
     EXPECT_TRUE(found.count(want)) << want;
 }
 
 // ---- fp8-cast-bf16 ----
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 float f32_at(const TensorView& t, int64_t i) {
@@ -150,7 +153,8 @@ TEST_P(Fp8CastBf16Golden, DequantizesEveryWeightExactly) {
   const std::string model = GetParam();
   const std::string hf = data_path("golden/" + model + "/hf");
   const std::string out = scratch_dir("out") + "/bf16";
-  const auto result = run_dsinfer("fp8-cast-bf16 --input-fp8-hf-path " + hf + " --output-bf16-hf-path " + out);
+  const auto result =
+      run_dsinfer("fp8-cast-bf16 --input-fp8-hf-path " + hf + " --output-bf16-hf-path " + out);
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_NE(result.err.find("quantization_config"), std::string::npos) << result.err;
   EXPECT_EQ(result.err.find("Warning: Missing scale_inv"), std::string::npos) << result.err;
@@ -158,7 +162,8 @@ TEST_P(Fp8CastBf16Golden, DequantizesEveryWeightExactly) {
   // The same safetensors files, plus the index; nothing else (as the reference).
   std::set<std::string> want_files = safetensors_in(hf), got_files;
   want_files.insert("model.safetensors.index.json");
-  for (const auto& entry : fs::directory_iterator(out)) got_files.insert(entry.path().filename().string());
+  for (const auto& entry : fs::directory_iterator(out))
+    got_files.insert(entry.path().filename().string());
   EXPECT_EQ(got_files, want_files);
 
   CheckpointDir in(hf);
@@ -209,14 +214,17 @@ TEST_P(Fp8CastBf16Golden, DequantizesEveryWeightExactly) {
   // The index: json.dump({"metadata": {}, "weight_map": ...}, indent=2), scales removed, the
   // input's entry order kept.
   const std::string text = read_file(out + "/model.safetensors.index.json");
-  EXPECT_EQ(text.rfind("{\n  \"metadata\": {},\n  \"weight_map\": {\n    \"", 0), 0u) << text.substr(0, 80);
+  EXPECT_EQ(text.rfind("{\n  \"metadata\": {},\n  \"weight_map\": {\n    \"", 0), 0u)
+      << text.substr(0, 80);
   EXPECT_EQ(text.back(), '}');
   const nlohmann::ordered_json index = nlohmann::ordered_json::parse(text);
-  const nlohmann::ordered_json original = nlohmann::ordered_json::parse(read_file(hf + "/model.safetensors.index.json"));
+  const nlohmann::ordered_json original =
+      nlohmann::ordered_json::parse(read_file(hf + "/model.safetensors.index.json"));
   std::vector<std::pair<std::string, std::string>> want_map, got_map;
   for (const auto& [k, v] : original.at("weight_map").items())
     if (!ends_with(k, "_scale_inv")) want_map.emplace_back(k, v.get<std::string>());
-  for (const auto& [k, v] : index.at("weight_map").items()) got_map.emplace_back(k, v.get<std::string>());
+  for (const auto& [k, v] : index.at("weight_map").items())
+    got_map.emplace_back(k, v.get<std::string>());
   EXPECT_EQ(got_map, want_map);
   EXPECT_TRUE(index.at("metadata").is_object() && index.at("metadata").empty());
 }

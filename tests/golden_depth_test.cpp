@@ -19,12 +19,14 @@ void run_depth_case(int world_size, const std::string& backend, const std::strin
   const std::string tag = "depth-mp" + std::to_string(world_size) + "-fp32";
   const std::string ckpt = test::convert_golden("tiny-v3", world_size);
   const std::string out = test::scratch_dir("out") + "/eval";
-  auto r = test::run_ranks(backend, world_size,
-                           "eval --ckpt-path " + ckpt + " --case " + golden + "/" + tag + ".json --out " + out + flags);
+  auto r = test::run_ranks(
+      backend, world_size,
+      "eval --ckpt-path " + ckpt + " --case " + golden + "/" + tag + ".json --out " + out + flags);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const double worst = test::expect_logits_match(out + ".safetensors", golden + "/" + tag + ".safetensors");
-  std::printf("[ golden ] tiny-v3 %s at %d rank(s) over %s: worst max|d|/max|ref| = %.3g\n", tag.c_str(), world_size,
-              backend.c_str(), worst);
+  const double worst =
+      test::expect_logits_match(out + ".safetensors", golden + "/" + tag + ".safetensors");
+  std::printf("[ golden ] tiny-v3 %s at %d rank(s) over %s: worst max|d|/max|ref| = %.3g\n",
+              tag.c_str(), world_size, backend.c_str(), worst);
 }
 
 TEST(GoldenDepth, Mp1MatchesTheReferencePast4096Positions) { run_depth_case(1, "mpi"); }

@@ -39,13 +39,15 @@ TEST_P(GoldenEval, LogitsAndGreedyCompletionsMatchReference) {
   const std::string tag = "ref-mp" + std::to_string(gc.world_size) + "-fp32";
   const std::string ckpt = test::convert_golden(gc.model, gc.world_size);
   const std::string out = test::scratch_dir("out") + "/eval";
-  const std::string args = "eval --ckpt-path " + ckpt + " --case " + golden + "/" + tag + ".json --out " + out;
+  const std::string args =
+      "eval --ckpt-path " + ckpt + " --case " + golden + "/" + tag + ".json --out " + out;
   auto r = gc.world_size == 1 ? test::run_dsinfer(args) : test::run_mpi(gc.world_size, args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
-  const double worst = test::expect_logits_match(out + ".safetensors", golden + "/" + tag + ".safetensors");
-  std::printf("[ golden ] %s %s at %d rank(s): worst max|d|/max|ref| = %.3g\n", gc.model.c_str(), tag.c_str(),
-              gc.world_size, worst);
+  const double worst =
+      test::expect_logits_match(out + ".safetensors", golden + "/" + tag + ".safetensors");
+  std::printf("[ golden ] %s %s at %d rank(s): worst max|d|/max|ref| = %.3g\n", gc.model.c_str(),
+              tag.c_str(), gc.world_size, worst);
   RecordProperty("worst_ratio", std::to_string(worst));
   const json expected = json::parse(test::read_file(golden + "/" + tag + ".json"));
   const json got = json::parse(test::read_file(out + ".json"));
@@ -64,8 +66,9 @@ TEST(GoldenEvalHugePages, TheSameLogitsAsTheMappedShards) {
     std::string outs[2];
     for (int huge = 0; huge < 2; ++huge) {
       outs[huge] = test::scratch_dir("out-" + model + std::to_string(huge)) + "/eval";
-      auto r = test::run_dsinfer(std::string(huge ? "--huge-pages " : "") + "--threads 1 " + run + "eval --ckpt-path " +
-                                 ckpt + " --case " + golden + "/" + tag + ".json --out " + outs[huge]);
+      auto r = test::run_dsinfer(std::string(huge ? "--huge-pages " : "") + "--threads 1 " + run +
+                                 "eval --ckpt-path " + ckpt + " --case " + golden + "/" + tag +
+                                 ".json --out " + outs[huge]);
       ASSERT_EQ(r.exit_code, 0) << r.err;
     }
     EXPECT_EQ(test::read_file(outs[1] + ".safetensors"), test::read_file(outs[0] + ".safetensors"));
@@ -79,7 +82,8 @@ TEST(GoldenEvalDump, IntermediatesHoldEveryLayerAndTheWrittenLogits) {
   const std::string golden = data_path("golden/tiny-v3");
   const std::string ckpt = test::convert_golden("tiny-v3", 1);
   const std::string out = test::scratch_dir("out") + "/eval";
-  auto r = test::run_dsinfer("eval --dump --ckpt-path " + ckpt + " --case " + golden + "/ref-mp1-fp32.json --out " + out);
+  auto r = test::run_dsinfer("eval --dump --ckpt-path " + ckpt + " --case " + golden +
+                             "/ref-mp1-fp32.json --out " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json c = json::parse(test::read_file(golden + "/ref-mp1-fp32.json"));
   const int64_t batch = static_cast<int64_t>(c["prefill_tokens"].size());
@@ -95,7 +99,8 @@ TEST(GoldenEvalDump, IntermediatesHoldEveryLayerAndTheWrittenLogits) {
     for (const char* what : {"attn_out", "ffn_out", "out"}) {
       const std::string name = "layers." + std::to_string(layer) + "." + what;
       ASSERT_TRUE(dump.tensors().count(name)) << name;
-      EXPECT_EQ(dump.tensors().at(name).shape, (std::vector<int64_t>{batch * length, config.dim})) << name;
+      EXPECT_EQ(dump.tensors().at(name).shape, (std::vector<int64_t>{batch * length, config.dim}))
+          << name;
     }
   const auto& rows = dump.tensors().at("logits");
   ASSERT_EQ(rows.shape, (std::vector<int64_t>{batch * length, vocab}));
@@ -103,7 +108,8 @@ TEST(GoldenEvalDump, IntermediatesHoldEveryLayerAndTheWrittenLogits) {
   const float* got = reinterpret_cast<const float*>(written.data);
   for (int64_t s = 0; s < steps; ++s)
     for (int64_t b = 0; b < batch; ++b)
-      EXPECT_EQ(0, std::memcmp(all + (b * length + prefill - 1 + s) * vocab, got + (s * batch + b) * vocab, vocab * 4))
+      EXPECT_EQ(0, std::memcmp(all + (b * length + prefill - 1 + s) * vocab,
+                               got + (s * batch + b) * vocab, vocab * 4))
           << "step " << s << " row " << b;
 }
 

@@ -26,10 +26,13 @@ TEST_P(GoldenFastMode, AtLeastAsCloseToFp32AsTheDemosBf16Run) {
   const std::string golden = data_path("golden/" + GetParam());
   const std::string ckpt = test::convert_golden(GetParam());
   const std::string out = test::scratch_dir("out") + "/eval";
-  auto r = test::run_dsinfer("--fast eval --ckpt-path " + ckpt + " --case " + golden + "/ref-mp1-fp32.json --out " + out);
+  auto r = test::run_dsinfer("--fast eval --ckpt-path " + ckpt + " --case " + golden +
+                             "/ref-mp1-fp32.json --out " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto ours = test::compare_logits(out + ".safetensors", golden + "/ref-mp1-fp32.safetensors");
-  const auto demo = test::compare_logits(golden + "/ref-mp1-bf16.safetensors", golden + "/ref-mp1-fp32.safetensors");
+  const auto ours =
+      test::compare_logits(out + ".safetensors", golden + "/ref-mp1-fp32.safetensors");
+  const auto demo = test::compare_logits(golden + "/ref-mp1-bf16.safetensors",
+                                         golden + "/ref-mp1-fp32.safetensors");
   ASSERT_EQ(ours.size(), demo.size());
   int kept = 0, demo_kept = 0;
   for (size_t row = 0; row < ours.size(); ++row) {
@@ -37,17 +40,21 @@ TEST_P(GoldenFastMode, AtLeastAsCloseToFp32AsTheDemosBf16Run) {
     demo_kept += demo[row].same_argmax;
   }
   const LogitsComparison fast = summarize(ours), bf16 = summarize(demo);
-  std::printf("[ fast ] %s: median row max|d|/max|ref| %.3g (the demo's bf16 run %.3g), rows over 0.1: %d (%d), "
-              "argmax kept %d (%d) of %zu\n",
-              GetParam().c_str(), fast.median_ratio, bf16.median_ratio, fast.far_rows, bf16.far_rows, kept, demo_kept,
-              ours.size());
+  std::printf(
+      "[ fast ] %s: median row max|d|/max|ref| %.3g (the demo's bf16 run %.3g), rows over 0.1: %d "
+      "(%d), "
+      "argmax kept %d (%d) of %zu\n",
+      GetParam().c_str(), fast.median_ratio, bf16.median_ratio, fast.far_rows, bf16.far_rows, kept,
+      demo_kept, ours.size());
   EXPECT_GE(kept, demo_kept);
   EXPECT_LE(fast.median_ratio, bf16.median_ratio);
   EXPECT_LE(fast.far_rows, bf16.far_rows);
-  EXPECT_GT(fast.median_ratio, 0) << "fast mode gave exactly the fp32 logits: were the activations rounded at all?";
+  EXPECT_GT(fast.median_ratio, 0)
+      << "fast mode gave exactly the fp32 logits: were the activations rounded at all?";
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GoldenFastMode, ::testing::Values("tiny-v3", "tiny-v2", "tiny-v2-lite"),
+INSTANTIATE_TEST_SUITE_P(Models, GoldenFastMode,
+                         ::testing::Values("tiny-v3", "tiny-v2", "tiny-v2-lite"),
                          test::model_test_name);
 
 }  // namespace

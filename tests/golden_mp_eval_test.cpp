@@ -23,7 +23,9 @@ struct MpCase {
   std::string backend;
 };
 
-void PrintTo(const MpCase& c, std::ostream* os) { *os << c.model << " mp" << c.world_size << " over " << c.backend; }
+void PrintTo(const MpCase& c, std::ostream* os) {
+  *os << c.model << " mp" << c.world_size << " over " << c.backend;
+}
 
 std::string case_name(const ::testing::TestParamInfo<MpCase>& info) {
   std::string name = test::backend_test_name(info.param.backend) + "_" + info.param.model + "_mp" +
@@ -41,13 +43,15 @@ TEST_P(GoldenMpEval, LogitsAndGreedyCompletionsMatchReference) {
   const std::string tag = "ref-mp" + std::to_string(c.world_size) + "-fp32";
   const std::string ckpt = test::convert_golden(c.model, c.world_size);
   const std::string out = test::scratch_dir("out") + "/eval";
-  auto r = test::run_ranks(c.backend, c.world_size,
-                           "eval --ckpt-path " + ckpt + " --case " + golden + "/" + tag + ".json --out " + out);
+  auto r = test::run_ranks(
+      c.backend, c.world_size,
+      "eval --ckpt-path " + ckpt + " --case " + golden + "/" + tag + ".json --out " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
-  const double worst = test::expect_logits_match(out + ".safetensors", golden + "/" + tag + ".safetensors");
-  std::printf("[ golden ] %s %s at %d rank(s) over %s: worst max|d|/max|ref| = %.3g\n", c.model.c_str(), tag.c_str(),
-              c.world_size, c.backend.c_str(), worst);
+  const double worst =
+      test::expect_logits_match(out + ".safetensors", golden + "/" + tag + ".safetensors");
+  std::printf("[ golden ] %s %s at %d rank(s) over %s: worst max|d|/max|ref| = %.3g\n",
+              c.model.c_str(), tag.c_str(), c.world_size, c.backend.c_str(), worst);
   RecordProperty("worst_ratio", std::to_string(worst));
   const json expected = json::parse(test::read_file(golden + "/" + tag + ".json"));
   const json got = json::parse(test::read_file(out + ".json"));
@@ -57,8 +61,12 @@ TEST_P(GoldenMpEval, LogitsAndGreedyCompletionsMatchReference) {
 std::vector<MpCase> every_mp_golden() {
   std::vector<MpCase> cases;
   for (const char* backend : {"mpi", "gloo"})
-    for (const auto& [model, world_size] : std::vector<std::pair<std::string, int>>{
-             {"tiny-v3", 2}, {"tiny-v2", 2}, {"tiny-v2", 4}, {"tiny-v2-lite", 2}, {"tiny-v2-lite", 4}})
+    for (const auto& [model, world_size] :
+         std::vector<std::pair<std::string, int>>{{"tiny-v3", 2},
+                                                  {"tiny-v2", 2},
+                                                  {"tiny-v2", 4},
+                                                  {"tiny-v2-lite", 2},
+                                                  {"tiny-v2-lite", 4}})
       cases.push_back({model, world_size, backend});
   return cases;
 }

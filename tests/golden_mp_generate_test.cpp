@@ -19,7 +19,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using test::data_path;
 
-
 // (model, backend)
 class GoldenMpBatch : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
@@ -30,7 +29,10 @@ TEST_P(GoldenMpBatch, StdoutMatchesReferenceAtTwoRanks) {
   const json chat = json::parse(test::read_file(golden + "/chat-mp2-fp32.json"));
   ASSERT_EQ(chat["world_size"].get<int>(), 2);
   const std::string ckpt = test::convert_golden(model, 2, /*with_tokenizer=*/true);
-  auto r = test::run_ranks(backend, 2, "generate --ckpt-path " + ckpt + " --input-file " + golden + "/prompts.txt --max-new-tokens " +
+  auto r =
+      test::run_ranks(backend, 2,
+                      "generate --ckpt-path " + ckpt + " --input-file " + golden +
+                          "/prompts.txt --max-new-tokens " +
                           std::to_string(chat["max_new_tokens"].get<int>()) + " --temperature 0");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, chat["batch"]["stdout"].get<std::string>());
@@ -45,8 +47,11 @@ TEST_P(GoldenMpBatch, ContinuousBatchingAtTwoRanksPrintsTheLockstepTranscript) {
   const std::string golden = data_path("golden/" + model);
   const json chat = json::parse(test::read_file(golden + "/chat-mp2-fp32.json"));
   const std::string ckpt = test::convert_golden(model, 2, /*with_tokenizer=*/true);
-  auto r = test::run_ranks(backend, 2, "generate --ckpt-path " + ckpt + " --input-file " + golden + "/prompts.txt --max-new-tokens " +
-                          std::to_string(chat["max_new_tokens"].get<int>()) + " --temperature 0 --max-running 2 --step-tokens 4");
+  auto r = test::run_ranks(backend, 2,
+                           "generate --ckpt-path " + ckpt + " --input-file " + golden +
+                               "/prompts.txt --max-new-tokens " +
+                               std::to_string(chat["max_new_tokens"].get<int>()) +
+                               " --temperature 0 --max-running 2 --step-tokens 4");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, chat["batch"]["stdout"].get<std::string>());
 }
@@ -57,7 +62,8 @@ INSTANTIATE_TEST_SUITE_P(Chat, GoldenMpBatch,
                          [](const auto& info) {
                            std::string n = test::backend_test_name(std::get<1>(info.param)) + "_" +
                                            std::get<0>(info.param);
-                           for (char& ch : n) if (ch == '-') ch = '_';
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
                            return n;
                          });
 
@@ -88,8 +94,8 @@ TEST_P(GoldenMpGenerate, InteractiveTurnsThroughRankZeroStdin) {
   expected += ">>> ";  // the prompt that reads /exit
   ASSERT_GT(answered, 0u);
   auto r = run("generate --ckpt-path " + ckpt + " --interactive --max-new-tokens " +
-                          std::to_string(chat["max_new_tokens"].get<int>()) + " --temperature 0",
-                   input);
+                   std::to_string(chat["max_new_tokens"].get<int>()) + " --temperature 0",
+               input);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, expected);
 }
@@ -106,14 +112,17 @@ TEST_P(GoldenMpGenerate, UnreadableInputFileFailsEveryRank) {
   auto r = run("generate --ckpt-path " + ckpt + " --input-file " + ckpt + "/no-such-prompts.txt");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.exit_code, 124) << "timed out:\n" << r.err;
-  EXPECT_NE(r.err.find("--input-file " + ckpt + "/no-such-prompts.txt: cannot open it"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--input-file " + ckpt + "/no-such-prompts.txt: cannot open it"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_P(GoldenMpPerplexity, TwoRanksGiveTheSingleProcessNll) {
   const std::string golden = data_path("golden/tiny-v3-story");
   const json ref = json::parse(test::read_file(golden + "/ppl-mp1-fp32.json"));
   const std::string ckpt = test::convert_golden("tiny-v3-story", 2, /*with_tokenizer=*/true);
-  auto r = run("perplexity --ckpt-path " + ckpt + " --case " + golden + "/ppl-mp1-fp32.json --json");
+  auto r =
+      run("perplexity --ckpt-path " + ckpt + " --case " + golden + "/ppl-mp1-fp32.json --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json got = json::parse(r.out);  // one JSON document: only rank 0 prints
   ASSERT_EQ(got["nll"].size(), ref["nll"].size());

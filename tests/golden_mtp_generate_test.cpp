@@ -17,17 +17,20 @@ using test::data_path;
 const std::string kModel = "tiny-v3-story";
 
 json chat(int world_size) {
-  return json::parse(test::read_file(data_path("golden/" + kModel + "/chat-mp" + std::to_string(world_size) + "-fp32.json")));
+  return json::parse(test::read_file(
+      data_path("golden/" + kModel + "/chat-mp" + std::to_string(world_size) + "-fp32.json")));
 }
 
 std::string batch_args(const std::string& ckpt, int max_new_tokens) {
-  return "generate --ckpt-path " + ckpt + " --input-file " + data_path("golden/" + kModel + "/prompts.txt") +
-         " --max-new-tokens " + std::to_string(max_new_tokens) + " --temperature 0 --mtp on";
+  return "generate --ckpt-path " + ckpt + " --input-file " +
+         data_path("golden/" + kModel + "/prompts.txt") + " --max-new-tokens " +
+         std::to_string(max_new_tokens) + " --temperature 0 --mtp on";
 }
 
 TEST(GoldenMtpGenerate, BatchAndContinuousBatchingPrintTheReferenceTranscript) {
   const json golden = chat(1);
-  const std::string ckpt = test::convert_golden(kModel, 1, /*with_tokenizer=*/true, /*keep_mtp=*/true);
+  const std::string ckpt =
+      test::convert_golden(kModel, 1, /*with_tokenizer=*/true, /*keep_mtp=*/true);
   const int max_new = golden["max_new_tokens"].get<int>();
   for (const std::string extra : {"", " --max-running 2 --step-tokens 5"}) {
     auto r = test::run_dsinfer(batch_args(ckpt, max_new) + extra);
@@ -41,7 +44,8 @@ TEST(GoldenMtpGenerate, BatchAndContinuousBatchingPrintTheReferenceTranscript) {
 TEST(GoldenMtpGenerate, InteractiveTurnsMatchTheReference) {
   const json golden = chat(1);
   const json turns = json::parse(test::read_file(data_path("golden/" + kModel + "/turns.json")));
-  const std::string ckpt = test::convert_golden(kModel, 1, /*with_tokenizer=*/true, /*keep_mtp=*/true);
+  const std::string ckpt =
+      test::convert_golden(kModel, 1, /*with_tokenizer=*/true, /*keep_mtp=*/true);
   std::string input, expected;
   for (const json& t : turns) input += t.get<std::string>() + "\n";
   for (const json& t : golden["interactive"]) {
@@ -50,7 +54,8 @@ TEST(GoldenMtpGenerate, InteractiveTurnsMatchTheReference) {
   }
   expected += ">>> ";
   auto r = test::run_dsinfer("generate --ckpt-path " + ckpt + " --interactive --max-new-tokens " +
-                                 std::to_string(golden["max_new_tokens"].get<int>()) + " --temperature 0 --mtp on",
+                                 std::to_string(golden["max_new_tokens"].get<int>()) +
+                                 " --temperature 0 --mtp on",
                              input);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, expected);
@@ -62,7 +67,8 @@ class GoldenMtpRanks : public ::testing::TestWithParam<std::string> {};
 TEST_P(GoldenMtpRanks, TwoRanksPrintTheReferenceTranscriptAtWorldSizeTwo) {
   if (std::string why = test::backend_unavailable(GetParam()); !why.empty()) GTEST_SKIP() << why;
   const json golden = chat(2);
-  const std::string ckpt = test::convert_golden(kModel, 2, /*with_tokenizer=*/true, /*keep_mtp=*/true);
+  const std::string ckpt =
+      test::convert_golden(kModel, 2, /*with_tokenizer=*/true, /*keep_mtp=*/true);
   // on, and auto (rank 0 decides when to draft, from its own timings, and tells the other rank)
   for (const std::string mode : {"on", "auto --max-running 3"}) {
     std::string args = batch_args(ckpt, golden["max_new_tokens"].get<int>());

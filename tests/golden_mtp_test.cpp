@@ -22,12 +22,14 @@ namespace {
 using json = nlohmann::json;
 
 struct Draft {
-  std::vector<int32_t> token;    // MTP argmax at each position i (for t_{i+2})
-  std::vector<double> logprob;   // its log-softmax
+  std::vector<int32_t> token;      // MTP argmax at each position i (for t_{i+2})
+  std::vector<double> logprob;     // its log-softmax
   std::vector<int32_t> main_next;  // main argmax at each position i (for t_{i+1})
 };
 
-int32_t argmax(const float* row, int64_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
+int32_t argmax(const float* row, int64_t n) {
+  return static_cast<int32_t>(std::max_element(row, row + n) - row);
+}
 
 double log_softmax_at(const float* row, int64_t n, int64_t at) {
   const float mx = *std::max_element(row, row + n);
@@ -40,7 +42,8 @@ enum class Variant { kRight, kPreNormHidden };
 
 // Teacher-forced: the main model over all of `tokens`, then the MTP over positions 0 .. n-2
 // with t_{i+1} and the main hidden state at i.
-Draft drafts(Transformer& m, const std::vector<int32_t>& tokens, Variant variant = Variant::kRight) {
+Draft drafts(Transformer& m, const std::vector<int32_t>& tokens,
+             Variant variant = Variant::kRight) {
   const int64_t n = static_cast<int64_t>(tokens.size()), vocab = m.config().vocab_size;
   KVCache cache(m.config(), n);
   const SeqId seq = cache.create(n);
@@ -56,7 +59,8 @@ Draft drafts(Transformer& m, const std::vector<int32_t>& tokens, Variant variant
   if (variant == Variant::kPreNormHidden)
     hidden = *dump.find("layers." + std::to_string(m.config().n_layers - 1) + ".out");
   Draft d;
-  for (int64_t i = 0; i + 1 < n; ++i) d.main_next.push_back(argmax(out.logits.data() + i * vocab, vocab));
+  for (int64_t i = 0; i + 1 < n; ++i)
+    d.main_next.push_back(argmax(out.logits.data() + i * vocab, vocab));
   KVCache mtp_cache = m.make_mtp_cache(n);
   const SeqId mseq = mtp_cache.create(n);
   Step mstep;
@@ -73,7 +77,8 @@ Draft drafts(Transformer& m, const std::vector<int32_t>& tokens, Variant variant
 }
 
 const json& golden() {
-  static const json g = json::parse(test::read_file(test::data_path("golden/tiny-v3-story/mtp-fp32.json")));
+  static const json g =
+      json::parse(test::read_file(test::data_path("golden/tiny-v3-story/mtp-fp32.json")));
   return g;
 }
 
@@ -132,8 +137,10 @@ TEST(GoldenMtp, DraftsAndAcceptanceMatchTheTrainingCode) {
     }
   }
   EXPECT_EQ(accepted, golden_accepted);
-  EXPECT_NEAR(static_cast<double>(accepted) / total, g["greedy_acceptance_rate"].get<double>(), 1e-12);
-  std::cout << "MTP drafts: acceptance " << accepted << "/" << total << ", worst |d logprob| " << worst << "\n";
+  EXPECT_NEAR(static_cast<double>(accepted) / total, g["greedy_acceptance_rate"].get<double>(),
+              1e-12);
+  std::cout << "MTP drafts: acceptance " << accepted << "/" << total << ", worst |d logprob| "
+            << worst << "\n";
 }
 
 int mismatches(const Draft& d, const json& want) {
@@ -147,7 +154,8 @@ TEST(GoldenMtp, NearMissesOfTheModuleGiveOtherDrafts) {
   const json& g = golden();
   const std::vector<int32_t> tokens = g["tokens"][0];
   EXPECT_EQ(mismatches(drafts(*l.model, tokens), g["mtp_greedy_token"][0]), 0);
-  EXPECT_GT(mismatches(drafts(*l.model, tokens, Variant::kPreNormHidden), g["mtp_greedy_token"][0]), 10);
+  EXPECT_GT(mismatches(drafts(*l.model, tokens, Variant::kPreNormHidden), g["mtp_greedy_token"][0]),
+            10);
 
   const std::string swapped = test::scratch_dir("mtp-swapped");
   for (const char* f : {"config.json", "model0-mp1.safetensors"})

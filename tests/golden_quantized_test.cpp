@@ -24,11 +24,12 @@ namespace {
 using json = nlohmann::json;
 using test::data_path;
 
-json compare_story(const std::string& candidate, const std::string& reference, const std::string& case_file,
-                   int world_size = 1) {
-  const std::string args = "perplexity --ckpt-path " + candidate + " --reference-ckpt-path " + reference + " --case " +
-                           case_file + " --json";
-  const auto r = world_size == 1 ? test::run_dsinfer(args) : test::run_ranks("gloo", world_size, args, "", 300);
+json compare_story(const std::string& candidate, const std::string& reference,
+                   const std::string& case_file, int world_size = 1) {
+  const std::string args = "perplexity --ckpt-path " + candidate + " --reference-ckpt-path " +
+                           reference + " --case " + case_file + " --json";
+  const auto r = world_size == 1 ? test::run_dsinfer(args)
+                                 : test::run_ranks("gloo", world_size, args, "", 300);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   if (r.exit_code != 0) return json::object();
   return json::parse(r.out);
@@ -42,11 +43,13 @@ TEST(GoldenQuantized, StoryModelWithInt4ExpertsKeepsItsDistributions) {
   const std::string int4 = test::convert_golden("tiny-v3-story", 1, false, false, "--experts-int4");
   const json c = compare_story(int4, exact, heldout);
   ASSERT_TRUE(c.contains("mean_kl"));
-  std::printf("[ int4 ] story model, %lld held-out positions: perplexity %.3f vs fp8 %.3f (%+.2f%%), mean KL %.5f "
-              "(max %.4f), top-1 agreement %.4f\n",
-              c["positions"].get<long long>(), c["perplexity"].get<double>(), c["reference_perplexity"].get<double>(),
-              100 * c["perplexity_change"].get<double>(), c["mean_kl"].get<double>(), c["max_kl"].get<double>(),
-              c["top1_agreement"].get<double>());
+  std::printf(
+      "[ int4 ] story model, %lld held-out positions: perplexity %.3f vs fp8 %.3f (%+.2f%%), mean "
+      "KL %.5f "
+      "(max %.4f), top-1 agreement %.4f\n",
+      c["positions"].get<long long>(), c["perplexity"].get<double>(),
+      c["reference_perplexity"].get<double>(), 100 * c["perplexity_change"].get<double>(),
+      c["mean_kl"].get<double>(), c["max_kl"].get<double>(), c["top1_agreement"].get<double>());
   EXPECT_EQ(c["positions"].get<int64_t>(), 48 * 127);
   EXPECT_LE(c["perplexity_change"].get<double>(), 0.02);
   EXPECT_LE(c["mean_kl"].get<double>(), 0.01);
@@ -54,16 +57,20 @@ TEST(GoldenQuantized, StoryModelWithInt4ExpertsKeepsItsDistributions) {
   // the experts were rounded at all (a convert that ignored the flag would pass the rest) ...
   EXPECT_GT(c["mean_kl"].get<double>(), 1e-5);
   // ... and the comparison tells a model from itself: zero (on the 4 golden sequences, for time)
-  const json same = compare_story(exact, exact, data_path("golden/tiny-v3-story/ppl-mp1-fp32.json"));
+  const json same =
+      compare_story(exact, exact, data_path("golden/tiny-v3-story/ppl-mp1-fp32.json"));
   ASSERT_TRUE(same.contains("mean_kl"));
   EXPECT_EQ(same["mean_kl"].get<double>(), 0.0);
   EXPECT_EQ(same["top1_agreement"].get<double>(), 1.0);
 
-  if (std::string why = test::backend_unavailable("gloo"); !why.empty()) GTEST_SKIP() << "world size 2: " << why;
-  const json mp2 = compare_story(test::convert_golden("tiny-v3-story", 2, false, false, "--experts-int4"),
-                                 test::convert_golden("tiny-v3-story", 2), heldout, 2);
+  if (std::string why = test::backend_unavailable("gloo"); !why.empty())
+    GTEST_SKIP() << "world size 2: " << why;
+  const json mp2 =
+      compare_story(test::convert_golden("tiny-v3-story", 2, false, false, "--experts-int4"),
+                    test::convert_golden("tiny-v3-story", 2), heldout, 2);
   ASSERT_TRUE(mp2.contains("mean_kl"));
-  EXPECT_NEAR(mp2["mean_nll"].get<double>(), c["mean_nll"].get<double>(), 1e-4 * c["mean_nll"].get<double>());
+  EXPECT_NEAR(mp2["mean_nll"].get<double>(), c["mean_nll"].get<double>(),
+              1e-4 * c["mean_nll"].get<double>());
   EXPECT_NEAR(mp2["mean_kl"].get<double>(), c["mean_kl"].get<double>(), 1e-4);
   EXPECT_NEAR(mp2["top1_agreement"].get<double>(), c["top1_agreement"].get<double>(), 0.002);
 }
@@ -71,8 +78,10 @@ TEST(GoldenQuantized, StoryModelWithInt4ExpertsKeepsItsDistributions) {
 // Speculation stays invisible with int4 experts: convert --keep-mtp --experts-int4 rounds the MTP
 // block's routed experts too, and --mtp on prints the same bytes as --mtp off at temperature 0.7.
 TEST(GoldenQuantized, MtpOnInt4ExpertsChangesNoByte) {
-  const std::string ckpt = test::convert_golden("tiny-v3-story", 1, /*with_tokenizer=*/true, /*keep_mtp=*/true, "--experts-int4");
-  const std::string args = "generate --ckpt-path " + ckpt + " --input-file " + data_path("golden/tiny-v3-story/prompts.txt") +
+  const std::string ckpt = test::convert_golden("tiny-v3-story", 1, /*with_tokenizer=*/true,
+                                                /*keep_mtp=*/true, "--experts-int4");
+  const std::string args = "generate --ckpt-path " + ckpt + " --input-file " +
+                           data_path("golden/tiny-v3-story/prompts.txt") +
                            " --max-new-tokens 24 --temperature 0.7 --seed 5 --mtp ";
   const auto off = test::run_dsinfer(args + "off");
   const auto on = test::run_dsinfer(args + "on");
@@ -89,11 +98,15 @@ TEST_P(GoldenInt8, WithinThreeTimesTheDemosBf16ErrorOfFp32) {
   const std::string golden = data_path("golden/" + GetParam());
   const std::string ckpt = test::convert_golden(GetParam(), 1, false, false, "--int8");
   const std::string out = test::scratch_dir("out") + "/eval-int8";
-  auto r = test::run_dsinfer("eval --ckpt-path " + ckpt + " --case " + golden + "/ref-mp1-fp32.json --out " + out);
+  auto r = test::run_dsinfer("eval --ckpt-path " + ckpt + " --case " + golden +
+                             "/ref-mp1-fp32.json --out " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("int8 linear weights"), std::string::npos) << "the loader did not log the format: " << r.err;
-  const auto ours = test::compare_logits(out + ".safetensors", golden + "/ref-mp1-fp32.safetensors");
-  const auto demo = test::compare_logits(golden + "/ref-mp1-bf16.safetensors", golden + "/ref-mp1-fp32.safetensors");
+  EXPECT_NE(r.err.find("int8 linear weights"), std::string::npos)
+      << "the loader did not log the format: " << r.err;
+  const auto ours =
+      test::compare_logits(out + ".safetensors", golden + "/ref-mp1-fp32.safetensors");
+  const auto demo = test::compare_logits(golden + "/ref-mp1-bf16.safetensors",
+                                         golden + "/ref-mp1-fp32.safetensors");
   ASSERT_EQ(ours.size(), demo.size());
   int kept = 0, demo_kept = 0;
   for (size_t row = 0; row < ours.size(); ++row) {
@@ -101,31 +114,38 @@ TEST_P(GoldenInt8, WithinThreeTimesTheDemosBf16ErrorOfFp32) {
     demo_kept += demo[row].same_argmax;
   }
   const LogitsComparison int8 = summarize(ours), bf16 = summarize(demo);
-  std::printf("[ int8 ] %s: median row max|d|/max|ref| %.3g (the demo's bf16 run %.3g), rows over 0.1: %d (%d), "
-              "argmax kept %d (%d) of %zu\n",
-              GetParam().c_str(), int8.median_ratio, bf16.median_ratio, int8.far_rows, bf16.far_rows, kept, demo_kept,
-              ours.size());
+  std::printf(
+      "[ int8 ] %s: median row max|d|/max|ref| %.3g (the demo's bf16 run %.3g), rows over 0.1: %d "
+      "(%d), "
+      "argmax kept %d (%d) of %zu\n",
+      GetParam().c_str(), int8.median_ratio, bf16.median_ratio, int8.far_rows, bf16.far_rows, kept,
+      demo_kept, ours.size());
   EXPECT_LE(int8.median_ratio, 3 * bf16.median_ratio);
   EXPECT_LE(int8.far_rows, bf16.far_rows + 1);
   EXPECT_GE(kept, demo_kept - 1);
-  EXPECT_GT(int8.median_ratio, 0) << "int8 gave exactly the fp32 logits: were the weights rounded at all?";
+  EXPECT_GT(int8.median_ratio, 0)
+      << "int8 gave exactly the fp32 logits: were the weights rounded at all?";
 }
 
 // Both flags on a bf16 checkpoint: int4 experts, int8 everything else. It loads and runs, and its
 // logits are further from fp32 than int8 alone (the experts did take 4 bits) but not wildly.
 TEST_P(GoldenInt8, CombinesWithInt4Experts) {
   const std::string golden = data_path("golden/" + GetParam());
-  const std::string both = test::convert_golden(GetParam(), 1, false, false, "--int8 --experts-int4");
+  const std::string both =
+      test::convert_golden(GetParam(), 1, false, false, "--int8 --experts-int4");
   const std::string int8 = test::convert_golden(GetParam(), 1, false, false, "--int8");
   const std::string out = test::scratch_dir("out");
   for (const auto& [ckpt, name] : {std::pair{both, "/both"}, std::pair{int8, "/int8"}}) {
-    auto r = test::run_dsinfer("eval --ckpt-path " + ckpt + " --case " + golden + "/ref-mp1-fp32.json --out " + out + name);
+    auto r = test::run_dsinfer("eval --ckpt-path " + ckpt + " --case " + golden +
+                               "/ref-mp1-fp32.json --out " + out + name);
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
-  const LogitsComparison with_int4 = summarize(test::compare_logits(out + "/both.safetensors", golden + "/ref-mp1-fp32.safetensors"));
-  const LogitsComparison int8_only = summarize(test::compare_logits(out + "/int8.safetensors", golden + "/ref-mp1-fp32.safetensors"));
-  std::printf("[ int8 + int4 experts ] %s: median row max|d|/max|ref| %.3g (int8 alone %.3g)\n", GetParam().c_str(),
-              with_int4.median_ratio, int8_only.median_ratio);
+  const LogitsComparison with_int4 = summarize(
+      test::compare_logits(out + "/both.safetensors", golden + "/ref-mp1-fp32.safetensors"));
+  const LogitsComparison int8_only = summarize(
+      test::compare_logits(out + "/int8.safetensors", golden + "/ref-mp1-fp32.safetensors"));
+  std::printf("[ int8 + int4 experts ] %s: median row max|d|/max|ref| %.3g (int8 alone %.3g)\n",
+              GetParam().c_str(), with_int4.median_ratio, int8_only.median_ratio);
   EXPECT_GT(with_int4.median_ratio, int8_only.median_ratio);
   EXPECT_LT(with_int4.median_ratio, 0.5);
 }
@@ -137,17 +157,22 @@ TEST(GoldenQuantized, Int8AtWorldSize2IsTheSameModelAsAt1) {
   if (std::string why = test::backend_unavailable("gloo"); !why.empty()) GTEST_SKIP() << why;
   const std::string golden = data_path("golden/tiny-v2");
   const std::string out = test::scratch_dir("out");
-  auto r = test::run_dsinfer("eval --ckpt-path " + test::convert_golden("tiny-v2", 1, false, false, "--int8") + " --case " +
-                             golden + "/ref-mp2-fp32.json --out " + out + "/mp1");
+  auto r = test::run_dsinfer("eval --ckpt-path " +
+                             test::convert_golden("tiny-v2", 1, false, false, "--int8") +
+                             " --case " + golden + "/ref-mp2-fp32.json --out " + out + "/mp1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = test::run_ranks("gloo", 2, "eval --ckpt-path " + test::convert_golden("tiny-v2", 2, false, false, "--int8") +
-                                     " --case " + golden + "/ref-mp2-fp32.json --out " + out + "/mp2");
+  r = test::run_ranks("gloo", 2,
+                      "eval --ckpt-path " +
+                          test::convert_golden("tiny-v2", 2, false, false, "--int8") + " --case " +
+                          golden + "/ref-mp2-fp32.json --out " + out + "/mp2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const double worst = test::expect_logits_match(out + "/mp2.safetensors", out + "/mp1.safetensors");
+  const double worst =
+      test::expect_logits_match(out + "/mp2.safetensors", out + "/mp1.safetensors");
   std::printf("[ int8 ] tiny-v2 at 2 ranks against 1: worst max|d|/max|ref| %.3g\n", worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GoldenInt8, ::testing::Values("tiny-v2", "tiny-v2-lite"), test::model_test_name);
+INSTANTIATE_TEST_SUITE_P(Models, GoldenInt8, ::testing::Values("tiny-v2", "tiny-v2-lite"),
+                         test::model_test_name);
 
 }  // namespace
 }  // namespace dsinfer

@@ -29,17 +29,19 @@ void eval_across_two_hosts(const std::string& launcher, const std::string& netwo
   const std::string ckpt = test::convert_golden(model, 4);
   const std::string out = test::scratch_dir("out") + "/eval";
   const std::string logs = test::scratch_dir("logs");
-  auto r = test::run_command(network_env + " LAUNCHER=" + launcher + " RANKS_PER_HOST=2 TWO_HOST_TIMEOUT=240 TWO_HOST_LOGS=" + logs +
-                             " timeout 300 " + kScript + " " + DSINFER_BIN + " eval --ckpt-path " + ckpt +
-                             " --case " + golden + "/" + tag + ".json --out " + out);
+  auto r = test::run_command(network_env + " LAUNCHER=" + launcher +
+                             " RANKS_PER_HOST=2 TWO_HOST_TIMEOUT=240 TWO_HOST_LOGS=" + logs +
+                             " timeout 300 " + kScript + " " + DSINFER_BIN + " eval --ckpt-path " +
+                             ckpt + " --case " + golden + "/" + tag + ".json --out " + out);
   if (r.exit_code == 77) GTEST_SKIP() << r.err;
   if (r.err.find("built without MPI") != std::string::npos) GTEST_SKIP() << "built without MPI";
   if (r.err.find("built without the gloo backend") != std::string::npos)
     GTEST_SKIP() << "built without gloo (cmake -DDSINFER_GLOO=ON)";
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const double worst = test::expect_logits_match(out + ".safetensors", golden + "/" + tag + ".safetensors");
-  std::printf("[ golden ] %s %s on 2 namespaces x 2 ranks (%s): worst max|d|/max|ref| = %.3g\n", model.c_str(),
-              tag.c_str(), launcher.c_str(), worst);
+  const double worst =
+      test::expect_logits_match(out + ".safetensors", golden + "/" + tag + ".safetensors");
+  std::printf("[ golden ] %s %s on 2 namespaces x 2 ranks (%s): worst max|d|/max|ref| = %.3g\n",
+              model.c_str(), tag.c_str(), launcher.c_str(), worst);
   const json expected = json::parse(test::read_file(golden + "/" + tag + ".json"));
   const json got = json::parse(test::read_file(out + ".json"));
   EXPECT_EQ(got["completions"], expected["generate"]["completions"]);
@@ -56,14 +58,16 @@ TEST(GoldenTwoHost, EvalMp4WithTorchrunInEachNamespace) { eval_across_two_hosts(
 TEST(GoldenTwoHost, EvalMp4OverADelayedRateLimitedNetwork) {
   std::string err;
   eval_across_two_hosts("direct",
-                        "TWO_HOST_DELAY_US=200 TWO_HOST_RATE=1gbit TWO_HOST_PING=10 TWO_HOST_RELAY_REPORT=1 NET_DELAY=" +
+                        "TWO_HOST_DELAY_US=200 TWO_HOST_RATE=1gbit TWO_HOST_PING=10 "
+                        "TWO_HOST_RELAY_REPORT=1 NET_DELAY=" +
                             std::string(DSINFER_NET_DELAY_BIN),
                         &err);
   if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(err, m, std::regex(R"(rtt min/avg/max/mdev = ([0-9.]+)/)"))) << err;
   EXPECT_GE(std::stod(m[1]), 0.4) << "ping min round trip, ms";
-  ASSERT_TRUE(std::regex_search(err, m, std::regex(R"(net_delay: \S+ -> \S+: (\d+) packets)"))) << err;
+  ASSERT_TRUE(std::regex_search(err, m, std::regex(R"(net_delay: \S+ -> \S+: (\d+) packets)")))
+      << err;
   EXPECT_GT(std::stoll(m[1]), 10);
 }
 
@@ -72,13 +76,16 @@ TEST(GoldenTwoHost, EvalMp4OverADelayedRateLimitedNetwork) {
 // joined the "machines" by shared memory only its daemons' few KB would cross).
 TEST(GoldenTwoHost, EvalMp4WithMpirunAcrossADelayedNetwork) {
   std::string err;
-  eval_across_two_hosts("mpirun",
-                        "TWO_HOST_DELAY_US=200 TWO_HOST_RATE=1gbit TWO_HOST_RELAY_REPORT=1 NET_DELAY=" +
-                            std::string(DSINFER_NET_DELAY_BIN),
-                        &err);
+  eval_across_two_hosts(
+      "mpirun",
+      "TWO_HOST_DELAY_US=200 TWO_HOST_RATE=1gbit TWO_HOST_RELAY_REPORT=1 NET_DELAY=" +
+          std::string(DSINFER_NET_DELAY_BIN),
+      &err);
   if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(err, m, std::regex(R"(net_delay: \S+ -> \S+: \d+ packets, (\d+) bytes)"))) << err;
+  ASSERT_TRUE(
+      std::regex_search(err, m, std::regex(R"(net_delay: \S+ -> \S+: \d+ packets, (\d+) bytes)")))
+      << err;
   EXPECT_GT(std::stoll(m[1]), 500000) << "bytes relayed from the first namespace to the second";
 }
 

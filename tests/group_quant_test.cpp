@@ -31,7 +31,8 @@ TEST(GroupQuant, F32ToF16RoundsToNearestEvenAndRoundTripsEveryHalf) {
 }
 
 // Per group: scale = fp16(max |w| / qmax), q = round(w / scale) within [-qmax, qmax], so each
-// weight is within half a step of its value (and the group's largest is hit to within fp16 rounding).
+// weight is within half a step of its value (and the group's largest is hit to within fp16
+// rounding).
 void expect_round_to_nearest(QuantFormat format, const std::vector<float>& w) {
   const int64_t cols = static_cast<int64_t>(w.size());
   const int qmax = format == QuantFormat::kInt4 ? 7 : 127;
@@ -42,14 +43,16 @@ void expect_round_to_nearest(QuantFormat format, const std::vector<float>& w) {
   dequantize_quant_row(format, out.data(), scales.data(), cols, back.data());
   for (int64_t g = 0; g < quant_groups(cols); ++g) {
     float amax = 0;
-    for (int64_t k = g * 128; k < std::min(cols, g * 128 + 128); ++k) amax = std::max(amax, std::fabs(w[k]));
+    for (int64_t k = g * 128; k < std::min(cols, g * 128 + 128); ++k)
+      amax = std::max(amax, std::fabs(w[k]));
     ASSERT_EQ(scales[g], f32_to_f16(amax / static_cast<float>(qmax))) << "group " << g;
     const float s = f16_to_f32(scales[g]);
     for (int64_t k = g * 128; k < std::min(cols, g * 128 + 128); ++k) {
       const float q = back[k] / s;
       ASSERT_EQ(q, std::nearbyint(q)) << k;
       ASSERT_LE(std::fabs(q), qmax) << k;
-      if (std::fabs(w[k] / s) < qmax) ASSERT_LE(std::fabs(back[k] - w[k]), 0.5f * s * (1 + 1e-6f)) << k;
+      if (std::fabs(w[k] / s) < qmax)
+        ASSERT_LE(std::fabs(back[k] - w[k]), 0.5f * s * (1 + 1e-6f)) << k;
     }
   }
   if (format == QuantFormat::kInt4)  // padding columns hold q = 0 (nibble 8)
@@ -74,7 +77,8 @@ TEST(GroupQuant, EachGroupRoundsToNearestWithItsOwnScale) {
 
 TEST(GroupQuant, LayoutOfInt4IsLowThenHighNibblesOf16Bytes) {
   std::vector<float> w(64);
-  for (int k = 0; k < 64; ++k) w[k] = static_cast<float>(k % 15 - 7);  // q = k % 15 - 7 with scale 1
+  for (int k = 0; k < 64; ++k)
+    w[k] = static_cast<float>(k % 15 - 7);  // q = k % 15 - 7 with scale 1
   std::vector<uint8_t> out(32);
   std::vector<uint16_t> scale(1);
   quantize_row(QuantFormat::kInt4, w.data(), 64, out.data(), scale.data());

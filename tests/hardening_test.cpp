@@ -3,7 +3,6 @@
 // a crash, a hang or a silently wrong result. The in-process pieces have their own unit tests
 // (write_file_test, mapped_file_test, read_file_test, config_test, tokenizer_test).
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -32,7 +31,8 @@ const std::string& tiny_ckpt() {
   return ckpt;
 }
 
-void expect_error(const test::CommandResult& r, const std::string& message, double max_seconds = 20) {
+void expect_error(const test::CommandResult& r, const std::string& message,
+                  double max_seconds = 20) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_CONTAINS(r.err, "error: " + message);
   EXPECT_LT(r.seconds, max_seconds);
@@ -44,15 +44,18 @@ TEST(Hardening, ABadGemvTuningVariableIsOneClearError) {
   const std::string prompts = scratch_dir("gemv-env") + "/prompts.txt";
   write_file(prompts, "hello\n");
   for (const auto& [setting, message] :
-       {std::pair<std::string, std::string>{"DSINFER_GEMV_ROWS=3", "DSINFER_GEMV_ROWS=3 is not a power of two from 1 to 16"},
-        {"DSINFER_GEMV_PREFETCH=far", "DSINFER_GEMV_PREFETCH=far is not one of none, ahead, wrapped"},
-        {"DSINFER_GEMV_FP8_SUBNORMAL=9", "DSINFER_GEMV_FP8_SUBNORMAL=9 is not a number of tokens from 0 to 4"},
+       {std::pair<std::string, std::string>{
+            "DSINFER_GEMV_ROWS=3", "DSINFER_GEMV_ROWS=3 is not a power of two from 1 to 16"},
+        {"DSINFER_GEMV_PREFETCH=far",
+         "DSINFER_GEMV_PREFETCH=far is not one of none, ahead, wrapped"},
+        {"DSINFER_GEMV_FP8_SUBNORMAL=9",
+         "DSINFER_GEMV_FP8_SUBNORMAL=9 is not a number of tokens from 0 to 4"},
         {"DSINFER_GEMV_MAX_TOKENS=-1", "DSINFER_GEMV_MAX_TOKENS=-1 is not a number of tokens"},
         {"DSINFER_GEMV_ROWS_FP8=6", "DSINFER_GEMV_ROWS_FP8=6 is not a power of two from 1 to 16"},
         {"DSINFER_GEMV_ROWS_MANY=8", "DSINFER_GEMV_ROWS_MANY=8 is not 4 or 6"}}) {
     SCOPED_TRACE(setting);
-    expect_error(run_command(setting + " " + kBin + " generate --ckpt-path " + tiny_ckpt() + " --input-file " + prompts +
-                             " --max-new-tokens 2"),
+    expect_error(run_command(setting + " " + kBin + " generate --ckpt-path " + tiny_ckpt() +
+                             " --input-file " + prompts + " --max-new-tokens 2"),
                  message);
   }
 }
@@ -62,13 +65,14 @@ TEST(Hardening, ABadGemvTuningVariableIsOneClearError) {
 TEST(Hardening, BatchResultsOnAFullStdoutAreAnError) {
   const std::string prompts = scratch_dir("full-stdout") + "/prompts.txt";
   write_file(prompts, "hello\n");
-  expect_error(run_command("sh -c '" + kBin + " generate --ckpt-path " + tiny_ckpt() + " --input-file " + prompts +
-                           " --max-new-tokens 3 >/dev/full'"),
+  expect_error(run_command("sh -c '" + kBin + " generate --ckpt-path " + tiny_ckpt() +
+                           " --input-file " + prompts + " --max-new-tokens 3 >/dev/full'"),
                "cannot write the results to stdout: No space left on device");
 }
 
 TEST(Hardening, OtherSubcommandsOnAFullStdoutToo) {
-  expect_error(run_command("sh -c '" + kBin + " tokenize --tokenizer-path " + tiny_ckpt() + " --text hello >/dev/full'"),
+  expect_error(run_command("sh -c '" + kBin + " tokenize --tokenizer-path " + tiny_ckpt() +
+                           " --text hello >/dev/full'"),
                "cannot write the results to stdout: No space left on device");
   // the chat ends at the next line when its answers cannot be written
   expect_error(run_command("sh -c '" + kBin + " generate --ckpt-path " + tiny_ckpt() +
@@ -80,17 +84,20 @@ TEST(Hardening, OtherSubcommandsOnAFullStdoutToo) {
 // ---- inputs without end (they grew until memory ran out)
 
 TEST(Hardening, AnEndlessChatLineIsAnError) {
-  expect_error(run_dsinfer("generate --ckpt-path " + tiny_ckpt() + " --interactive", std::string(3 << 20, 'a')),
+  expect_error(run_dsinfer("generate --ckpt-path " + tiny_ckpt() + " --interactive",
+                           std::string(3 << 20, 'a')),
                "an input line on stdin is longer than 1048576 bytes");
-  expect_error(run_command("sh -c '" + kBin + " generate --ckpt-path " + tiny_ckpt() + " --interactive </dev/zero'"),
+  expect_error(run_command("sh -c '" + kBin + " generate --ckpt-path " + tiny_ckpt() +
+                           " --interactive </dev/zero'"),
                "an input line on stdin is longer than 1048576 bytes");
 }
 
 TEST(Hardening, PerplexityOfAnEndlessFileIsAnError) {
   expect_error(run_dsinfer("perplexity --ckpt-path " + tiny_ckpt() + " --input-file /dev/zero"),
                "--input-file /dev/zero is not a regular file or a pipe (a device)");
-  expect_error(run_dsinfer("perplexity --ckpt-path " + tiny_ckpt() + " --input-file " + tiny_ckpt()),
-               "--input-file " + tiny_ckpt() + " is a directory, not a file");
+  expect_error(
+      run_dsinfer("perplexity --ckpt-path " + tiny_ckpt() + " --input-file " + tiny_ckpt()),
+      "--input-file " + tiny_ckpt() + " is a directory, not a file");
 }
 
 // tokenize read its --input-file with a plain ifstream: /dev/zero grew without end, a FIFO nobody
@@ -104,7 +111,8 @@ TEST(Hardening, TokenizeInputFileIsReadAsGeneratesIs) {
                "--input-file " + dir + " is a directory, not a file");
   const std::string fifo = dir + "/fifo";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  auto r = run_dsinfer("tokenize --tokenizer-path " + tok + " --input-file " + fifo);  // no writer: no lines
+  auto r = run_dsinfer("tokenize --tokenizer-path " + tok + " --input-file " +
+                       fifo);  // no writer: no lines
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "");
 }
@@ -118,9 +126,10 @@ TEST(Hardening, APromptTooLongIsNamedAsSuch) {
   expect_error(run_dsinfer("generate --ckpt-path " + tiny_ckpt() + " --input-file " + prompts),
                "the prompt is too long: its messages hold 1200004 bytes of text");  // + "user"
   // in a chat, with the system message: the turn fails, the chat goes on
-  const auto r = run_dsinfer("generate --ckpt-path " + tiny_ckpt() + " --interactive --max-new-tokens 2 --system " +
-                                 std::string(2000, 's'),
-                             std::string(1047000, 'b') + "\nhello\n");
+  const auto r =
+      run_dsinfer("generate --ckpt-path " + tiny_ckpt() +
+                      " --interactive --max-new-tokens 2 --system " + std::string(2000, 's'),
+                  std::string(1047000, 'b') + "\nhello\n");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.err, "error: the prompt is too long: its messages hold 1049010 bytes of text");
   EXPECT_CONTAINS(r.err, "completion tokens");  // the next turn was answered
@@ -134,7 +143,8 @@ TEST(Hardening, SamplingNumbersOutOfRangeAreErrors) {
   const std::string generate = "generate --ckpt-path " + tiny_ckpt() + " --input-file " + prompts;
   for (const char* t : {"nan", "inf", "-1"}) {
     SCOPED_TRACE(t);
-    expect_error(run_dsinfer(generate + " --temperature " + t), "temperature must be a finite number >= 0");
+    expect_error(run_dsinfer(generate + " --temperature " + t),
+                 "temperature must be a finite number >= 0");
   }
   // the largest int is a budget, not an overflow (UBSan watches this in the sanitizer suite); the
   // trained story model ends its answer with EOS after a few dozen tokens
@@ -154,14 +164,18 @@ TEST(Hardening, ACkptPathThatIsNoDirectoryIsNamed) {
   const std::string file = scratch_dir("ckpt-file") + "/model.safetensors";
   write_file(file, "not a directory");
   const std::string missing = scratch_dir("ckpt-missing") + "/nowhere";
-  for (const std::string& command : {std::string("generate --input-file /dev/null"), std::string("bench"),
-                                     std::string("serve --port 1"), std::string("perplexity --input-file /dev/null"),
-                                     std::string("eval --case " + data_path("golden/tiny-v3/ref-mp1-fp32.json") + " --out /dev/null")}) {
+  for (const std::string& command :
+       {std::string("generate --input-file /dev/null"), std::string("bench"),
+        std::string("serve --port 1"), std::string("perplexity --input-file /dev/null"),
+        std::string("eval --case " + data_path("golden/tiny-v3/ref-mp1-fp32.json") +
+                    " --out /dev/null")}) {
     SCOPED_TRACE(command);
     const std::string sub = command.substr(0, command.find(' '));
     const std::string rest = command.substr(sub.size());
-    expect_error(run_dsinfer(sub + " --ckpt-path " + file + rest), "--ckpt-path " + file + " is not a directory");
-    expect_error(run_dsinfer(sub + " --ckpt-path " + missing + rest), "--ckpt-path " + missing + " does not exist");
+    expect_error(run_dsinfer(sub + " --ckpt-path " + file + rest),
+                 "--ckpt-path " + file + " is not a directory");
+    expect_error(run_dsinfer(sub + " --ckpt-path " + missing + rest),
+                 "--ckpt-path " + missing + " does not exist");
   }
 }
 
@@ -171,11 +185,13 @@ TEST(Hardening, ACkptPathThatIsNoDirectoryIsNamed) {
 TEST(Hardening, ConvertRefusesAWrongNExperts) {
   const std::string out = scratch_dir("wrong-experts");
   const std::string golden = data_path("golden/tiny-v3/hf");
-  expect_error(run_dsinfer("convert --hf-ckpt-path " + golden + " --save-path " + out + " --n-experts 16 --model-parallel 2"),
+  expect_error(run_dsinfer("convert --hf-ckpt-path " + golden + " --save-path " + out +
+                           " --n-experts 16 --model-parallel 2"),
                "--n-experts 16 but " + golden + "/config.json says n_routed_experts 8");
   EXPECT_TRUE(fs::is_empty(out));
   const std::string lite = data_path("golden/tiny-v2-lite/hf");
-  expect_error(run_dsinfer("convert --hf-ckpt-path " + lite + " --save-path " + out + " --n-experts 64 --model-parallel 1"),
+  expect_error(run_dsinfer("convert --hf-ckpt-path " + lite + " --save-path " + out +
+                           " --n-experts 64 --model-parallel 1"),
                "--n-experts 64 but " + lite + "/config.json says n_routed_experts");
 }
 
@@ -184,20 +200,24 @@ TEST(Hardening, ConvertRefusesAWrongNExperts) {
 
 TEST(Hardening, AFailedTokenizerCopyNamesItAndLeavesNoPart) {
   const std::string hf = scratch_dir("hf-with-tokenizer");
-  for (const auto& e : fs::directory_iterator(data_path("golden/tiny-v2-lite/hf"))) fs::copy(e.path(), hf);
+  for (const auto& e : fs::directory_iterator(data_path("golden/tiny-v2-lite/hf")))
+    fs::copy(e.path(), hf);
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     fs::copy(data_path(std::string("tokenizer/deepseek-v3/") + f), hf);
   const std::string out = scratch_dir("limited-out");
-  const int experts = nlohmann::json::parse(test::read_file(hf + "/config.json"))["n_routed_experts"];
+  const int experts =
+      nlohmann::json::parse(test::read_file(hf + "/config.json"))["n_routed_experts"];
   // 4 MiB (bash counts KiB): the shard (2.1 MB) fits, tokenizer.json (7.8 MB) does not
-  expect_error(run_command("bash -c 'ulimit -f 4096; " + kBin + " convert --hf-ckpt-path " + hf + " --save-path " + out +
-                           " --n-experts " + std::to_string(experts) + " --model-parallel 1'"),
+  expect_error(run_command("bash -c 'ulimit -f 4096; " + kBin + " convert --hf-ckpt-path " + hf +
+                           " --save-path " + out + " --n-experts " + std::to_string(experts) +
+                           " --model-parallel 1'"),
                "cannot write " + out + "/tokenizer.json: File too large");
   for (const auto& e : fs::directory_iterator(out))
     EXPECT_EQ(e.path().filename().string().find("tokenizer.json"), std::string::npos) << e.path();
   // eval's outputs: a missing directory
-  expect_error(run_dsinfer("eval --ckpt-path " + tiny_ckpt() + " --case " + data_path("golden/tiny-v3/ref-mp1-fp32.json") +
-                           " --out " + out + "/no/such/dir/o"),
+  expect_error(run_dsinfer("eval --ckpt-path " + tiny_ckpt() + " --case " +
+                           data_path("golden/tiny-v3/ref-mp1-fp32.json") + " --out " + out +
+                           "/no/such/dir/o"),
                "cannot create " + out + "/no/such/dir/o.safetensors: No such file or directory");
 }
 
@@ -205,24 +225,35 @@ TEST(Hardening, AFailedTokenizerCopyNamesItAndLeavesNoPart) {
 
 TEST(Hardening, AShardTruncatedDuringAChatIsNamed) {
   SKIP_UNDER_ASAN();
-  const std::string ckpt = test::convert_golden("tiny-v3-chat", 1, /*with_tokenizer=*/true);  // its own: truncated
+  const std::string ckpt =
+      test::convert_golden("tiny-v3-chat", 1, /*with_tokenizer=*/true);  // its own: truncated
   const std::string dir = scratch_dir("truncated-shard");
   write_file(dir + "/chat.sh",
              "set -u\n"
-             "mkfifo " + dir + "/in\n" +
-             kBin + " --threads 1 generate --ckpt-path " + ckpt + " --interactive --max-new-tokens 3 --temperature 0 <" +
-             dir + "/in >" + dir + "/out 2>" + dir + "/err &\n"
-             "pid=$!\n"
-             "exec 3>" + dir + "/in\n"
-             "echo hello >&3\n"
-             "for i in $(seq 400); do grep -q 'completion tokens' " + dir + "/err && break; sleep 0.05; done\n"
-             "truncate -s 0 " + ckpt + "/model0-mp1.safetensors\n"
-             "echo again >&3\n"
-             "exec 3>&-\n"
-             "wait $pid\n"
-             "status=$?\n"
-             "cat " + dir + "/err >&2\n"
-             "exit $status\n");
+             "mkfifo " +
+                 dir + "/in\n" + kBin + " --threads 1 generate --ckpt-path " + ckpt +
+                 " --interactive --max-new-tokens 3 --temperature 0 <" + dir + "/in >" + dir +
+                 "/out 2>" + dir +
+                 "/err &\n"
+                 "pid=$!\n"
+                 "exec 3>" +
+                 dir +
+                 "/in\n"
+                 "echo hello >&3\n"
+                 "for i in $(seq 400); do grep -q 'completion tokens' " +
+                 dir +
+                 "/err && break; sleep 0.05; done\n"
+                 "truncate -s 0 " +
+                 ckpt +
+                 "/model0-mp1.safetensors\n"
+                 "echo again >&3\n"
+                 "exec 3>&-\n"
+                 "wait $pid\n"
+                 "status=$?\n"
+                 "cat " +
+                 dir +
+                 "/err >&2\n"
+                 "exit $status\n");
   const auto r = run_command("bash " + dir + "/chat.sh");
   EXPECT_CONTAINS(r.err, "completion tokens");  // the first turn ran on the whole shard
   expect_error(r, ckpt + "/model0-mp1.safetensors changed while dsinfer had it mapped");

@@ -27,8 +27,10 @@ TEST(JsonExcerpt, ShortForEveryKindAndNeverDeep) {
   EXPECT_EQ(json_excerpt(json("abc")), "\"abc\"");
   EXPECT_EQ(json_excerpt(json(std::string(500, 'x')), 20), "\"" + std::string(19, 'x') + "...");
   EXPECT_EQ(json_excerpt(json::parse("[1, 2, 3]")), "[1, 2, 3] (an array of 3)");
-  EXPECT_EQ(json_excerpt(json::parse("[1, [2], {}, 4, 5, 6]")), "[1, [...], {...}, 4, ...] (an array of 6)");
-  EXPECT_EQ(json_excerpt(json::parse(R"({"a": 1, "b": [2]})")), "an object of 2 keys (\"a\", \"b\")");
+  EXPECT_EQ(json_excerpt(json::parse("[1, [2], {}, 4, 5, 6]")),
+            "[1, [...], {...}, 4, ...] (an array of 6)");
+  EXPECT_EQ(json_excerpt(json::parse(R"({"a": 1, "b": [2]})")),
+            "an object of 2 keys (\"a\", \"b\")");
   const json hostile = json::parse(deep(50000));
   EXPECT_EQ(json_excerpt(hostile), "[[...]] (an array of 1)");
 }
@@ -45,7 +47,8 @@ void expect_error_naming(const std::function<void()>& f, const std::string& frag
 
 TEST(JsonExcerpt, DeepConfigFieldsAreClearErrors) {
   const std::string dir = test::scratch_dir("config");
-  const json base = json::parse(test::read_file(test::data_path("golden/tiny-v3-story/hf/config.json")));
+  const json base =
+      json::parse(test::read_file(test::data_path("golden/tiny-v3-story/hf/config.json")));
   for (const char* field : {"vocab_size", "rope_scaling", "quantization_config", "rope_theta"}) {
     std::string text = base.dump();
     const std::string key = std::string("\"") + field + "\":";
@@ -70,7 +73,8 @@ TEST(JsonExcerpt, DeepConfigFieldsAreClearErrors) {
 }
 
 TEST(JsonExcerpt, ADeepSafetensorsShapeIsAClearError) {
-  const std::string header = R"({"w": {"dtype": "F32", "shape": )" + deep(50000) + R"(, "data_offsets": [0, 4]}})";
+  const std::string header =
+      R"({"w": {"dtype": "F32", "shape": )" + deep(50000) + R"(, "data_offsets": [0, 4]}})";
   const std::string path = test::scratch_dir("st") + "/deep.safetensors";
   std::ofstream out(path, std::ios::binary);
   const uint64_t n = header.size();
@@ -83,7 +87,8 @@ TEST(JsonExcerpt, ADeepSafetensorsShapeIsAClearError) {
 TEST(JsonInteger, WholeAndInRangeOrAnError) {
   EXPECT_EQ(json_integer(json(5), 0, 10, "x"), 5);
   EXPECT_EQ(json_integer(json(-1), -1, 10, "x"), -1);
-  for (const char* bad : {"1099511627776", "10.7", "\"3\"", "-2", "18446744073709551615", "null", "[1]"})
+  for (const char* bad :
+       {"1099511627776", "10.7", "\"3\"", "-2", "18446744073709551615", "null", "[1]"})
     expect_error_naming([&] { json_integer(json::parse(bad), -1, INT32_MAX, "the field"); },
                         "the field must be an integer in [-1, 2147483647], got");
 }
@@ -92,11 +97,15 @@ TEST(JsonInteger, WholeAndInRangeOrAnError) {
 TEST(JsonInteger, CaseFilesRefuseWhatDoesNotFit) {
   const std::string dir = test::scratch_dir("cases");
   const std::pair<const char*, const char*> cases[] = {
-      {R"({"prefill_tokens": [[1, 1099511627776]]})", "a token of prefill_tokens must be an integer"},
+      {R"({"prefill_tokens": [[1, 1099511627776]]})",
+       "a token of prefill_tokens must be an integer"},
       {R"({"prefill_tokens": [[1, 2]], "decode_tokens": [[-5]]})", "a token of decode_tokens"},
-      {R"({"generate": {"prompts": [[1]], "max_new_tokens": 10.7}})", "generate.max_new_tokens must be an integer"},
-      {R"({"generate": {"prompts": [[1]], "max_new_tokens": 4, "eos_id": "1"}})", "generate.eos_id"},
-      {R"({"generate": {"prompts": [[1]], "max_new_tokens": 4, "temperature": "hot"}})", "generate.temperature must be a number"},
+      {R"({"generate": {"prompts": [[1]], "max_new_tokens": 10.7}})",
+       "generate.max_new_tokens must be an integer"},
+      {R"({"generate": {"prompts": [[1]], "max_new_tokens": 4, "eos_id": "1"}})",
+       "generate.eos_id"},
+      {R"({"generate": {"prompts": [[1]], "max_new_tokens": 4, "temperature": "hot"}})",
+       "generate.temperature must be a number"},
       {R"({"generate": [1]})", "generate needs prompts and max_new_tokens"},
   };
   int i = 0;

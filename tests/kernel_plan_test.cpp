@@ -2,6 +2,8 @@
 // full models' matrices, pinned in tests/data/kernel_plans/<family>.txt (what `dsinfer bench
 // --explain-kernels --explain-cpu <family>` prints for such a checkpoint). A change of plan shows
 // up there as a diff to review: rerun with DSINFER_WRITE_PLAN_TABLES=1 to rewrite the files.
+#include "kernels/kernel_plan.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -9,13 +11,14 @@
 #include <sstream>
 
 #include "bench/kernel_table.h"
-#include "kernels/kernel_plan.h"
 #include "test_support.h"
 
 namespace dsinfer {
 namespace {
 
-WeightMatrix shape(DType dtype, int64_t rows, int64_t cols) { return {dtype, rows, cols, nullptr, nullptr}; }
+WeightMatrix shape(DType dtype, int64_t rows, int64_t cols) {
+  return {dtype, rows, cols, nullptr, nullptr};
+}
 
 KernelConfig family(CpuFamily f, ActDType act = ActDType::kF32) {
   KernelConfig k = typical_kernel_config(f);
@@ -63,7 +66,8 @@ TEST(KernelPlan, GemvGroupsFollowTheTuningWithinTheIsasRegisters) {
   KernelConfig avx2 = with_isa(zen5, Isa::kAvx2);
   EXPECT_EQ(plan(shape(DType::kBF16, 4096, 7168), 1, avx2).gemv.rows_per_group[0], 8);
   EXPECT_EQ(plan(shape(DType::kBF16, 4096, 7168), 3, avx2).gemv.rows_per_group[2], 2);
-  const GemvPlan intel_fp8 = plan(shape(DType::kF8E4M3, 2048, 7168), 1, family(CpuFamily::kIntel)).gemv;
+  const GemvPlan intel_fp8 =
+      plan(shape(DType::kF8E4M3, 2048, 7168), 1, family(CpuFamily::kIntel)).gemv;
   EXPECT_EQ(intel_fp8.rows_per_group[0], 4);
   EXPECT_EQ(intel_fp8.fp8_subnormal_tokens, 0);
   EXPECT_EQ(plan(shape(kInt4Storage, 2048, 7168), 1, zen5).gemv.rows_per_group[0], 4);
@@ -78,7 +82,8 @@ TEST(KernelPlan, GemvGroupsFollowTheTuningWithinTheIsasRegisters) {
 TEST(KernelPlan, FastModeTakesItsOwnKernelsWhereTheyPay) {
   const KernelConfig intel = family(CpuFamily::kIntel, ActDType::kBF16);
   const KernelConfig zen5 = family(CpuFamily::kZen5, ActDType::kBF16);
-  const WeightMatrix fp8 = shape(DType::kF8E4M3, 2048, 7168), head = shape(DType::kBF16, 129280, 7168);
+  const WeightMatrix fp8 = shape(DType::kF8E4M3, 2048, 7168),
+                     head = shape(DType::kBF16, 129280, 7168);
   const WeightMatrix int4 = shape(kInt4Storage, 2048, 7168), f32 = shape(DType::kF32, 256, 7168);
   EXPECT_EQ(plan(fp8, 16, intel).kernel, KernelKind::kAmxGemm);
   EXPECT_EQ(plan(int4, 16, intel).kernel, KernelKind::kBf16DotGemm) << "AMX does not scale per row";
@@ -90,16 +95,19 @@ TEST(KernelPlan, FastModeTakesItsOwnKernelsWhereTheyPay) {
   EXPECT_EQ(plan(fp8, 5, zen5).kernel, KernelKind::kBf16DotGemv);
   EXPECT_EQ(plan(head, 12, zen5).kernel, KernelKind::kGemv);
   EXPECT_EQ(plan(head, 13, zen5).kernel, KernelKind::kBf16DotGemv);
-  EXPECT_EQ(plan(fp8, 8, intel).kernel, KernelKind::kGemm) << "AMX CPUs keep the exact kernels below 16 tokens";
+  EXPECT_EQ(plan(fp8, 8, intel).kernel, KernelKind::kGemm)
+      << "AMX CPUs keep the exact kernels below 16 tokens";
   EXPECT_EQ(plan(fp8, 6, intel).kernel, KernelKind::kGemv);
   // f32 weights stay on the exact kernels (bf16 would lose their bits), activations rounded
   EXPECT_EQ(plan(f32, 64, intel).kernel, KernelKind::kGemm);
   EXPECT_TRUE(plan(f32, 64, intel).round_activations);
-  // attention's products (both sides activations): the fast kernels from 16 rows, f32 too, else exact
+  // attention's products (both sides activations): the fast kernels from 16 rows, f32 too, else
+  // exact
   EXPECT_EQ(plan(f32, 64, intel, ProductUse::kSerial).kernel, KernelKind::kAmxGemm);
   EXPECT_EQ(plan(f32, 8, intel, ProductUse::kSerial).kernel, KernelKind::kGemm);
   EXPECT_FALSE(plan(f32, 8, intel, ProductUse::kSerial).round_activations);
-  EXPECT_EQ(plan(fp8, 8, zen5, ProductUse::kSerial).kernel, KernelKind::kGemv) << "not VDPBF16PS's GEMV";
+  EXPECT_EQ(plan(fp8, 8, zen5, ProductUse::kSerial).kernel, KernelKind::kGemv)
+      << "not VDPBF16PS's GEMV";
   // the fast kernels only beside the AVX-512 exact ones; switched off, the exact kernels
   EXPECT_EQ(plan(fp8, 64, with_isa(intel, Isa::kAvx2)).kernel, KernelKind::kGemm);
   KernelConfig no_amx = intel;
@@ -116,15 +124,24 @@ TEST(KernelPlan, FastModeTakesItsOwnKernelsWhereTheyPay) {
 std::vector<NamedMatrix> full_model_matrices() {
   const DType fp8 = DType::kF8E4M3, bf16 = DType::kBF16;
   return {
-      {"v3.attn.wq_a", shape(fp8, 1536, 7168)},      {"v3.attn.wq_b", shape(fp8, 24576, 1536)},
-      {"v3.attn.wkv_a", shape(fp8, 576, 7168)},      {"v3.attn.wo", shape(fp8, 7168, 16384)},
-      {"v3.mlp.w1", shape(fp8, 18432, 7168)},        {"v3.mlp.w2", shape(fp8, 7168, 18432)},
-      {"v3.moe.gate", shape(bf16, 256, 7168)},       {"v3.moe.expert.w1", shape(fp8, 2048, 7168)},
-      {"v3.moe.expert.w2", shape(fp8, 7168, 2048)},  {"v3int4.expert.w1", shape(kInt4Storage, 2048, 7168)},
-      {"v3int4.expert.w2", shape(kInt4Storage, 7168, 2048)}, {"v3.head", shape(bf16, 129280, 7168)},
-      {"v2lite.attn.wq", shape(bf16, 3072, 2048)},   {"v2lite.attn.wo", shape(bf16, 2048, 2048)},
-      {"v2lite.expert.w1", shape(bf16, 1408, 2048)}, {"v2lite.expert.w2", shape(bf16, 2048, 1408)},
-      {"v2lite.head", shape(bf16, 102400, 2048)},    {"v2int8.expert.w1", shape(kInt8Storage, 1408, 2048)},
+      {"v3.attn.wq_a", shape(fp8, 1536, 7168)},
+      {"v3.attn.wq_b", shape(fp8, 24576, 1536)},
+      {"v3.attn.wkv_a", shape(fp8, 576, 7168)},
+      {"v3.attn.wo", shape(fp8, 7168, 16384)},
+      {"v3.mlp.w1", shape(fp8, 18432, 7168)},
+      {"v3.mlp.w2", shape(fp8, 7168, 18432)},
+      {"v3.moe.gate", shape(bf16, 256, 7168)},
+      {"v3.moe.expert.w1", shape(fp8, 2048, 7168)},
+      {"v3.moe.expert.w2", shape(fp8, 7168, 2048)},
+      {"v3int4.expert.w1", shape(kInt4Storage, 2048, 7168)},
+      {"v3int4.expert.w2", shape(kInt4Storage, 7168, 2048)},
+      {"v3.head", shape(bf16, 129280, 7168)},
+      {"v2lite.attn.wq", shape(bf16, 3072, 2048)},
+      {"v2lite.attn.wo", shape(bf16, 2048, 2048)},
+      {"v2lite.expert.w1", shape(bf16, 1408, 2048)},
+      {"v2lite.expert.w2", shape(bf16, 2048, 1408)},
+      {"v2lite.head", shape(bf16, 102400, 2048)},
+      {"v2int8.expert.w1", shape(kInt8Storage, 1408, 2048)},
   };
 }
 
@@ -135,8 +152,10 @@ TEST_P(KernelPlanTable, IsThePinnedOne) {
   std::string table;
   for (ActDType act : {ActDType::kF32, ActDType::kBF16})
     table += kernel_plan_table(full_model_matrices(), tokens, family(GetParam(), act));
-  const std::string path = test::data_path(std::string("kernel_plans/") + cpu_family_name(GetParam()) + ".txt");
-  if (const char* write = std::getenv("DSINFER_WRITE_PLAN_TABLES"); write && std::string(write) == "1") {
+  const std::string path =
+      test::data_path(std::string("kernel_plans/") + cpu_family_name(GetParam()) + ".txt");
+  if (const char* write = std::getenv("DSINFER_WRITE_PLAN_TABLES");
+      write && std::string(write) == "1") {
     std::ofstream(path) << table;
     GTEST_SKIP() << "wrote " << path;
   }
@@ -148,11 +167,13 @@ TEST_P(KernelPlanTable, IsThePinnedOne) {
     ASSERT_TRUE(std::getline(got, g)) << path << ": the plan table ends before line " << line;
     ASSERT_EQ(g, w) << path << " line " << line;
   }
-  EXPECT_FALSE(std::getline(got, g)) << path << ": the plan table goes on past the pinned one: " << g;
+  EXPECT_FALSE(std::getline(got, g))
+      << path << ": the plan table goes on past the pinned one: " << g;
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, KernelPlanTable,
-                         ::testing::Values(CpuFamily::kIntel, CpuFamily::kZen3, CpuFamily::kZen4, CpuFamily::kZen5),
+                         ::testing::Values(CpuFamily::kIntel, CpuFamily::kZen3, CpuFamily::kZen4,
+                                           CpuFamily::kZen5),
                          [](const auto& info) { return std::string(cpu_family_name(info.param)); });
 
 TEST(KernelConfig, EnvironmentOverridesAreParsedInOnePlace) {
@@ -166,7 +187,8 @@ TEST(KernelConfig, EnvironmentOverridesAreParsedInOnePlace) {
   EXPECT_EQ(k.fast_kernels(), FastModeKernels::kBf16Dot);
   setenv("DSINFER_GEMV_ROWS", "3", 1);
   EXPECT_THROW(with_environment_overrides(KernelConfig{}), Error);
-  for (const char* name : {"DSINFER_GEMV_ROWS", "DSINFER_GEMV_PREFETCH", "DSINFER_AMX"}) unsetenv(name);
+  for (const char* name : {"DSINFER_GEMV_ROWS", "DSINFER_GEMV_PREFETCH", "DSINFER_AMX"})
+    unsetenv(name);
   EXPECT_EQ(with_environment_overrides(cpu_kernel_config()), cpu_kernel_config());
 }
 

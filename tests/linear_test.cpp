@@ -76,7 +76,7 @@ struct TestMatrix {
   std::vector<uint8_t> bytes;
   std::vector<float> scales;
   std::vector<uint16_t> group_scales;  // int4 / int8
-  std::vector<float> dense;  // [rows, cols], dequantized by the naive rule
+  std::vector<float> dense;            // [rows, cols], dequantized by the naive rule
 
   TestMatrix(DType dtype, int64_t rows, int64_t cols, std::mt19937& rng) {
     w.dtype = dtype;
@@ -137,7 +137,8 @@ struct TestMatrix {
   // is the low (c % 32 < 16) or high nibble of byte 16 (c / 32) + c % 16, minus 8.
   void make_quantized(std::mt19937& rng) {
     const QuantFormat format = w.dtype == kInt4Storage ? QuantFormat::kInt4 : QuantFormat::kInt8;
-    const int64_t rows = w.rows, cols = w.cols, stride = quant_row_bytes(format, cols), groups = quant_groups(cols);
+    const int64_t rows = w.rows, cols = w.cols, stride = quant_row_bytes(format, cols),
+                  groups = quant_groups(cols);
     EXPECT_EQ(stride, format == QuantFormat::kInt4 ? (cols + 31) / 32 * 16 : cols);
     bytes.assign(static_cast<size_t>(rows * stride), 0);
     group_scales.assign(static_cast<size_t>(rows * groups), 0);
@@ -145,7 +146,8 @@ struct TestMatrix {
     std::vector<float> row(static_cast<size_t>(cols));
     for (int64_t r = 0; r < rows; ++r) {
       for (float& v : row) v = normal(rng) * (r % 13 == 0 ? 10.0f : 1.0f);
-      quantize_row(format, row.data(), cols, &bytes[static_cast<size_t>(r * stride)], &group_scales[static_cast<size_t>(r * groups)]);
+      quantize_row(format, row.data(), cols, &bytes[static_cast<size_t>(r * stride)],
+                   &group_scales[static_cast<size_t>(r * groups)]);
       for (int64_t c = 0; c < cols; ++c) {
         int q;
         if (format == QuantFormat::kInt4) {
@@ -154,7 +156,9 @@ struct TestMatrix {
         } else {
           q = static_cast<int8_t>(bytes[static_cast<size_t>(r * stride + c)]);
         }
-        dense[static_cast<size_t>(r * cols + c)] = static_cast<float>(q) * f16_to_f32(group_scales[static_cast<size_t>(r * groups + c / 128)]);
+        dense[static_cast<size_t>(r * cols + c)] =
+            static_cast<float>(q) *
+            f16_to_f32(group_scales[static_cast<size_t>(r * groups + c / 128)]);
       }
     }
     w.data = bytes.data();
@@ -163,7 +167,8 @@ struct TestMatrix {
 };
 
 // Every weight format, the group-scaled integer ones included.
-constexpr DType kAllFormats[] = {DType::kF32, DType::kBF16, DType::kF8E4M3, kInt4Storage, kInt8Storage};
+constexpr DType kAllFormats[] = {DType::kF32, DType::kBF16, DType::kF8E4M3, kInt4Storage,
+                                 kInt8Storage};
 
 const char* format_name(DType dtype) {
   return dtype == kInt4Storage ? "int4" : dtype == kInt8Storage ? "int8" : dtype_name(dtype).data();
@@ -262,28 +267,34 @@ TEST(Linear, CombineRowsMatchesDoubleReferenceOnEveryIsa) {
     for (DType dtype : kAllFormats) {
       for (const auto& [rows, cols] : shapes) {
         TestMatrix m(dtype, rows, cols, rng);
-        for (const auto& [first, n_rows] : {std::pair<int64_t, int64_t>{0, rows}, {rows / 3, rows - rows / 3}, {rows - 1, 1}}) {
+        for (const auto& [first, n_rows] :
+             {std::pair<int64_t, int64_t>{0, rows}, {rows / 3, rows - rows / 3}, {rows - 1, 1}}) {
           for (int64_t n_sets : {1, 3, 5}) {
-            SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << format_name(dtype) << " " << rows << "x" << cols
-                                            << " rows [" << first << ", +" << n_rows << ") sets " << n_sets);
+            SCOPED_TRACE(testing::Message()
+                         << isa_name(isa) << " " << format_name(dtype) << " " << rows << "x" << cols
+                         << " rows [" << first << ", +" << n_rows << ") sets " << n_sets);
             const int64_t coef_stride = n_rows + 7, out_stride = cols + 5;
             const auto coef = random_floats(rng, static_cast<size_t>(n_sets * coef_stride));
             std::vector<float> out(static_cast<size_t>(n_sets * out_stride), NAN);
-            combine_rows(isa, m.w, first, n_rows, coef.data(), coef_stride, n_sets, out.data(), out_stride);
+            combine_rows(isa, m.w, first, n_rows, coef.data(), coef_stride, n_sets, out.data(),
+                         out_stride);
             for (int64_t t = 0; t < n_sets; ++t) {
               for (int64_t c = 0; c < cols; ++c) {
                 double want = 0, magnitude = 0;
                 for (int64_t d = 0; d < n_rows; ++d) {
-                  const double p = static_cast<double>(coef[static_cast<size_t>(t * coef_stride + d)]) *
-                                   m.dense[static_cast<size_t>((first + d) * cols + c)];
+                  const double p =
+                      static_cast<double>(coef[static_cast<size_t>(t * coef_stride + d)]) *
+                      m.dense[static_cast<size_t>((first + d) * cols + c)];
                   want += p;
                   magnitude += std::fabs(p);
                 }
-                ASSERT_NEAR(out[static_cast<size_t>(t * out_stride + c)], want, 1e-5 * magnitude + 1e-30)
+                ASSERT_NEAR(out[static_cast<size_t>(t * out_stride + c)], want,
+                            1e-5 * magnitude + 1e-30)
                     << "set " << t << " column " << c;
               }
               for (int64_t c = cols; c < out_stride && t + 1 < n_sets; ++c)
-                ASSERT_TRUE(std::isnan(out[static_cast<size_t>(t * out_stride + c)])) << "wrote past the row";
+                ASSERT_TRUE(std::isnan(out[static_cast<size_t>(t * out_stride + c)]))
+                    << "wrote past the row";
             }
           }
         }
@@ -298,7 +309,7 @@ TEST(Linear, CombineRowsMatchesDoubleReferenceOnEveryIsa) {
 // 128-column panels, tokens over several token chunks (512 tokens with AVX-512, 128 with AVX2).
 TEST(Linear, EveryIsaMatchesDoubleReference) {
   std::mt19937 rng(14);
-  const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {16, 128}, {17, 3},     {1, 129},
+  const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {16, 128},  {17, 3},    {1, 129},
                                                 {257, 130}, {700, 520}, {130, 600}, {13, 17}};
   for (Isa isa : supported_isas()) {
     for (DType dtype : kAllFormats) {
@@ -311,8 +322,9 @@ TEST(Linear, EveryIsaMatchesDoubleReference) {
           const auto x = random_floats(rng, static_cast<size_t>(n_tokens * cols));
           std::vector<float> first;
           for (int threads : {1, 2, 3}) {
-            SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << format_name(dtype) << " " << rows << "x"
-                                            << cols << " tokens " << n_tokens << " threads " << threads);
+            SCOPED_TRACE(testing::Message()
+                         << isa_name(isa) << " " << format_name(dtype) << " " << rows << "x" << cols
+                         << " tokens " << n_tokens << " threads " << threads);
             ThreadPool pool(threads);
             std::vector<float> y(static_cast<size_t>(n_tokens * rows) + 1, NAN);
             y.back() = 42.0f;
@@ -339,7 +351,8 @@ TEST(Linear, EveryIsaMatchesDoubleReference) {
 // scale blocks, odd) and through the exact kernels below that or elsewhere.
 TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
   std::mt19937 rng(21);
-  const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {17, 3}, {257, 130}, {64, 512}, {45, 300}, {40, 2200}, {70, 129}};
+  const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {17, 3},    {257, 130}, {64, 512},
+                                                {45, 300},  {40, 2200}, {70, 129}};
   KernelConfig fast = cpu_kernel_config();
   fast.act = ActDType::kBF16;
   std::printf("fast mode on %s\n", fast_mode_kernels_name(fast.fast_kernels()));
@@ -348,7 +361,8 @@ TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
     for (const auto& [rows, cols] : shapes) {
       TestMatrix m(dtype, rows, cols, rng);
       for (int64_t n_tokens : {1, 4, 15, 16, 33, 70}) {
-        SCOPED_TRACE(testing::Message() << format_name(dtype) << " " << rows << "x" << cols << " tokens " << n_tokens);
+        SCOPED_TRACE(testing::Message()
+                     << format_name(dtype) << " " << rows << "x" << cols << " tokens " << n_tokens);
         const auto x = random_floats(rng, static_cast<size_t>(n_tokens * cols));
         std::vector<float> rounded(x.size());
         for (size_t i = 0; i < x.size(); ++i) rounded[i] = bf16_to_f32(f32_to_bf16(x[i]));
@@ -363,21 +377,27 @@ TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
   for (const auto& [rows, cols] : shapes) {
     TestMatrix m(DType::kF32, rows, cols, rng);
     TestMatrix rounded_w = m;
-    for (size_t i = 0; i < m.dense.size(); ++i) rounded_w.dense[i] = bf16_to_f32(f32_to_bf16(m.dense[i]));
+    for (size_t i = 0; i < m.dense.size(); ++i)
+      rounded_w.dense[i] = bf16_to_f32(f32_to_bf16(m.dense[i]));
     for (int64_t n_tokens : {3, 16, 40}) {
-      SCOPED_TRACE(testing::Message() << "serial " << rows << "x" << cols << " tokens " << n_tokens);
+      SCOPED_TRACE(testing::Message()
+                   << "serial " << rows << "x" << cols << " tokens " << n_tokens);
       const int64_t x_stride = cols + 5, y_stride = rows + 3;
       const auto x = random_floats(rng, static_cast<size_t>(n_tokens * x_stride));
       std::vector<float> y(static_cast<size_t>(n_tokens * y_stride), NAN);
       matmul_serial(fast, x.data(), n_tokens, x_stride, m.w, y.data(), y_stride);
-      const bool both_rounded = fast.fast_kernels() != FastModeKernels::kExact && n_tokens >= kFastGemmMinTokens;
-      std::vector<float> dense_x(static_cast<size_t>(n_tokens * cols)), dense_y(static_cast<size_t>(n_tokens * rows));
+      const bool both_rounded =
+          fast.fast_kernels() != FastModeKernels::kExact && n_tokens >= kFastGemmMinTokens;
+      std::vector<float> dense_x(static_cast<size_t>(n_tokens * cols)),
+          dense_y(static_cast<size_t>(n_tokens * rows));
       for (int64_t t = 0; t < n_tokens; ++t) {
         for (int64_t c = 0; c < cols; ++c) {
           const float v = x[static_cast<size_t>(t * x_stride + c)];
-          dense_x[static_cast<size_t>(t * cols + c)] = both_rounded ? bf16_to_f32(f32_to_bf16(v)) : v;
+          dense_x[static_cast<size_t>(t * cols + c)] =
+              both_rounded ? bf16_to_f32(f32_to_bf16(v)) : v;
         }
-        for (int64_t r = 0; r < rows; ++r) dense_y[static_cast<size_t>(t * rows + r)] = y[static_cast<size_t>(t * y_stride + r)];
+        for (int64_t r = 0; r < rows; ++r)
+          dense_y[static_cast<size_t>(t * rows + r)] = y[static_cast<size_t>(t * y_stride + r)];
       }
       expect_linear_matches_reference(both_rounded ? rounded_w : m, dense_x, n_tokens, dense_y);
     }
@@ -393,31 +413,39 @@ TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
 TEST(Linear, Bf16DotKernelsAreTheProductOfBf16RoundedOperands) {
   if (!cpu_supports(Isa::kAvx512)) GTEST_SKIP() << "no AVX512_BF16 here";
   std::mt19937 rng(23);
-  const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {17, 3}, {257, 130}, {49, 512}, {40, 2200}, {133, 129}};
+  const std::pair<int64_t, int64_t> shapes[] = {{300, 200}, {17, 3},    {257, 130},
+                                                {49, 512},  {40, 2200}, {133, 129}};
   ThreadPool pool(2);
   for (DType dtype : {DType::kBF16, DType::kF8E4M3, DType::kF32, kInt4Storage, kInt8Storage}) {
     for (const auto& [rows, cols] : shapes) {
       TestMatrix m(dtype, rows, cols, rng);
-      TestMatrix rounded_w = m;  // f32 weights rounded; fp8 (code x block scale) and bf16 stay exact
+      TestMatrix rounded_w =
+          m;  // f32 weights rounded; fp8 (code x block scale) and bf16 stay exact
       if (dtype == DType::kF32)
         for (float& v : rounded_w.dense) v = bf16_to_f32(f32_to_bf16(v));
       for (int64_t n_tokens : {1, 16, 63, 64, 65, 129, 300}) {
-        SCOPED_TRACE(testing::Message() << format_name(dtype) << " " << rows << "x" << cols << " tokens " << n_tokens);
+        SCOPED_TRACE(testing::Message()
+                     << format_name(dtype) << " " << rows << "x" << cols << " tokens " << n_tokens);
         const int64_t x_stride = cols + 3, y_stride = rows + 5;
         const auto x = random_floats(rng, static_cast<size_t>(n_tokens * x_stride));
         std::vector<float> rounded(static_cast<size_t>(n_tokens * cols));
         for (int64_t t = 0; t < n_tokens; ++t)
           for (int64_t c = 0; c < cols; ++c)
-            rounded[static_cast<size_t>(t * cols + c)] = bf16_to_f32(f32_to_bf16(x[static_cast<size_t>(t * x_stride + c)]));
-        std::vector<float> y(static_cast<size_t>(n_tokens * y_stride), NAN), dense_y(static_cast<size_t>(n_tokens * rows));
+            rounded[static_cast<size_t>(t * cols + c)] =
+                bf16_to_f32(f32_to_bf16(x[static_cast<size_t>(t * x_stride + c)]));
+        std::vector<float> y(static_cast<size_t>(n_tokens * y_stride), NAN),
+            dense_y(static_cast<size_t>(n_tokens * rows));
         bf16dot_matmul_serial(x.data(), n_tokens, x_stride, m.w, y.data(), y_stride);
         for (int64_t t = 0; t < n_tokens; ++t)
-          for (int64_t r = 0; r < rows; ++r) dense_y[static_cast<size_t>(t * rows + r)] = y[static_cast<size_t>(t * y_stride + r)];
+          for (int64_t r = 0; r < rows; ++r)
+            dense_y[static_cast<size_t>(t * rows + r)] = y[static_cast<size_t>(t * y_stride + r)];
         expect_linear_matches_reference(rounded_w, rounded, n_tokens, dense_y);
         if (dtype == DType::kF32) continue;
-        std::vector<float> packed_x(static_cast<size_t>(n_tokens * cols)), y_linear(static_cast<size_t>(n_tokens * rows), NAN);
+        std::vector<float> packed_x(static_cast<size_t>(n_tokens * cols)),
+            y_linear(static_cast<size_t>(n_tokens * rows), NAN);
         for (int64_t t = 0; t < n_tokens; ++t)
-          for (int64_t c = 0; c < cols; ++c) packed_x[static_cast<size_t>(t * cols + c)] = x[static_cast<size_t>(t * x_stride + c)];
+          for (int64_t c = 0; c < cols; ++c)
+            packed_x[static_cast<size_t>(t * cols + c)] = x[static_cast<size_t>(t * x_stride + c)];
         bf16dot_linear(packed_x.data(), n_tokens, m.w, y_linear.data(), pool);
         expect_linear_matches_reference(m, rounded, n_tokens, y_linear);
         // the pool splits rows only: every row sums in one order, so threads change no bit
@@ -425,7 +453,8 @@ TEST(Linear, Bf16DotKernelsAreTheProductOfBf16RoundedOperands) {
       }
       // the GEMV of few tokens: every token count (each its own rows per group and column panels)
       for (int64_t n_tokens = 1; n_tokens <= kBf16DotGemvMaxTokens; ++n_tokens) {
-        SCOPED_TRACE(testing::Message() << format_name(dtype) << " " << rows << "x" << cols << " gemv tokens " << n_tokens);
+        SCOPED_TRACE(testing::Message() << format_name(dtype) << " " << rows << "x" << cols
+                                        << " gemv tokens " << n_tokens);
         const auto x = random_floats(rng, static_cast<size_t>(n_tokens * cols));
         std::vector<float> rounded(x.size());
         for (size_t i = 0; i < x.size(); ++i) rounded[i] = bf16_to_f32(f32_to_bf16(x[i]));
@@ -458,16 +487,19 @@ TEST(Linear, EveryIsaDequantizesEveryFp8CodeExactly) {
   if (cpu_supports(Isa::kAvx512)) kernels.push_back(-1);
   for (int kernel : kernels) {
     for (int64_t n_tokens : {3, 40}) {
-      SCOPED_TRACE(testing::Message() << (kernel < 0 ? "bf16dot" : isa_name(static_cast<Isa>(kernel))) << " tokens "
-                                      << n_tokens);
+      SCOPED_TRACE(testing::Message()
+                   << (kernel < 0 ? "bf16dot" : isa_name(static_cast<Isa>(kernel))) << " tokens "
+                   << n_tokens);
       std::vector<float> x(static_cast<size_t>(n_tokens * cols), 0.0f);
-      for (int64_t t = 0; t < n_tokens; ++t) x[static_cast<size_t>(t * cols + (t * 5) % cols)] = 1.0f;
+      for (int64_t t = 0; t < n_tokens; ++t)
+        x[static_cast<size_t>(t * cols + (t * 5) % cols)] = 1.0f;
       std::vector<float> y(static_cast<size_t>(n_tokens * rows));
       ThreadPool pool(2);
       if (kernel < 0)
         bf16dot_linear(x.data(), n_tokens, w, y.data(), pool);
       else
-        linear(with_isa(cpu_kernel_config(), static_cast<Isa>(kernel)), x.data(), n_tokens, w, y.data(), pool);
+        linear(with_isa(cpu_kernel_config(), static_cast<Isa>(kernel)), x.data(), n_tokens, w,
+               y.data(), pool);
       for (int64_t t = 0; t < n_tokens; ++t)
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t c = (t * 5) % cols;
@@ -476,7 +508,8 @@ TEST(Linear, EveryIsaDequantizesEveryFp8CodeExactly) {
           // Float equality is bit equality here except for the sign of zero, which a sum (of
           // +0 and -0 products) does not keep: code 0x80 (-0) gives +0 like in the reference.
           ASSERT_EQ(y[static_cast<size_t>(t * rows + r)], want)
-              << "row " << r << " col " << c << " got " << y[static_cast<size_t>(t * rows + r)] << " want " << want;
+              << "row " << r << " col " << c << " got " << y[static_cast<size_t>(t * rows + r)]
+              << " want " << want;
         }
     }
   }

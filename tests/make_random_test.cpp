@@ -1,6 +1,8 @@
 // `dsinfer make-random`: random checkpoints have exactly the tensors of the real ones (names,
 // dtypes, shapes), are deterministic in the seed whatever the shard split, convert and run like a
 // real checkpoint, hold weights of the intended scale, and bad input fails naming the culprit.
+#include "convert/make_random.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "convert/make_random.h"
 #include "core/dtype.h"
 #include "io/safetensors.h"
 #include "model/config.h"
@@ -64,11 +65,14 @@ std::map<std::string, std::string> bytes_of(const std::string& dir) {
   return out;
 }
 
-test::CommandResult make_random(const std::string& config, const std::string& out, const std::string& extra = "") {
+test::CommandResult make_random(const std::string& config, const std::string& out,
+                                const std::string& extra = "") {
   return run_dsinfer("-q make-random --config " + config + " --out " + out + " " + extra);
 }
 
-std::string golden_config(const std::string& model) { return data_path("golden/" + model + "/hf/config.json"); }
+std::string golden_config(const std::string& model) {
+  return data_path("golden/" + model + "/hf/config.json");
+}
 
 // ---- the tensor table matches the real checkpoints ----------------------------------------------
 
@@ -93,7 +97,8 @@ TEST_P(MakeRandomTable, SameTensorsAsTheRealCheckpoint) {
     EXPECT_EQ(dtype_name(it->second.dtype), dtype_name(header.dtype)) << name;
     EXPECT_EQ(shape_string(it->second.shape), shape_string(header.shape)) << name;
   }
-  for (const auto& [name, header] : got) EXPECT_EQ(want.count(name), 1u) << "make-random writes extra " << name;
+  for (const auto& [name, header] : got)
+    EXPECT_EQ(want.count(name), 1u) << "make-random writes extra " << name;
 
   // The library's table is what the files hold, in the same order as the index lists them.
   const auto table = random_checkpoint_tensors(test::read_file(real + "/config.json"), "config");
@@ -116,10 +121,12 @@ TEST_P(MakeRandomTable, SameTensorsAsTheRealCheckpoint) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, MakeRandomTable,
-                         ::testing::Values("tiny-v3", "tiny-v3-story", "tiny-v3-chat", "tiny-v2", "tiny-v2-lite"),
+                         ::testing::Values("tiny-v3", "tiny-v3-story", "tiny-v3-chat", "tiny-v2",
+                                           "tiny-v2-lite"),
                          [](const auto& info) {
                            std::string n = info.param;
-                           for (char& ch : n) if (ch == '-') ch = '_';
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
                            return n;
                          });
 
@@ -165,12 +172,13 @@ TEST(MakeRandom, BenchSliceConfigIsTwoFullSizeV3Layers) {
   std::printf("[ bench ] bench_v3_slice: %zu tensors, %.2f GB\n", table.size(), total / 1e9);
 }
 
-// ---- determinism ---------------------------------------------------------------------------------
+// ---- determinism
+// ---------------------------------------------------------------------------------
 
 TEST(MakeRandom, DeterministicInSeedWhateverTheShardSplit) {
   const std::string config = golden_config("tiny-v3");
-  const std::string a = test::scratch_dir("a"), b = test::scratch_dir("b"), split = test::scratch_dir("split"),
-                    other = test::scratch_dir("other");
+  const std::string a = test::scratch_dir("a"), b = test::scratch_dir("b"),
+                    split = test::scratch_dir("split"), other = test::scratch_dir("other");
   ASSERT_EQ(make_random(config, a, "--seed 7").exit_code, 0);
   ASSERT_EQ(make_random(config, b, "--seed 7").exit_code, 0);
   auto r = make_random(config, split, "--seed 7 --shard-gb 0.004");
@@ -182,15 +190,18 @@ TEST(MakeRandom, DeterministicInSeedWhateverTheShardSplit) {
   ASSERT_EQ(files.size(), shard_files(b).size());
   for (const std::string& f : files) {
     const std::string name = fs::path(f).filename().string();
-    EXPECT_TRUE(test::read_file(f) == test::read_file(b + "/" + name)) << name << " differs between two runs";
+    EXPECT_TRUE(test::read_file(f) == test::read_file(b + "/" + name))
+        << name << " differs between two runs";
   }
-  EXPECT_EQ(test::read_file(a + "/model.safetensors.index.json"), test::read_file(b + "/model.safetensors.index.json"));
+  EXPECT_EQ(test::read_file(a + "/model.safetensors.index.json"),
+            test::read_file(b + "/model.safetensors.index.json"));
 
   // Smaller shards: several files, the same bytes per tensor.
   const auto whole = bytes_of(a), pieces = bytes_of(split), reseeded = bytes_of(other);
   EXPECT_GT(shard_files(split).size(), files.size() + 2);
   ASSERT_EQ(pieces.size(), whole.size());
-  for (const auto& [name, bytes] : whole) EXPECT_TRUE(pieces.at(name) == bytes) << name << " depends on the split";
+  for (const auto& [name, bytes] : whole)
+    EXPECT_TRUE(pieces.at(name) == bytes) << name << " depends on the split";
 
   // Another seed: every random tensor changes; the norms (all ones) do not.
   const auto table = random_checkpoint_tensors(test::read_file(config), config);
@@ -205,7 +216,8 @@ TEST(MakeRandom, DeterministicInSeedWhateverTheShardSplit) {
     const size_t es = dtype_size(t.dtype), n = x.size() / es;
     size_t same = 0;  // whole elements (the exponent bytes of scales rarely change)
     for (size_t i = 0; i < n; ++i) same += x.compare(i * es, es, y, i * es, es) == 0;
-    EXPECT_LT(same, n / 2) << t.name << ": " << same << " of " << n << " elements unchanged by the seed";
+    EXPECT_LT(same, n / 2) << t.name << ": " << same << " of " << n
+                           << " elements unchanged by the seed";
   }
   EXPECT_GT(random, 20);
 
@@ -221,7 +233,8 @@ TEST(MakeRandom, DeterministicInSeedWhateverTheShardSplit) {
   }
 }
 
-// ---- the values ----------------------------------------------------------------------------------
+// ---- the values
+// ----------------------------------------------------------------------------------
 
 struct Moments {
   double mean = 0, std = 0;
@@ -244,7 +257,8 @@ std::vector<double> dequantized(const SafetensorsFile& file, const TensorView& w
     return out;
   }
   EXPECT_EQ(w.dtype, DType::kF8E4M3) << w.name;
-  const std::string scale_name = w.name.substr(0, w.name.size() - std::string("weight").size()) + "weight_scale_inv";
+  const std::string scale_name =
+      w.name.substr(0, w.name.size() - std::string("weight").size()) + "weight_scale_inv";
   const TensorView& s = file.get(scale_name);
   const int64_t rows = w.dim(0), cols = w.dim(1);
   EXPECT_EQ(s.shape, (std::vector<int64_t>{ceil_div(rows, 128), ceil_div(cols, 128)}));
@@ -266,7 +280,8 @@ void expect_sane_values(const std::string& dir) {
       SCOPED_TRACE(name);
       if (name.ends_with("weight_scale_inv")) {
         const auto* s = reinterpret_cast<const float*>(view.data);
-        for (int64_t i = 0; i < view.numel(); ++i) ASSERT_TRUE(std::isfinite(s[i]) && s[i] > 0) << s[i];
+        for (int64_t i = 0; i < view.numel(); ++i)
+          ASSERT_TRUE(std::isfinite(s[i]) && s[i] > 0) << s[i];
         continue;
       }
       if (name.ends_with("norm.weight")) {  // RMSNorm weights: 1
@@ -309,7 +324,8 @@ TEST(MakeRandom, Bf16WeightsHaveStdOneOverSqrtFanIn) {
   expect_sane_values(out);
 }
 
-// ---- convert and run -----------------------------------------------------------------------------
+// ---- convert and run
+// -----------------------------------------------------------------------------
 
 double mean_nll(const test::CommandResult& r) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -327,22 +343,26 @@ TEST(MakeRandom, TheMtpCopiesAreTheMainTensorsBits) {
   const std::string hf = test::scratch_dir("hf");
   ASSERT_EQ(make_random(golden_config("tiny-v3-story"), hf, "--seed 3").exit_code, 0);
   const auto bytes = bytes_of(hf);
-  ASSERT_TRUE(bytes.count("model.layers.4.embed_tokens.weight") && bytes.count("model.layers.4.shared_head.head.weight"));
-  EXPECT_TRUE(bytes.at("model.layers.4.embed_tokens.weight") == bytes.at("model.embed_tokens.weight"));
+  ASSERT_TRUE(bytes.count("model.layers.4.embed_tokens.weight") &&
+              bytes.count("model.layers.4.shared_head.head.weight"));
+  EXPECT_TRUE(bytes.at("model.layers.4.embed_tokens.weight") ==
+              bytes.at("model.embed_tokens.weight"));
   EXPECT_TRUE(bytes.at("model.layers.4.shared_head.head.weight") == bytes.at("lm_head.weight"));
   EXPECT_FALSE(bytes.at("model.layers.4.eh_proj.weight").empty());
 }
 
 TEST(MakeRandom, ConvertsAndRunsAtOneAndTwoRanks) {
   const std::string config = golden_config("tiny-v3-story");
-  const std::string hf = test::scratch_dir("hf"), mp1 = test::scratch_dir("mp1"), mp2 = test::scratch_dir("mp2");
-  auto r = make_random(config, hf, "--seed 1 --tokenizer-from " + data_path("tokenizer/deepseek-v3"));
+  const std::string hf = test::scratch_dir("hf"), mp1 = test::scratch_dir("mp1"),
+                    mp2 = test::scratch_dir("mp2");
+  auto r =
+      make_random(config, hf, "--seed 1 --tokenizer-from " + data_path("tokenizer/deepseek-v3"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(hf + "/tokenizer.json"));
   EXPECT_TRUE(fs::exists(hf + "/tokenizer_config.json"));
   for (const auto& [dir, ranks] : {std::pair{mp1, 1}, std::pair{mp2, 2}}) {
-    r = run_dsinfer("-q convert --hf-ckpt-path " + hf + " --save-path " + dir + " --n-experts 8 --model-parallel " +
-                    std::to_string(ranks));
+    r = run_dsinfer("-q convert --hf-ckpt-path " + hf + " --save-path " + dir +
+                    " --n-experts 8 --model-parallel " + std::to_string(ranks));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_TRUE(fs::exists(dir + "/tokenizer.json")) << "convert carries the tokenizer on";
   }
@@ -350,14 +370,16 @@ TEST(MakeRandom, ConvertsAndRunsAtOneAndTwoRanks) {
   const std::string text = test::scratch_dir("text") + "/text.txt";
   test::write_file(text, "The old man walked slowly down the road to the house. He was tired.\n");
   const std::string ppl = "perplexity --ckpt-path ";
-  const double nll1 = mean_nll(run_dsinfer("--threads 2 " + ppl + mp1 + " --input-file " + text + " --json"));
+  const double nll1 =
+      mean_nll(run_dsinfer("--threads 2 " + ppl + mp1 + " --input-file " + text + " --json"));
   // A random model is about as good as a uniform guess over the vocabulary (ln 129280 = 11.77).
   const double uniform = std::log(129280.0);
   EXPECT_GT(nll1, uniform - 2) << "a random model should not predict text";
   EXPECT_LT(nll1, uniform + 4) << "the logits of a random model should stay tame";
 
   r = run_dsinfer("--threads 2 generate --ckpt-path " + mp1 + " --input-file " +
-                  data_path("golden/tiny-v3-story/prompts.txt") + " --max-new-tokens 4 --temperature 0");
+                  data_path("golden/tiny-v3-story/prompts.txt") +
+                  " --max-new-tokens 4 --temperature 0");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(r.out.empty());
   EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
@@ -365,14 +387,19 @@ TEST(MakeRandom, ConvertsAndRunsAtOneAndTwoRanks) {
   std::string backend;
   for (const char* b : {"mpi", "gloo"})
     if (backend.empty() && test::backend_unavailable(b).empty()) backend = b;
-  if (backend.empty()) GTEST_SKIP() << "no multi-process backend: " << test::backend_unavailable("mpi");
-  const double nll2 = mean_nll(test::run_ranks(backend, 2, ppl + mp2 + " --input-file " + text + " --json"));
+  if (backend.empty())
+    GTEST_SKIP() << "no multi-process backend: " << test::backend_unavailable("mpi");
+  const double nll2 =
+      mean_nll(test::run_ranks(backend, 2, ppl + mp2 + " --input-file " + text + " --json"));
   EXPECT_NEAR(nll2, nll1, 1e-3 * nll1) << "two ranks (" << backend << ") disagree with one";
-  std::printf("[ random ] tiny-v3-story config, seed 1: mean NLL %.4f at 1 rank, %.4f at 2 (%s); uniform %.4f\n",
-              nll1, nll2, backend.c_str(), uniform);
+  std::printf(
+      "[ random ] tiny-v3-story config, seed 1: mean NLL %.4f at 1 rank, %.4f at 2 (%s); uniform "
+      "%.4f\n",
+      nll1, nll2, backend.c_str(), uniform);
 }
 
-// ---- bad input -----------------------------------------------------------------------------------
+// ---- bad input
+// -----------------------------------------------------------------------------------
 
 std::string edited_config(const std::string& name, const std::function<void(json&)>& edit) {
   json j = json::parse(test::read_file(golden_config("tiny-v3")));
@@ -389,15 +416,18 @@ void expect_fails_with(const test::CommandResult& r, const std::vector<std::stri
 
 TEST(MakeRandom, BadInputFailsNamingTheCulprit) {
   const std::string out = test::scratch_dir("out") + "/hf";
-  for (const char* key : {"hidden_size", "kv_lora_rank", "intermediate_size", "moe_intermediate_size",
-                          "n_routed_experts", "first_k_dense_replace", "q_lora_rank"}) {
+  for (const char* key :
+       {"hidden_size", "kv_lora_rank", "intermediate_size", "moe_intermediate_size",
+        "n_routed_experts", "first_k_dense_replace", "q_lora_rank"}) {
     SCOPED_TRACE(key);
     const std::string config = edited_config(key, [&](json& j) { j.erase(key); });
     expect_fails_with(make_random(config, out), {config, key});
   }
   std::string config = edited_config("freq", [](json& j) { j["moe_layer_freq"] = 2; });
   expect_fails_with(make_random(config, out), {config, "moe_layer_freq 2"});
-  config = edited_config("block", [](json& j) { j["quantization_config"]["weight_block_size"] = {64, 64}; });
+  config = edited_config("block", [](json& j) {
+    j["quantization_config"]["weight_block_size"] = {64, 64};
+  });
   expect_fails_with(make_random(config, out), {config, "weight_block_size"});
   config = edited_config("size", [](json& j) { j["qk_rope_head_dim"] = 15; });
   expect_fails_with(make_random(config, out), {"qk_rope_head_dim"});
@@ -412,7 +442,8 @@ TEST(MakeRandom, BadInputFailsNamingTheCulprit) {
   expect_fails_with(make_random(golden_config("tiny-v3"), file + "/hf"), {file + "/hf"});
   expect_fails_with(make_random(golden_config("tiny-v3"), file), {file, "not a directory"});
   expect_fails_with(make_random(golden_config("tiny-v3"), out, "--shard-gb 0"), {"--shard-gb"});
-  expect_fails_with(make_random(golden_config("tiny-v3"), out, "--tokenizer-from /nonexistent"), {"/nonexistent"});
+  expect_fails_with(make_random(golden_config("tiny-v3"), out, "--tokenizer-from /nonexistent"),
+                    {"/nonexistent"});
 }
 
 }  // namespace

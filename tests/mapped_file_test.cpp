@@ -18,7 +18,6 @@ namespace {
 using test::scratch_dir;
 using test::write_file;
 
-
 TEST(MappedFile, MapsAWholeFile) {
   const std::string path = scratch_dir("mapped") + "/f.bin";
   write_file(path, "0123456789");
@@ -31,7 +30,8 @@ TEST(MappedFile, MapsAWholeFile) {
 // chunk and the 2 MB page (and an empty file); read-only afterwards like the map.
 TEST(MappedFile, HugePagesCopyIsTheFileByteForByte) {
   set_read_into_huge_pages(HugePages::kOn);
-  for (size_t size : {size_t{0}, size_t{1}, size_t{2} << 20, (size_t{2} << 20) + 3, (size_t{64} << 20) + 4097}) {
+  for (size_t size :
+       {size_t{0}, size_t{1}, size_t{2} << 20, (size_t{2} << 20) + 3, (size_t{64} << 20) + 4097}) {
     SCOPED_TRACE(size);
     std::string bytes(size, '\0');
     for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>((i * 131 + i / 4096) & 0xff);
@@ -89,7 +89,8 @@ TEST(MappedFileDeathTest, ATruncatedFileIsNamedNotABusError) {
         MappedFile map(path);
         ::truncate(path.c_str(), 0);  // as `cp new shard` or a failed download does
         volatile uint8_t sum = 0;
-        for (size_t i = 0; i < map.size(); i += 4096) sum = static_cast<uint8_t>(sum + map.data()[i]);
+        for (size_t i = 0; i < map.size(); i += 4096)
+          sum = static_cast<uint8_t>(sum + map.data()[i]);
         std::_Exit(sum == 255 ? 3 : 2);  // not reached: the read past the new end faults
       },
       ::testing::ExitedWithCode(1), "error: " + path + " changed while dsinfer had it mapped");

@@ -60,14 +60,16 @@ class ModelLoadErrors : public ::testing::Test {
   }
 
   test::CommandResult eval(const std::string& extra = "") {
-    return run_dsinfer("eval --ckpt-path " + ckpt_ + " --case " + case_ + " --out " + out_ + " " + extra);
+    return run_dsinfer("eval --ckpt-path " + ckpt_ + " --case " + case_ + " --out " + out_ + " " +
+                       extra);
   }
 
   static void expect_error(const test::CommandResult& r, const std::string& needle) {
     EXPECT_NE(r.exit_code, 0);
     EXPECT_LT(r.exit_code, 128) << "crashed: " << r.err;
     EXPECT_NE(r.err.find("error:"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr lacks \"" << needle << "\":\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr lacks \"" << needle << "\":\n"
+                                                     << r.err;
   }
 
   std::string golden_, ckpt_, case_, out_;
@@ -92,7 +94,8 @@ TEST_F(ModelLoadErrors, UnexpectedTensorIsNamed) {
 }
 
 TEST_F(ModelLoadErrors, ConfigShapeDisagreementNamesTensor) {
-  expect_error(eval("--config " + config_with({{"kv_lora_rank", 64}})), "layers.0.attn.wkv_a.weight");
+  expect_error(eval("--config " + config_with({{"kv_lora_rank", 64}})),
+               "layers.0.attn.wkv_a.weight");
 }
 
 TEST_F(ModelLoadErrors, ConfigWithFewerLayersReportsLeftoverTensor) {
@@ -104,12 +107,14 @@ TEST_F(ModelLoadErrors, ConfigDtypeDisagreement) {
 }
 
 TEST_F(ModelLoadErrors, TruncatedShard) {
-  fs::resize_file(ckpt_ + "/model0-mp1.safetensors", fs::file_size(ckpt_ + "/model0-mp1.safetensors") - 100);
+  fs::resize_file(ckpt_ + "/model0-mp1.safetensors",
+                  fs::file_size(ckpt_ + "/model0-mp1.safetensors") - 100);
   expect_error(eval(), "model0-mp1.safetensors");
 }
 
 TEST_F(ModelLoadErrors, CorruptHeader) {
-  test::write_file(ckpt_ + "/model0-mp1.safetensors", std::string("\x10\0\0\0\0\0\0\0{not json here!}", 24));
+  test::write_file(ckpt_ + "/model0-mp1.safetensors",
+                   std::string("\x10\0\0\0\0\0\0\0{not json here!}", 24));
   expect_error(eval(), "not valid JSON");
 }
 

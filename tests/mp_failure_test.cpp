@@ -3,8 +3,8 @@
 // shard. Each must end every surviving rank with one clear error and a non-zero exit within a
 // bounded time (asserted), never a hang. Run per backend: mpi through mpirun (MPMD syntax for
 // per-rank arguments), gloo through `dsinfer run --comm gloo` or as separate processes started
-// here with the torchrun-style environment (WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT),
-// which is how ranks on several machines meet: nobody kills the survivors for them.
+// here with the torchrun-style environment (WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR,
+// MASTER_PORT), which is how ranks on several machines meet: nobody kills the survivors for them.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -36,12 +36,15 @@ using test::data_path;
 
 constexpr double kBoundSeconds = 60;  // generous: each failure below takes a few seconds
 
-double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+double since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 // A child process with stdin on a pipe (kept open until close_stdin) and stdout/stderr in files.
 class Proc {
  public:
-  Proc(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, const std::string& dir) {
+  Proc(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+       const std::string& dir) {
     out_ = dir + "/stdout";
     err_ = dir + "/stderr";
     int fds[2];
@@ -125,22 +128,25 @@ size_t count_of(const std::string& text, const std::string& what) {
 }
 
 // Ranks of one gloo job started here, each its own process with the torchrun-style environment.
-std::vector<std::unique_ptr<Proc>> start_gloo_ranks(int world, const std::vector<int>& ranks,
-                                                    const std::function<std::vector<std::string>(int)>& args,
-                                                    const std::map<std::string, std::string>& extra_env = {},
-                                                    int master_port = 0) {
+std::vector<std::unique_ptr<Proc>> start_gloo_ranks(
+    int world, const std::vector<int>& ranks,
+    const std::function<std::vector<std::string>(int)>& args,
+    const std::map<std::string, std::string>& extra_env = {}, int master_port = 0) {
   const std::string port = std::to_string(master_port ? master_port : pick_free_port());
   std::vector<std::unique_ptr<Proc>> procs;
   for (int rank : ranks) {
-    std::map<std::string, std::string> env = {{"WORLD_SIZE", std::to_string(world)}, {"RANK", std::to_string(rank)},
-                                              {"LOCAL_RANK", std::to_string(rank)}, {"MASTER_ADDR", "127.0.0.1"},
+    std::map<std::string, std::string> env = {{"WORLD_SIZE", std::to_string(world)},
+                                              {"RANK", std::to_string(rank)},
+                                              {"LOCAL_RANK", std::to_string(rank)},
+                                              {"MASTER_ADDR", "127.0.0.1"},
                                               {"MASTER_PORT", port}};
     env.insert(extra_env.begin(), extra_env.end());
     std::vector<std::string> argv = {DSINFER_BIN, "--threads", "1"};
     for (const std::string& a : args(rank)) argv.push_back(a);
     static int started = 0;  // a directory per process, even for two with the same rank
     procs.push_back(std::make_unique<Proc>(
-        argv, env, test::scratch_dir("rank" + std::to_string(rank) + "-" + std::to_string(started++))));
+        argv, env,
+        test::scratch_dir("rank" + std::to_string(rank) + "-" + std::to_string(started++))));
   }
   return procs;
 }
@@ -148,8 +154,9 @@ std::vector<std::unique_ptr<Proc>> start_gloo_ranks(int world, const std::vector
 std::vector<std::string> split_words(const std::string& s) {
   std::vector<std::string> words;
   size_t start = 0;
-  for (size_t at = s.find(' '); ; at = s.find(' ', start)) {
-    if (at != start) words.push_back(s.substr(start, at == std::string::npos ? std::string::npos : at - start));
+  for (size_t at = s.find(' ');; at = s.find(' ', start)) {
+    if (at != start)
+      words.push_back(s.substr(start, at == std::string::npos ? std::string::npos : at - start));
     if (at == std::string::npos) break;
     start = at + 1;
   }
@@ -169,14 +176,17 @@ TEST_P(MpFailure, ThreeRanksOnTwoShardsFailOnEveryRank) {
   const std::string golden = data_path("golden/tiny-v3");
   const std::string ckpt = test::convert_golden("tiny-v3", 2);
   const std::string out = test::scratch_dir("out") + "/eval";
-  auto r = test::run_ranks(GetParam(), 3, "eval --ckpt-path " + ckpt + " --case " + golden + "/ref-mp2-fp32.json --out " + out,
-                           /*input=*/"", /*timeout_s=*/90);
+  auto r = test::run_ranks(
+      GetParam(), 3,
+      "eval --ckpt-path " + ckpt + " --case " + golden + "/ref-mp2-fp32.json --out " + out,
+      /*input=*/"", /*timeout_s=*/90);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.exit_code, 124) << "timed out:\n" << r.err;
   EXPECT_LT(r.seconds, kBoundSeconds);
   // Every rank reports the first rank's missing shard (the launcher may end the others before
   // they print, so only one message is certain).
-  EXPECT_CONTAINS(r.err, "rank 0 of 3 failed to load the model: missing shard " + ckpt + "/model0-mp3.safetensors");
+  EXPECT_CONTAINS(r.err, "rank 0 of 3 failed to load the model: missing shard " + ckpt +
+                             "/model0-mp3.safetensors");
   EXPECT_CONTAINS(r.err, "shard sets mp2");
 }
 
@@ -185,8 +195,10 @@ TEST_P(MpFailure, RankWithoutItsShardEndsTheJob) {
   const std::string ckpt = test::convert_golden("tiny-v3", 2);
   std::remove((ckpt + "/model1-mp2.safetensors").c_str());
   const std::string out = test::scratch_dir("out") + "/eval";
-  auto r = test::run_ranks(GetParam(), 2, "eval --ckpt-path " + ckpt + " --case " + golden + "/ref-mp2-fp32.json --out " + out,
-                           /*input=*/"", /*timeout_s=*/90);
+  auto r = test::run_ranks(
+      GetParam(), 2,
+      "eval --ckpt-path " + ckpt + " --case " + golden + "/ref-mp2-fp32.json --out " + out,
+      /*input=*/"", /*timeout_s=*/90);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.exit_code, 124) << "timed out:\n" << r.err;
   EXPECT_LT(r.seconds, kBoundSeconds);
@@ -201,32 +213,41 @@ INSTANTIATE_TEST_SUITE_P(Ranks, MpFailure, ::testing::Values("mpi", "gloo"),
 
 // tiny-v2 mp2 on rank 0 and tiny-v2-lite mp2 on rank 1: each shard matches its own config, so only
 // comparing across ranks can find it. eval's arguments for `rank`.
-std::string eval_args(const std::string& ckpt, const std::string& out, const std::string& extra = "") {
-  return "eval --ckpt-path " + ckpt + " --case " + data_path("golden/tiny-v2/ref-mp2-fp32.json") + " --out " + out +
-         extra;
+std::string eval_args(const std::string& ckpt, const std::string& out,
+                      const std::string& extra = "") {
+  return "eval --ckpt-path " + ckpt + " --case " + data_path("golden/tiny-v2/ref-mp2-fp32.json") +
+         " --out " + out + extra;
 }
 
 TEST(MpFailureGloo, RankWithAnotherCheckpointStopsEveryRank) {
   if (std::string why = test::backend_unavailable("gloo"); !why.empty()) GTEST_SKIP() << why;
-  const std::string v2 = test::convert_golden("tiny-v2", 2), lite = test::convert_golden("tiny-v2-lite", 2);
+  const std::string v2 = test::convert_golden("tiny-v2", 2),
+                    lite = test::convert_golden("tiny-v2-lite", 2);
   const std::string out = test::scratch_dir("out");
   for (const bool same_config : {false, true}) {
-    SCOPED_TRACE(same_config ? "both ranks given tiny-v2's config" : "each rank its checkpoint's config");
+    SCOPED_TRACE(same_config ? "both ranks given tiny-v2's config"
+                             : "each rank its checkpoint's config");
     const std::string extra = same_config ? " --config " + v2 + "/config.json" : "";
     const auto start = Clock::now();
-    auto ranks = start_gloo_ranks(2, {0, 1}, [&](int rank) {
-      return split_words(eval_args(rank == 0 ? v2 : lite, out + "/eval" + std::to_string(rank), extra));
-    }, {{"DSINFER_COMM_TIMEOUT", "30"}});
+    auto ranks =
+        start_gloo_ranks(2, {0, 1},
+                         [&](int rank) {
+                           return split_words(eval_args(
+                               rank == 0 ? v2 : lite, out + "/eval" + std::to_string(rank), extra));
+                         },
+                         {{"DSINFER_COMM_TIMEOUT", "30"}});
     for (int rank = 0; rank < 2; ++rank) {
       auto& p = *ranks[static_cast<size_t>(rank)];
       EXPECT_EQ(p.wait(kBoundSeconds), 1) << "rank " << rank << ":\n" << p.err();
       const std::string err = p.err();
       // the same message on every rank, naming both ranks' files
-      EXPECT_CONTAINS(err, "error: rank 1 loaded a different checkpoint or config than rank 0 (rank 0: " + v2 +
-                               "/model0-mp2.safetensors with config " + v2 + "/config.json");
+      EXPECT_CONTAINS(
+          err, "error: rank 1 loaded a different checkpoint or config than rank 0 (rank 0: " + v2 +
+                   "/model0-mp2.safetensors with config " + v2 + "/config.json");
       EXPECT_CONTAINS(err, "rank 1: " + lite + "/model1-mp2.safetensors with config " +
                                (same_config ? v2 : lite) + "/config.json");
-      EXPECT_CONTAINS(err, same_config ? "the shards' tensors" : "the configs differ: dim=256 against dim=128 on rank 1");
+      EXPECT_CONTAINS(err, same_config ? "the shards' tensors"
+                                       : "the configs differ: dim=256 against dim=128 on rank 1");
     }
     EXPECT_LT(since(start), kBoundSeconds);
   }
@@ -241,10 +262,14 @@ TEST(MpFailureGloo, GenerateWithAnotherVocabularyOnOneRankNamesTheCheckpoint) {
   const std::string v3 = test::convert_golden("tiny-v3", 2);  // same layers, 2048-token vocabulary
   const std::string prompts = test::scratch_dir("prompts") + "/prompts.txt";
   test::write_file(prompts, "Tell me a story about the sea.\n");
-  auto ranks = start_gloo_ranks(2, {0, 1}, [&](int rank) {
-    return split_words("generate --ckpt-path " + chat + " --input-file " + prompts + " --max-new-tokens 2" +
-                       (rank == 1 ? " --config " + v3 + "/config.json" : ""));
-  }, {{"DSINFER_COMM_TIMEOUT", "30"}});
+  auto ranks =
+      start_gloo_ranks(2, {0, 1},
+                       [&](int rank) {
+                         return split_words("generate --ckpt-path " + chat + " --input-file " +
+                                            prompts + " --max-new-tokens 2" +
+                                            (rank == 1 ? " --config " + v3 + "/config.json" : ""));
+                       },
+                       {{"DSINFER_COMM_TIMEOUT", "30"}});
   for (int rank = 0; rank < 2; ++rank) {
     auto& p = *ranks[static_cast<size_t>(rank)];
     EXPECT_EQ(p.wait(kBoundSeconds), 1) << "rank " << rank << ":\n" << p.err();
@@ -255,19 +280,21 @@ TEST(MpFailureGloo, GenerateWithAnotherVocabularyOnOneRankNamesTheCheckpoint) {
 
 TEST(MpFailureMpi, RankWithAnotherCheckpointStopsTheJob) {
   if (std::string why = test::backend_unavailable("mpi"); !why.empty()) GTEST_SKIP() << why;
-  const std::string v2 = test::convert_golden("tiny-v2", 2), lite = test::convert_golden("tiny-v2-lite", 2);
+  const std::string v2 = test::convert_golden("tiny-v2", 2),
+                    lite = test::convert_golden("tiny-v2-lite", 2);
   const std::string out = test::scratch_dir("out");
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   const std::string bin = std::string(DSINFER_BIN) + " --threads 1 ";
   // MPMD: one command line per rank
   auto r = test::run_command("timeout 90 mpirun --oversubscribe --bind-to none -n 1 " + bin +
-                             eval_args(v2, out + "/eval0") + " : -n 1 " + bin + eval_args(lite, out + "/eval1"));
+                             eval_args(v2, out + "/eval0") + " : -n 1 " + bin +
+                             eval_args(lite, out + "/eval1"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.exit_code, 124) << "timed out:\n" << r.err;
   EXPECT_LT(r.seconds, kBoundSeconds);
-  EXPECT_CONTAINS(r.err, "rank 1 loaded a different checkpoint or config than rank 0 (rank 0: " + v2 +
-                             "/model0-mp2.safetensors with config " + v2 + "/config.json");
+  EXPECT_CONTAINS(r.err, "rank 1 loaded a different checkpoint or config than rank 0 (rank 0: " +
+                             v2 + "/model0-mp2.safetensors with config " + v2 + "/config.json");
   EXPECT_CONTAINS(r.err, "rank 1: " + lite + "/model1-mp2.safetensors");
   EXPECT_CONTAINS(r.err, "the configs differ: dim=256 against dim=128 on rank 1");
 }
@@ -294,7 +321,8 @@ TEST(MpFailureGloo, MissingRankIsARendezvousTimeout) {
     if (present == 0)
       EXPECT_CONTAINS(err, "1 of 2 ranks arrived at MASTER_ADDR:MASTER_PORT = 127.0.0.1:");
     else
-      EXPECT_CONTAINS(err, "rank 0 never arrived (its store at MASTER_ADDR:MASTER_PORT = 127.0.0.1:");
+      EXPECT_CONTAINS(err,
+                      "rank 0 never arrived (its store at MASTER_ADDR:MASTER_PORT = 127.0.0.1:");
   }
 }
 
@@ -328,7 +356,8 @@ TEST(MpFailureGloo, InconsistentLaunchesAreClearErrors) {
   {
     auto ranks = start_gloo_ranks(2, {0}, words, {{"DSINFER_COMM_TIMEOUT", "soon"}});
     EXPECT_EQ(ranks[0]->wait(kBoundSeconds), 1);
-    EXPECT_CONTAINS(ranks[0]->err(), "DSINFER_COMM_TIMEOUT=soon is not a positive number of seconds");
+    EXPECT_CONTAINS(ranks[0]->err(),
+                    "DSINFER_COMM_TIMEOUT=soon is not a positive number of seconds");
   }
 }
 
@@ -344,15 +373,19 @@ struct KillPlan {
 
 KillPlan kill_plan() {
   const std::string ckpt = test::convert_golden("tiny-v3-chat", 2, /*with_tokenizer=*/true);
-  return {ckpt, "generate --ckpt-path " + ckpt + " --interactive --max-new-tokens 200 --temperature 0"};
+  return {ckpt,
+          "generate --ckpt-path " + ckpt + " --interactive --max-new-tokens 200 --temperature 0"};
 }
 
-// Drives the session on `job` (rank 0's stdin); `kill_rank1` kills rank 1. Returns the moment of the kill.
+// Drives the session on `job` (rank 0's stdin); `kill_rank1` kills rank 1. Returns the moment of
+// the kill.
 Clock::time_point drive_and_kill(Proc& job, const std::function<void()>& kill_rank1) {
   job.write("Hello\n");
-  EXPECT_TRUE(wait_until([&] { return count_of(job.out(), ">>> ") >= 2 || !job.running(); }, kBoundSeconds) &&
+  EXPECT_TRUE(wait_until([&] { return count_of(job.out(), ">>> ") >= 2 || !job.running(); },
+                         kBoundSeconds) &&
               job.running())
-      << "first turn never finished:\n" << job.out() << job.err();
+      << "first turn never finished:\n"
+      << job.out() << job.err();
   const size_t before = job.out().size();
   job.write("Tell me a long story about the sea.\n");
   wait_until([&] { return job.out().size() > before; }, 5);  // generation started (or already done)
@@ -368,7 +401,8 @@ pid_t descendant_with_env(pid_t ancestor, const std::string& marker) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     const std::string env = test::read_file(entry.path().string() + "/environ");
-    if (env.find(std::string(1, '\0') + marker + '\0') == std::string::npos && env.rfind(marker + '\0', 0) != 0)
+    if (env.find(std::string(1, '\0') + marker + '\0') == std::string::npos &&
+        env.rfind(marker + '\0', 0) != 0)
       continue;
     for (pid_t p = std::stoi(name); p > 1;) {  // walk up the parents
       std::ifstream stat("/proc/" + std::to_string(p) + "/stat");
@@ -401,10 +435,11 @@ TEST(MpFailureGloo, RankKilledMidGenerationEndsTheSurvivor) {
 TEST(MpFailureMpi, RankKilledMidGenerationEndsTheJob) {
   if (std::string why = test::backend_unavailable("mpi"); !why.empty()) GTEST_SKIP() << why;
   const KillPlan plan = kill_plan();
-  std::vector<std::string> argv = {"mpirun", "-n", "2", "--oversubscribe", "--bind-to", "none", DSINFER_BIN,
-                                   "--threads", "1"};
+  std::vector<std::string> argv = {
+      "mpirun", "-n", "2", "--oversubscribe", "--bind-to", "none", DSINFER_BIN, "--threads", "1"};
   for (const std::string& w : split_words(plan.args)) argv.push_back(w);
-  Proc job(argv, {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}}, test::scratch_dir("mpirun"));
+  Proc job(argv, {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}},
+           test::scratch_dir("mpirun"));
   const auto killed = drive_and_kill(job, [&] {
     const pid_t rank1 = descendant_with_env(job.pid(), "OMPI_COMM_WORLD_RANK=1");
     ASSERT_GT(rank1, 0) << "rank 1 not found below mpirun";

@@ -22,15 +22,16 @@ std::vector<float> random_vector(std::mt19937& rng, size_t n, float lo, float hi
 }
 
 // w * x / sqrt(mean(x^2) + eps), in double.
-std::vector<double> rms_norm_reference(const std::vector<float>& x, const std::vector<float>& w, int64_t rows,
-                                       int64_t dim, double eps) {
+std::vector<double> rms_norm_reference(const std::vector<float>& x, const std::vector<float>& w,
+                                       int64_t rows, int64_t dim, double eps) {
   std::vector<double> y(x.size());
   for (int64_t r = 0; r < rows; ++r) {
     double mean_sq = 0;
     for (int64_t i = 0; i < dim; ++i) mean_sq += double(x[r * dim + i]) * double(x[r * dim + i]);
     mean_sq /= double(dim);
     const double denom = std::sqrt(mean_sq + eps);
-    for (int64_t i = 0; i < dim; ++i) y[r * dim + i] = double(w[i]) * double(x[r * dim + i]) / denom;
+    for (int64_t i = 0; i < dim; ++i)
+      y[r * dim + i] = double(w[i]) * double(x[r * dim + i]) / denom;
   }
   return y;
 }
@@ -89,7 +90,8 @@ TEST(Ops, SiluMulMatchesDoubleFormula) {
   std::vector<float> a = random_vector(rng, 4096, -20.0f, 20.0f);
   std::vector<float> b = random_vector(rng, 4096, -3.0f, 3.0f);
   // extremes: exp overflow must not produce NaN
-  const float extremes[] = {0.0f, -0.0f, 1e-8f, -100.0f, 100.0f, -1000.0f, 1000.0f, 88.0f, -88.0f, -89.0f};
+  const float extremes[] = {0.0f,     -0.0f,   1e-8f, -100.0f, 100.0f,
+                            -1000.0f, 1000.0f, 88.0f, -88.0f,  -89.0f};
   for (float e : extremes) {
     a.push_back(e);
     b.push_back(1.5f);
@@ -114,7 +116,8 @@ std::vector<double> softmax_reference(const std::vector<float>& x) {
   return p;
 }
 
-void expect_softmax_matches(const std::vector<float>& x, void (*normalize)(float*, int64_t) = softmax) {
+void expect_softmax_matches(const std::vector<float>& x,
+                            void (*normalize)(float*, int64_t) = softmax) {
   std::vector<float> p = x;
   normalize(p.data(), static_cast<int64_t>(p.size()));
   const std::vector<double> ref = softmax_reference(x);
@@ -131,7 +134,8 @@ void expect_softmax_matches(const std::vector<float>& x, void (*normalize)(float
 TEST(Ops, SoftmaxMatchesDoubleAndSumsToOne) {
   std::mt19937 rng(42);
   for (size_t n : {1, 2, 6, 64, 160, 256, 2048, 102400}) {
-    for (float spread : {0.1f, 3.0f, 30.0f}) expect_softmax_matches(random_vector(rng, n, -spread, spread));
+    for (float spread : {0.1f, 3.0f, 30.0f})
+      expect_softmax_matches(random_vector(rng, n, -spread, spread));
   }
 }
 
@@ -141,7 +145,8 @@ TEST(Ops, SoftmaxFastMatchesDoubleAndSumsToOne) {
   std::mt19937 rng(43);
   void (*fast)(float*, int64_t) = [](float* x, int64_t n) { softmax_fast(best_isa(), x, n); };
   for (size_t n : {1, 2, 15, 16, 17, 64, 160, 513, 102400}) {
-    for (float spread : {0.1f, 3.0f, 30.0f, 200.0f}) expect_softmax_matches(random_vector(rng, n, -spread, spread), fast);
+    for (float spread : {0.1f, 3.0f, 30.0f, 200.0f})
+      expect_softmax_matches(random_vector(rng, n, -spread, spread), fast);
   }
   expect_softmax_matches({1000.0f, 999.0f, 998.0f, 0.0f, -1000.0f}, fast);
   std::vector<float> far = {0.0f, -104.0f, -500.0f, -kInf};  // far below the max: exactly 0

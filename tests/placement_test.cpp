@@ -48,7 +48,8 @@ TEST(Placement, BindModeNames) {
 }
 
 // A sysfs tree: nodes[i] = cpulist of node i; packages[c] = socket of CPU c.
-std::string fake_sysfs(const std::string& name, const std::vector<std::string>& nodes, const std::vector<int>& packages) {
+std::string fake_sysfs(const std::string& name, const std::vector<std::string>& nodes,
+                       const std::vector<int>& packages) {
   const std::string root = test::scratch_dir(name);
   const std::string sys = root + "/devices/system";
   fs::create_directories(sys + "/node");
@@ -56,10 +57,12 @@ std::string fake_sysfs(const std::string& name, const std::vector<std::string>& 
     fs::create_directories(sys + "/node/node" + std::to_string(i));
     test::write_file(sys + "/node/node" + std::to_string(i) + "/cpulist", nodes[i] + "\n");
   }
-  test::write_file(sys + "/node/online", "0-" + std::to_string(nodes.size() - 1) + "\n");  // not a node
+  test::write_file(sys + "/node/online",
+                   "0-" + std::to_string(nodes.size() - 1) + "\n");  // not a node
   for (size_t c = 0; c < packages.size(); ++c) {
     fs::create_directories(sys + "/cpu/cpu" + std::to_string(c) + "/topology");
-    test::write_file(sys + "/cpu/cpu" + std::to_string(c) + "/topology/physical_package_id", std::to_string(packages[c]));
+    test::write_file(sys + "/cpu/cpu" + std::to_string(c) + "/topology/physical_package_id",
+                     std::to_string(packages[c]));
   }
   test::write_file(sys + "/cpu/online", "0-" + std::to_string(packages.size() - 1) + "\n");
   return root;
@@ -91,25 +94,31 @@ TEST(Placement, RanksGetWholeDomainsOrSplitOne) {
   const Topology t = two_sockets();
   auto cpus = [](const std::vector<RankPlacement>& plan) {
     std::vector<std::string> out;
-    for (const RankPlacement& p : plan) out.push_back(format_cpu_list(p.cpus) + " @" + format_cpu_list(p.nodes));
+    for (const RankPlacement& p : plan)
+      out.push_back(format_cpu_list(p.cpus) + " @" + format_cpu_list(p.nodes));
     return out;
   };
   using V = std::vector<std::string>;
-  EXPECT_EQ(cpus(plan_placement(BindMode::kNuma, 4, t)), (V{"0-3 @0", "4-7 @1", "8-11 @2", "12-15 @3"}));
+  EXPECT_EQ(cpus(plan_placement(BindMode::kNuma, 4, t)),
+            (V{"0-3 @0", "4-7 @1", "8-11 @2", "12-15 @3"}));
   EXPECT_EQ(cpus(plan_placement(BindMode::kNuma, 2, t)), (V{"0-7 @0-1", "8-15 @2-3"}));
   EXPECT_EQ(cpus(plan_placement(BindMode::kNuma, 1, t)), (V{"0-15 @0-3"}));
   // 8 ranks on 4 nodes: two per node, each half of its CPUs (their thread pools do not overlap)
-  EXPECT_EQ(cpus(plan_placement(BindMode::kNuma, 8, t)),
-            (V{"0-1 @0", "2-3 @0", "4-5 @1", "6-7 @1", "8-9 @2", "10-11 @2", "12-13 @3", "14-15 @3"}));
+  EXPECT_EQ(
+      cpus(plan_placement(BindMode::kNuma, 8, t)),
+      (V{"0-1 @0", "2-3 @0", "4-5 @1", "6-7 @1", "8-9 @2", "10-11 @2", "12-13 @3", "14-15 @3"}));
   // 3 ranks on 4 nodes: contiguous blocks of r D / R
   EXPECT_EQ(cpus(plan_placement(BindMode::kNuma, 3, t)), (V{"0-3 @0", "4-7 @1", "8-15 @2-3"}));
   EXPECT_EQ(cpus(plan_placement(BindMode::kSocket, 2, t)), (V{"0-7 @0-1", "8-15 @2-3"}));
-  EXPECT_EQ(cpus(plan_placement(BindMode::kSocket, 4, t)), (V{"0-3 @0-1", "4-7 @0-1", "8-11 @2-3", "12-15 @2-3"}));
+  EXPECT_EQ(cpus(plan_placement(BindMode::kSocket, 4, t)),
+            (V{"0-3 @0-1", "4-7 @0-1", "8-11 @2-3", "12-15 @2-3"}));
   // more ranks than CPUs in a domain: some share a CPU, none is left without one
   const auto crowded = plan_placement(BindMode::kNuma, 24, t);
   for (const RankPlacement& p : crowded) EXPECT_FALSE(p.cpus.empty());
-  EXPECT_EQ(cpus(plan_placement(BindMode::kNone, 4, t)), (V{"(none) @(none)", "(none) @(none)", "(none) @(none)", "(none) @(none)"}));
-  const std::string log = describe_placement(BindMode::kNuma, plan_placement(BindMode::kNuma, 2, t), t);
+  EXPECT_EQ(cpus(plan_placement(BindMode::kNone, 4, t)),
+            (V{"(none) @(none)", "(none) @(none)", "(none) @(none)", "(none) @(none)"}));
+  const std::string log =
+      describe_placement(BindMode::kNuma, plan_placement(BindMode::kNuma, 2, t), t);
   EXPECT_CONTAINS(log, "4 NUMA node(s), 2 socket(s)");
   EXPECT_CONTAINS(log, "rank 1: cpus 8-15, memory interleaved over nodes 2-3");
 }
@@ -136,7 +145,9 @@ TEST(Placement, ApplyPinsTheProcessAndPrefersItsNode) {
   if (pid == 0) {
     if (apply_placement(p) != 0) _exit(2);
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) != 1 || !CPU_ISSET(p.cpus[0], &set)) _exit(3);
+    if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) != 1 ||
+        !CPU_ISSET(p.cpus[0], &set))
+      _exit(3);
     int mode = -1;
     unsigned long mask[16] = {};
     if (syscall(SYS_get_mempolicy, &mode, mask, 1024UL, nullptr, 0UL) != 0) _exit(4);

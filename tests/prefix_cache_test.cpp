@@ -3,13 +3,14 @@
 // copy-on-write of a partial block, lookups of full blocks and tails, least-recently-used
 // eviction that never takes a block in use and takes leaves before their parents, the dedup
 // of a block already indexed.
+#include "engine/prefix_cache.h"
+
 #include <gtest/gtest.h>
 
 #include <numeric>
 #include <vector>
 
 #include "core/error.h"
-#include "engine/prefix_cache.h"
 #include "model/kv_cache.h"
 
 namespace dsinfer {
@@ -83,7 +84,8 @@ TEST(KVCache, Bf16CacheRoundsEntriesAndHalvesTheBytes) {
   KVCache f32(tiny_config(), 64), bf16(tiny_config(), 64, KVDType::kBF16);
   EXPECT_EQ(bf16.bytes_per_position() * 2, f32.bytes_per_position());
   const SeqId s = bf16.create(3);
-  std::vector<float> latent = {1.0f, 1.0078125f, 1.00390625f, -3.0f, 0.1f, 1e-3f}, rope = {2.0f, 5.0f};
+  std::vector<float> latent = {1.0f, 1.0078125f, 1.00390625f, -3.0f, 0.1f, 1e-3f},
+                     rope = {2.0f, 5.0f};
   bf16.write_entry(0, s, 0, latent.data(), rope.data());
   std::vector<float> e(8);
   bf16.read_entry(0, s, 0, e.data());
@@ -117,11 +119,13 @@ std::vector<PrefixNodeId> run_sequence(KVCache& cache, PrefixCache& prefix, cons
   fill(cache, s, m.positions(), n);
   std::vector<PrefixNodeId> path = m.path;
   for (int64_t k = static_cast<int64_t>(path.size()); (k + 1) * kKVBlock <= n; ++k)
-    path.push_back(prefix.add_block(k == 0 ? kPrefixRoot : path.back(),
-                                    std::span<const int32_t>(tokens).subspan(k * kKVBlock, kKVBlock), s, k));
+    path.push_back(
+        prefix.add_block(k == 0 ? kPrefixRoot : path.back(),
+                         std::span<const int32_t>(tokens).subspan(k * kKVBlock, kKVBlock), s, k));
   const int64_t first = static_cast<int64_t>(path.size()) * kKVBlock;
   prefix.touch(path);
-  prefix.add_tail(path.empty() ? kPrefixRoot : path.back(), std::span<const int32_t>(tokens).subspan(first), s,
+  prefix.add_tail(path.empty() ? kPrefixRoot : path.back(),
+                  std::span<const int32_t>(tokens).subspan(first), s,
                   static_cast<int64_t>(path.size()), -1, 0, -1);
   cache.release(s);
   return path;
@@ -146,7 +150,8 @@ TEST(PrefixCache, FindsFullBlocksAndTheBestTailAndCopiesOnlyThePartialBlock) {
   m = prefix.lookup(b, static_cast<int64_t>(b.size()) - 1);
   EXPECT_EQ(m.blocks.size(), 1u);
   EXPECT_EQ(m.copy_positions, 36);
-  EXPECT_EQ(m.copy_from, prefix.lookup(a, 149).blocks[1]) << "copied from a's block 1, matched in part";
+  EXPECT_EQ(m.copy_from, prefix.lookup(a, 149).blocks[1])
+      << "copied from a's block 1, matched in part";
   // another conversation: nothing in common
   m = prefix.lookup(range_tokens(5000, 80), 79);
   EXPECT_EQ(m.positions(), 0);
@@ -165,10 +170,12 @@ TEST(PrefixCache, ConversationsThatTakeTurnsKeepEachOthersBlocks) {
   // a's next turn finds all of a's positions but the last, after b ran
   Tokens a2 = a;
   for (int32_t t : range_tokens(3000, 5)) a2.push_back(t);
-  EXPECT_EQ(prefix.lookup(a2, static_cast<int64_t>(a2.size()) - 1).positions(), static_cast<int64_t>(a.size()));
+  EXPECT_EQ(prefix.lookup(a2, static_cast<int64_t>(a2.size()) - 1).positions(),
+            static_cast<int64_t>(a.size()));
   Tokens b2 = b;
   b2.push_back(1);
-  EXPECT_EQ(prefix.lookup(b2, static_cast<int64_t>(b2.size()) - 1).positions(), static_cast<int64_t>(b.size()));
+  EXPECT_EQ(prefix.lookup(b2, static_cast<int64_t>(b2.size()) - 1).positions(),
+            static_cast<int64_t>(b.size()));
   // the system prompt's two full blocks are stored once; a's tail (42 positions), b's (62) and
   // the short one's (10) beside them
   EXPECT_EQ(cache.used_blocks(), 2 + 1 + 1 + 1);
@@ -177,8 +184,8 @@ TEST(PrefixCache, ConversationsThatTakeTurnsKeepEachOthersBlocks) {
 TEST(PrefixCache, EvictsLeastRecentlyUsedLeavesFirstAndNeverABlockInUse) {
   KVCache cache(tiny_config(), 8 * kKVBlock);
   PrefixCache prefix(cache, nullptr);
-  const Tokens old_one = range_tokens(0, 200);     // 3 full blocks + a tail of 8
-  const Tokens newer = range_tokens(10000, 130);   // 2 full blocks + a tail of 2
+  const Tokens old_one = range_tokens(0, 200);    // 3 full blocks + a tail of 8
+  const Tokens newer = range_tokens(10000, 130);  // 2 full blocks + a tail of 2
   run_sequence(cache, prefix, old_one);
   run_sequence(cache, prefix, newer);
   EXPECT_EQ(cache.free_blocks(), 8 - 4 - 3);
@@ -190,7 +197,8 @@ TEST(PrefixCache, EvictsLeastRecentlyUsedLeavesFirstAndNeverABlockInUse) {
   ASSERT_TRUE(prefix.make_room(3));
   EXPECT_EQ(prefix.evictions(), 2);
   PrefixCache::Match old_match = prefix.lookup(old_one, 199);
-  EXPECT_EQ(old_match.blocks.size(), 2u) << "blocks 0 and 1 were used more recently than the leaves below";
+  EXPECT_EQ(old_match.blocks.size(), 2u)
+      << "blocks 0 and 1 were used more recently than the leaves below";
   // room for everything: only blocks in use stay
   EXPECT_FALSE(prefix.make_room(8));
   EXPECT_EQ(cache.used_blocks(), 2);

@@ -39,14 +39,17 @@ TEST(ReadInputFile, RefusesWhatIsNotAFileItCanRead) {
   const std::string dir = test::scratch_dir("inputs");
   const std::string fifo = dir + "/fifo";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_CONTAINS(error_of([&] { read_input_file(fifo, "config", 1 << 20); }), "config " + fifo + " is not a regular file (a pipe)");
+  EXPECT_CONTAINS(error_of([&] { read_input_file(fifo, "config", 1 << 20); }),
+                  "config " + fifo + " is not a regular file (a pipe)");
   EXPECT_CONTAINS(error_of([&] { read_input_file("/dev/zero", "--input-file", 1 << 20, true); }),
                   "--input-file /dev/zero is not a regular file or a pipe (a device)");
   EXPECT_CONTAINS(error_of([&] { read_input_file(dir, "config", 1 << 20); }), "is a directory");
-  EXPECT_CONTAINS(error_of([&] { read_input_file(dir + "/missing", "config", 1 << 20); }), "cannot open it");
+  EXPECT_CONTAINS(error_of([&] { read_input_file(dir + "/missing", "config", 1 << 20); }),
+                  "cannot open it");
   const std::string big = dir + "/big";
   test::write_file(big, std::string(5000, 'x'));
-  EXPECT_CONTAINS(error_of([&] { read_input_file(big, "config", 4096); }), "is 5000 bytes, more than the 4096");
+  EXPECT_CONTAINS(error_of([&] { read_input_file(big, "config", 4096); }),
+                  "is 5000 bytes, more than the 4096");
   EXPECT_EQ(read_input_file(big, "config", 5000).size(), 5000u);
 }
 
@@ -65,7 +68,8 @@ TEST(ReadInputFile, ReadsAPipeToItsEndWithinTheCap) {
       FILE* f = std::fopen(fifo.c_str(), "w");  // waits for the reader
       if (!f) return;
       const std::string chunk(1000, 'y');
-      for (size_t done = 0; done < bytes; done += chunk.size()) std::fwrite(chunk.data(), 1, chunk.size(), f);
+      for (size_t done = 0; done < bytes; done += chunk.size())
+        std::fwrite(chunk.data(), 1, chunk.size(), f);
       std::fclose(f);
     });
   };
@@ -82,7 +86,8 @@ TEST(ReadInputFile, ReadsAPipeToItsEndWithinTheCap) {
   std::string message;
   for (int i = 0; i < 100 && message.empty(); ++i) {
     try {
-      if (read_input_file(fifo, "--input-file", 8000, true).empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (read_input_file(fifo, "--input-file", 8000, true).empty())
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
     } catch (const Error& e) {
       message = e.what();
     }
@@ -95,14 +100,17 @@ TEST(ReadInputFile, AFifoAsShardConfigOrTokenizerFailsAtOnce) {
   const std::string dir = test::scratch_dir("fifos");
   for (const char* name : {"model0-mp1.safetensors", "config.json", "tokenizer.json"})
     ASSERT_EQ(mkfifo((dir + "/" + name).c_str(), 0600), 0) << name;
-  EXPECT_CONTAINS(error_of([&] { SafetensorsFile f(dir + "/model0-mp1.safetensors"); }), "is not a regular file");
-  EXPECT_CONTAINS(error_of([&] { load_config(dir + "/config.json"); }), "config " + dir + "/config.json is not a regular file");
+  EXPECT_CONTAINS(error_of([&] { SafetensorsFile f(dir + "/model0-mp1.safetensors"); }),
+                  "is not a regular file");
+  EXPECT_CONTAINS(error_of([&] { load_config(dir + "/config.json"); }),
+                  "config " + dir + "/config.json is not a regular file");
   EXPECT_CONTAINS(error_of([&] { Tokenizer::load(dir); }), "tokenizer.json is not a regular file");
 }
 
 TEST(ReadInputFile, AnUnreadableTokenizerConfigIsAnErrorNotAMissingTemplate) {
   const std::string dir = test::scratch_dir("tok");
-  test::write_file(dir + "/tokenizer.json", test::read_file(test::data_path("tokenizer/deepseek-v3/tokenizer.json")));
+  test::write_file(dir + "/tokenizer.json",
+                   test::read_file(test::data_path("tokenizer/deepseek-v3/tokenizer.json")));
   ASSERT_EQ(mkdir((dir + "/tokenizer_config.json").c_str(), 0700), 0);  // there, but not a file
   EXPECT_CONTAINS(error_of([&] { Tokenizer::load(dir); }), "tokenizer_config.json is a directory");
 }

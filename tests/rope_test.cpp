@@ -42,7 +42,7 @@ struct Yarn {
   std::vector<double> base;   // theta^(-2i/d)
   std::vector<double> freqs;  // after the correction (== base when inactive)
   bool active = false;
-  double low = 0, high = 0;   // the ramp's ends (after clamping and the equal-ends nudge)
+  double low = 0, high = 0;  // the ramp's ends (after clamping and the equal-ends nudge)
 };
 
 // YaRN as the reference defines it, in double.
@@ -56,7 +56,8 @@ Yarn yarn_reference(const ModelConfig& c) {
   y.active = true;
   // dimension index at which the wavelength makes `rotations` turns over original_seq_len
   auto corr = [&](double rotations) {
-    return d * std::log(c.original_seq_len / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(theta));
+    return d * std::log(c.original_seq_len / (rotations * 2.0 * std::numbers::pi)) /
+           (2.0 * std::log(theta));
   };
   y.low = std::max(std::floor(corr(c.beta_fast)), 0.0);
   y.high = std::min(std::ceil(corr(c.beta_slow)), double(d - 1));
@@ -89,7 +90,7 @@ TEST(Rope, YarnFrequenciesV3Config) {
 
   const std::vector<float> f = rope_frequencies(c);
   ASSERT_EQ(f.size(), 32u);
-  EXPECT_EQ(f[0], 1.0f);  // first frequency unchanged
+  EXPECT_EQ(f[0], 1.0f);         // first frequency unchanged
   for (int i = 0; i <= 10; ++i)  // below the ramp: unchanged
     EXPECT_LT(std::abs(f[i] - ref.base[i]) / ref.base[i], 1e-6) << i;
   for (int i = 23; i < 32; ++i)  // above the ramp: divided by the factor
@@ -198,12 +199,14 @@ TEST(Rope, AttentionSoftmaxScale) {
   ModelConfig f = v3_config();
   f.rope_factor = 4;
   const double m4 = 0.1 * std::log(4.0) + 1.0;
-  EXPECT_LT(std::abs(attention_softmax_scale(f) - std::pow(192.0, -0.5) * m4 * m4) / (std::pow(192.0, -0.5) * m4 * m4),
+  EXPECT_LT(std::abs(attention_softmax_scale(f) - std::pow(192.0, -0.5) * m4 * m4) /
+                (std::pow(192.0, -0.5) * m4 * m4),
             1e-6);
 }
 
 // Rotates interleaved pairs of x by pos * freqs[i] as complex numbers, in double.
-std::vector<double> rotate_reference(const std::vector<float>& x, const std::vector<double>& angles) {
+std::vector<double> rotate_reference(const std::vector<float>& x,
+                                     const std::vector<double>& angles) {
   std::vector<double> y(x.size());
   for (size_t i = 0; i < angles.size(); ++i) {
     const std::complex<double> v(x[2 * i], x[2 * i + 1]);

@@ -56,7 +56,8 @@ struct Routing {
 
 // Brute force: scores, biased selection scores, each group examined on its own, groups ranked,
 // the candidates of the kept groups ranked, original scores as weights.
-Routing route_reference(const ModelConfig& c, const std::vector<float>& logits, const std::vector<float>* bias) {
+Routing route_reference(const ModelConfig& c, const std::vector<float>& logits,
+                        const std::vector<float>* bias) {
   const int E = c.n_routed_experts, G = c.n_expert_groups, per = E / G, k = c.n_activated_experts;
   std::vector<double> score(E), select(E);
   if (c.score_func == ScoreFunc::kSoftmax) {
@@ -81,15 +82,19 @@ Routing route_reference(const ModelConfig& c, const std::vector<float>& logits, 
     }
     std::sort(groups.begin(), groups.end(), [](auto& a, auto& b) { return a.first > b.first; });
     if (c.n_limited_groups < G)
-      r.margin = std::min(r.margin, groups[c.n_limited_groups - 1].first - groups[c.n_limited_groups].first);
+      r.margin = std::min(r.margin,
+                          groups[c.n_limited_groups - 1].first - groups[c.n_limited_groups].first);
     for (int j = 0; j < c.n_limited_groups; ++j)
-      for (int e = groups[j].second * per; e < (groups[j].second + 1) * per; ++e) candidates.push_back(e);
+      for (int e = groups[j].second * per; e < (groups[j].second + 1) * per; ++e)
+        candidates.push_back(e);
   } else {
     candidates.resize(E);
     std::iota(candidates.begin(), candidates.end(), 0);
   }
-  std::sort(candidates.begin(), candidates.end(), [&](int a, int b) { return select[a] > select[b]; });
-  if (static_cast<int>(candidates.size()) > k) r.margin = std::min(r.margin, select[candidates[k - 1]] - select[candidates[k]]);
+  std::sort(candidates.begin(), candidates.end(),
+            [&](int a, int b) { return select[a] > select[b]; });
+  if (static_cast<int>(candidates.size()) > k)
+    r.margin = std::min(r.margin, select[candidates[k - 1]] - select[candidates[k]]);
   double sum = 0;
   for (int j = 0; j < k; ++j) sum += score[candidates[j]];
   for (int j = 0; j < k; ++j) {
@@ -100,7 +105,8 @@ Routing route_reference(const ModelConfig& c, const std::vector<float>& logits, 
   return r;
 }
 
-std::map<int, double> route_actual(const ModelConfig& c, const std::vector<float>& logits, const std::vector<float>* bias) {
+std::map<int, double> route_actual(const ModelConfig& c, const std::vector<float>& logits,
+                                   const std::vector<float>* bias) {
   const int k = c.n_activated_experts;
   std::vector<int> experts(k, -1);
   std::vector<float> weights(k, std::nanf(""));
@@ -121,9 +127,11 @@ std::set<int> keys(const std::map<int, double>& m) {
   return s;
 }
 
-void expect_same_routing(const std::map<int, double>& got, const std::map<int, double>& want, const std::string& what) {
+void expect_same_routing(const std::map<int, double>& got, const std::map<int, double>& want,
+                         const std::string& what) {
   ASSERT_EQ(keys(got), keys(want)) << what;
-  for (auto& [e, w] : want) EXPECT_NEAR(got.at(e), w, 1e-5 * std::abs(w) + 1e-9) << what << " expert " << e;
+  for (auto& [e, w] : want)
+    EXPECT_NEAR(got.at(e), w, 1e-5 * std::abs(w) + 1e-9) << what << " expert " << e;
 }
 
 // Compares on `trials` random logit vectors (and biases); returns how often the brute force with
@@ -153,8 +161,10 @@ Coverage compare_random(const ModelConfig& c, bool with_bias, uint32_t seed, int
     const std::map<int, double> got = route_actual(c, logits, b);
     expect_same_routing(got, ref.weight_of, "trial " + std::to_string(t));
     if (::testing::Test::HasFailure()) return cov;
-    if (with_bias && keys(route_reference(c, logits, nullptr).weight_of) != keys(ref.weight_of)) ++cov.bias_mattered;
-    if (c.n_expert_groups > 1 && keys(route_reference(no_groups, logits, b).weight_of) != keys(ref.weight_of))
+    if (with_bias && keys(route_reference(c, logits, nullptr).weight_of) != keys(ref.weight_of))
+      ++cov.bias_mattered;
+    if (c.n_expert_groups > 1 &&
+        keys(route_reference(no_groups, logits, b).weight_of) != keys(ref.weight_of))
       ++cov.groups_mattered;
     // sigmoid weights sum to route_scale; softmax weights are not renormalised
     double sum = 0;
@@ -215,9 +225,10 @@ TEST(Router, BiasChangesChoiceButNotWeights) {
                                logit_of(0.1), logit_of(0.2), logit_of(0.1), logit_of(0.3)};
   std::vector<float> zero(8, 0.0f);
   const double s0 = sigmoid(logits[0]), s1 = sigmoid(logits[1]), s2 = sigmoid(logits[2]);
-  expect_same_routing(route_actual(c, logits, &zero), {{0, 2.5 * s0 / (s0 + s1)}, {1, 2.5 * s1 / (s0 + s1)}}, "no bias");
-  expect_same_routing(route_actual(c, logits, nullptr), {{0, 2.5 * s0 / (s0 + s1)}, {1, 2.5 * s1 / (s0 + s1)}},
-                      "null bias");
+  expect_same_routing(route_actual(c, logits, &zero),
+                      {{0, 2.5 * s0 / (s0 + s1)}, {1, 2.5 * s1 / (s0 + s1)}}, "no bias");
+  expect_same_routing(route_actual(c, logits, nullptr),
+                      {{0, 2.5 * s0 / (s0 + s1)}, {1, 2.5 * s1 / (s0 + s1)}}, "null bias");
   // +0.5 on expert 2 lifts it above expert 1 (1.2 vs 0.8): the weights stay the plain sigmoid
   // scores 0.9 and 0.7, normalised
   std::vector<float> bias(8, 0.0f);
@@ -229,10 +240,12 @@ TEST(Router, BiasChangesChoiceButNotWeights) {
   // a big negative bias on the best expert excludes it
   std::vector<float> minus(8, 0.0f);
   minus[0] = -1.0f;
-  expect_same_routing(route_actual(c, logits, &minus), {{1, 2.5 * s1 / (s1 + s2)}, {2, 2.5 * s2 / (s1 + s2)}}, "minus 0");
+  expect_same_routing(route_actual(c, logits, &minus),
+                      {{1, 2.5 * s1 / (s1 + s2)}, {2, 2.5 * s2 / (s1 + s2)}}, "minus 0");
   // the same bias on every expert changes nothing
   std::vector<float> shift(8, 0.37f);
-  expect_same_routing(route_actual(c, logits, &shift), {{0, 2.5 * s0 / (s0 + s1)}, {1, 2.5 * s1 / (s0 + s1)}}, "shift");
+  expect_same_routing(route_actual(c, logits, &shift),
+                      {{0, 2.5 * s0 / (s0 + s1)}, {1, 2.5 * s1 / (s0 + s1)}}, "shift");
 }
 
 TEST(Router, GroupWithBestExpertDroppedWhenItsTopTwoSumIsLow) {
@@ -255,17 +268,18 @@ TEST(Router, GroupWithBestExpertDroppedWhenItsTopTwoSumIsLow) {
   expect_same_routing(got, {{4, 2.5 * s4 / (s4 + s5)}, {5, 2.5 * s5 / (s4 + s5)}}, "top-2 sum");
   expect_same_routing(got, route_reference(c, logits, &zero).weight_of, "brute force");
   // without a bias the group score is the maximum: group 0 (0.99) and group 1 (0.62) are kept
-  expect_same_routing(route_actual(c, logits, nullptr), {{0, 2.5 * s0 / (s0 + s4)}, {4, 2.5 * s4 / (s0 + s4)}},
-                      "max, no bias");
+  expect_same_routing(route_actual(c, logits, nullptr),
+                      {{0, 2.5 * s0 / (s0 + s4)}, {4, 2.5 * s4 / (s0 + s4)}}, "max, no bias");
   // keeping only one group: group 1 alone
   c.n_limited_groups = 1;
-  expect_same_routing(route_actual(c, logits, &zero), {{4, 2.5 * s4 / (s4 + s5)}, {5, 2.5 * s5 / (s4 + s5)}},
-                      "one group");
+  expect_same_routing(route_actual(c, logits, &zero),
+                      {{4, 2.5 * s4 / (s4 + s5)}, {5, 2.5 * s5 / (s4 + s5)}}, "one group");
   // a bias on group 2's second expert makes group 2 the best (0.55 + 0.52 + 0.2)
   std::vector<float> bias(16, 0.0f);
   bias[11] = 0.2f;
   const double s9 = sigmoid(logits[9]), s11 = sigmoid(logits[11]);
-  expect_same_routing(route_actual(c, logits, &bias), {{9, 2.5 * s9 / (s9 + s11)}, {11, 2.5 * s11 / (s9 + s11)}},
+  expect_same_routing(route_actual(c, logits, &bias),
+                      {{9, 2.5 * s9 / (s9 + s11)}, {11, 2.5 * s11 / (s9 + s11)}},
                       "bias lifts group 2");
 }
 
@@ -283,10 +297,12 @@ TEST(Router, SoftmaxGroupScoreIsTheMaximum) {
   double sum = 0;
   for (int e = 0; e < 8; ++e) sum += p[e] = std::exp(double(logits[e]));
   for (double& v : p) v /= sum;
-  expect_same_routing(route_actual(c, logits, nullptr), {{0, 16 * p[0]}, {1, 16 * p[1]}}, "max group");
+  expect_same_routing(route_actual(c, logits, nullptr), {{0, 16 * p[0]}, {1, 16 * p[1]}},
+                      "max group");
   // two groups kept: the top two experts over groups 0 and 1, not renormalised
   c.n_limited_groups = 2;
-  expect_same_routing(route_actual(c, logits, nullptr), {{0, 16 * p[0]}, {2, 16 * p[2]}}, "two groups");
+  expect_same_routing(route_actual(c, logits, nullptr), {{0, 16 * p[0]}, {2, 16 * p[2]}},
+                      "two groups");
 }
 
 TEST(Router, SoftmaxWeightsAreProbabilitiesNotRenormalised) {

@@ -38,11 +38,12 @@ TEST(Sampler, TemperatureZeroIsArgmax) {
     std::vector<float> logits(1 + trial % 300);
     for (float& v : logits) v = dist(rng);
     const std::vector<float> copy = logits;
-    ASSERT_EQ(sampler.sample(logits.data(), static_cast<int64_t>(logits.size()), 0.0f), first_argmax(logits));
+    ASSERT_EQ(sampler.sample(logits.data(), static_cast<int64_t>(logits.size()), 0.0f),
+              first_argmax(logits));
     ASSERT_EQ(logits, copy);  // not modified
   }
   const std::vector<float> ties = {0.5f, 2.0f, -1.0f, 2.0f, 2.0f};
-  EXPECT_EQ(sampler.sample(ties.data(), 5, 0.0f), 1);  // the first of equal maxima
+  EXPECT_EQ(sampler.sample(ties.data(), 5, 0.0f), 1);   // the first of equal maxima
   EXPECT_EQ(sampler.sample(ties.data(), 5, -1.0f), 1);  // negative: greedy as well
 }
 

@@ -1,10 +1,10 @@
 // The step scheduler (src/engine/scheduler.h) without a model: decodes first and never cut,
 // prefill in admission order within what the budget leaves, progress when nothing decodes.
+#include "engine/scheduler.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
-
-#include "engine/scheduler.h"
 
 namespace dsinfer {
 namespace {

@@ -27,18 +27,22 @@ namespace fs = std::filesystem;
 TEST(ServeOpenAiClient, TheOfficialClientReadsTheReferenceAnswer) {
   const fs::path npm = fs::path(DSINFER_BIN).parent_path() / "npm";
   if (!fs::exists(npm / "node_modules" / "openai") || !fs::exists(npm / "check.mjs"))
-    GTEST_SKIP() << "the openai npm package is not installed in " << npm << " (scripts/test.sh installs it)";
+    GTEST_SKIP() << "the openai npm package is not installed in " << npm
+                 << " (scripts/test.sh installs it)";
   if (std::system("command -v node > /dev/null") != 0) GTEST_SKIP() << "node not installed";
-  const json golden = json::parse(test::read_file(test::data_path("golden/tiny-v3-story/chat-mp1-fp32.json")));
+  const json golden =
+      json::parse(test::read_file(test::data_path("golden/tiny-v3-story/chat-mp1-fp32.json")));
   const std::string out = golden["batch"]["stdout"];
-  const size_t p = out.find("Prompt: ") + 8, nl = out.find("\nCompletion: "), end = out.find("\n\n", nl);
+  const size_t p = out.find("Prompt: ") + 8, nl = out.find("\nCompletion: "),
+               end = out.find("\n\n", nl);
   const std::string prompt = out.substr(p, nl - p), completion = out.substr(nl + 13, end - nl - 13);
   ASSERT_EQ(golden["max_new_tokens"], 40) << "check.mjs asks for 40 tokens";
 
   const int port = pick_free_port();
   const std::string ckpt = test::convert_golden("tiny-v3-story", 1, /*with_tokenizer=*/true);
-  std::vector<std::string> args = {DSINFER_BIN, "serve", "--ckpt-path", ckpt, "--served-model-name", "story",
-                                   "--port", std::to_string(port)};
+  std::vector<std::string> args = {
+      DSINFER_BIN,           "serve", "--ckpt-path", ckpt,
+      "--served-model-name", "story", "--port",      std::to_string(port)};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -51,8 +55,8 @@ TEST(ServeOpenAiClient, TheOfficialClientReadsTheReferenceAnswer) {
   }
   const std::string quoted = "'" + prompt + "'";  // the golden prompts hold no single quote
   ASSERT_EQ(prompt.find('\''), std::string::npos);
-  auto r = test::run_command("cd " + npm.string() + " && PORT=" + std::to_string(port) + " MODEL=story PROMPT=" +
-                             quoted + " timeout 60 node check.mjs");
+  auto r = test::run_command("cd " + npm.string() + " && PORT=" + std::to_string(port) +
+                             " MODEL=story PROMPT=" + quoted + " timeout 60 node check.mjs");
   kill(pid, SIGTERM);
   int status = 0;
   waitpid(pid, &status, 0);
@@ -64,7 +68,8 @@ TEST(ServeOpenAiClient, TheOfficialClientReadsTheReferenceAnswer) {
   EXPECT_EQ(seen["completion_tokens"], 5);
   EXPECT_EQ(seen["models"], json::array({"story"}));
   EXPECT_EQ(seen["error"]["status"], 404);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "SIGTERM should end the server with status 0";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "SIGTERM should end the server with status 0";
 }
 
 }  // namespace

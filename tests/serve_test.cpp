@@ -4,11 +4,11 @@
 // concurrent clients get their solo answers (batch invariance); stop strings are never emitted;
 // bad requests get OpenAI-shaped errors with their status and the server keeps serving; SIGTERM
 // ends it with status 0.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
 #include <spawn.h>
-#include <fcntl.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -30,13 +30,16 @@ using json = nlohmann::json;
 class Served {
  public:
   // backend "": one process; "mpi" or "gloo": two ranks through `dsinfer run -n 2 --comm B`
-  explicit Served(std::vector<std::string> extra = {}, const std::string& backend = "") : port_(pick_free_port()) {
+  explicit Served(std::vector<std::string> extra = {}, const std::string& backend = "")
+      : port_(pick_free_port()) {
     const int ranks = backend.empty() ? 1 : 2;
     const bool mtp = std::find(extra.begin(), extra.end(), "--mtp") != extra.end();
-    const std::string ckpt = test::convert_golden("tiny-v3-story", ranks, /*with_tokenizer=*/true, /*keep_mtp=*/mtp);
+    const std::string ckpt =
+        test::convert_golden("tiny-v3-story", ranks, /*with_tokenizer=*/true, /*keep_mtp=*/mtp);
     std::vector<std::string> args = {DSINFER_BIN, "--threads", backend.empty() ? "2" : "1"};
     if (!backend.empty()) args.insert(args.end(), {"run", "-n", "2", "--comm", backend});
-    args.insert(args.end(), {"serve", "--ckpt-path", ckpt, "--served-model-name", "story", "--port", std::to_string(port_)});
+    args.insert(args.end(), {"serve", "--ckpt-path", ckpt, "--served-model-name", "story", "--port",
+                             std::to_string(port_)});
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -61,7 +64,8 @@ class Served {
     c.set_read_timeout(60, 0);
     return c;
   }
-  httplib::Result post(const std::string& path, const std::string& body, const httplib::Headers& h = {}) const {
+  httplib::Result post(const std::string& path, const std::string& body,
+                       const httplib::Headers& h = {}) const {
     return client().Post(path.c_str(), h, body, "application/json");
   }
   // SIGTERM; the exit status.
@@ -116,7 +120,8 @@ std::vector<std::pair<std::string, std::string>> transcript(const std::string& s
   while ((at = stdout_text.find("Prompt: ", at)) != std::string::npos) {
     const size_t nl = stdout_text.find("\nCompletion: ", at);
     const size_t end = stdout_text.find("\n\n", nl);
-    out.emplace_back(stdout_text.substr(at + 8, nl - at - 8), stdout_text.substr(nl + 13, end - nl - 13));
+    out.emplace_back(stdout_text.substr(at + 8, nl - at - 8),
+                     stdout_text.substr(nl + 13, end - nl - 13));
     at = end;
   }
   return out;
@@ -124,7 +129,8 @@ std::vector<std::pair<std::string, std::string>> transcript(const std::string& s
 
 TEST(Serve, GreedyChatIsTheReferenceTranscriptStreamedOrNot) {
   Served server;
-  const json golden = json::parse(test::read_file(test::data_path("golden/tiny-v3-story/chat-mp1-fp32.json")));
+  const json golden =
+      json::parse(test::read_file(test::data_path("golden/tiny-v3-story/chat-mp1-fp32.json")));
   const int max_new = golden["max_new_tokens"];
   const auto pairs = transcript(golden["batch"]["stdout"]);
   ASSERT_GE(pairs.size(), 3u);
@@ -147,14 +153,16 @@ TEST(Serve, GreedyChatIsTheReferenceTranscriptStreamedOrNot) {
 TEST(Serve, ConcurrentClientsGetTheirSoloAnswers) {
   Served server;
   std::vector<std::string> prompts;
-  for (int i = 0; i < 8; ++i) prompts.push_back("Story number " + std::to_string(i) + " begins here.");
+  for (int i = 0; i < 8; ++i)
+    prompts.push_back("Story number " + std::to_string(i) + " begins here.");
   std::vector<std::string> solo;
   json sampled_body;
   for (const std::string& p : prompts) {
     json b = chat_body(p, 12);
     b["temperature"] = 0.8;
     b["seed"] = 7;
-    solo.push_back(json::parse(server.post("/v1/chat/completions", b.dump())->body)["choices"][0]["message"]["content"]);
+    solo.push_back(json::parse(
+        server.post("/v1/chat/completions", b.dump())->body)["choices"][0]["message"]["content"]);
   }
   std::vector<std::future<std::string>> got;
   for (int round = 0; round < 2; ++round)
@@ -165,7 +173,8 @@ TEST(Serve, ConcurrentClientsGetTheirSoloAnswers) {
         b["seed"] = 7;
         auto r = server.post("/v1/chat/completions", b.dump());
         bool done = false;
-        return r ? stream_content(r->body, &done) : "(no response: " + httplib::to_string(r.error()) + ")";
+        return r ? stream_content(r->body, &done)
+                 : "(no response: " + httplib::to_string(r.error()) + ")";
       }));
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].get(), solo[i % prompts.size()]) << i;
 }
@@ -174,7 +183,8 @@ TEST(Serve, ConcurrentClientsGetTheirSoloAnswers) {
 // concurrent: what a server without it gives), and /metrics counts the drafts.
 TEST(Serve, MtpChangesNoAnswerAndMetricsCountItsDrafts) {
   std::vector<std::string> prompts;
-  for (int i = 0; i < 4; ++i) prompts.push_back("Story number " + std::to_string(i) + " begins here.");
+  for (int i = 0; i < 4; ++i)
+    prompts.push_back("Story number " + std::to_string(i) + " begins here.");
   auto sampled = [](const std::string& p, bool stream) {
     json b = chat_body(p, 16, stream);
     b["temperature"] = 0.7;
@@ -185,12 +195,15 @@ TEST(Serve, MtpChangesNoAnswerAndMetricsCountItsDrafts) {
   {
     Served server;
     for (const std::string& p : prompts)
-      plain.push_back(json::parse(server.post("/v1/chat/completions", sampled(p, false))->body)["choices"][0]["message"]["content"]);
+      plain.push_back(json::parse(server.post("/v1/chat/completions", sampled(p, false))
+                                      ->body)["choices"][0]["message"]["content"]);
   }
   Served server({"--mtp", "on"});
-  const json golden = json::parse(test::read_file(test::data_path("golden/tiny-v3-story/chat-mp1-fp32.json")));
+  const json golden =
+      json::parse(test::read_file(test::data_path("golden/tiny-v3-story/chat-mp1-fp32.json")));
   for (const auto& [prompt, completion] : transcript(golden["batch"]["stdout"])) {
-    auto r = server.post("/v1/chat/completions", chat_body(prompt, golden["max_new_tokens"]).dump());
+    auto r =
+        server.post("/v1/chat/completions", chat_body(prompt, golden["max_new_tokens"]).dump());
     ASSERT_TRUE(r);
     EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"], completion) << prompt;
   }
@@ -199,7 +212,8 @@ TEST(Serve, MtpChangesNoAnswerAndMetricsCountItsDrafts) {
     got.push_back(std::async(std::launch::async, [&, p] {
       auto r = server.post("/v1/chat/completions", sampled(p, true));
       bool done = false;
-      return r ? stream_content(r->body, &done) : "(no response: " + httplib::to_string(r.error()) + ")";
+      return r ? stream_content(r->body, &done)
+               : "(no response: " + httplib::to_string(r.error()) + ")";
     }));
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].get(), plain[i]) << i;
   auto m = server.client().Get("/metrics");
@@ -212,7 +226,8 @@ TEST(Serve, MtpChangesNoAnswerAndMetricsCountItsDrafts) {
 TEST(Serve, StopStringsEndTheTextAndAreNeverSent) {
   Served server;
   json b = chat_body("He looked at the letter for a long time before he said anything.", 40);
-  const std::string full = json::parse(server.post("/v1/chat/completions", b.dump())->body)["choices"][0]["message"]["content"];
+  const std::string full = json::parse(
+      server.post("/v1/chat/completions", b.dump())->body)["choices"][0]["message"]["content"];
   const size_t cut = full.find(" little");
   ASSERT_NE(cut, std::string::npos) << full;
   b["stop"] = json::array({" little", "never appears"});
@@ -222,7 +237,8 @@ TEST(Serve, StopStringsEndTheTextAndAreNeverSent) {
   b["stream"] = true;
   bool done = false;
   std::string finish;
-  EXPECT_EQ(stream_content(server.post("/v1/chat/completions", b.dump())->body, &done, &finish), full.substr(0, cut));
+  EXPECT_EQ(stream_content(server.post("/v1/chat/completions", b.dump())->body, &done, &finish),
+            full.substr(0, cut));
   EXPECT_EQ(finish, "stop");
 }
 
@@ -238,8 +254,9 @@ TEST(Serve, BadRequestsGetOpenAiErrorsAndTheServerGoesOn) {
     EXPECT_TRUE(j["error"].contains("type"));
   };
   expect_error(server.post("/v1/chat/completions", chat_body("hi", 3).dump()), 401, "API key");
-  expect_error(server.post("/v1/chat/completions", chat_body("hi", 3).dump(), {{"Authorization", "Bearer wrong"}}), 401,
-               "API key");
+  expect_error(server.post("/v1/chat/completions", chat_body("hi", 3).dump(),
+                           {{"Authorization", "Bearer wrong"}}),
+               401, "API key");
   expect_error(server.post("/v1/chat/completions", "{bad", key), 400, "not valid JSON");
   json b = chat_body("hi", 3);
   b["model"] = "gpt-4";
@@ -255,7 +272,9 @@ TEST(Serve, BadRequestsGetOpenAiErrorsAndTheServerGoesOn) {
   b = chat_body("hi", 3);
   b["messages"][0]["role"] = "robot";
   expect_error(server.post("/v1/chat/completions", b.dump(), key), 400, "role");
-  expect_error(server.post("/v1/chat/completions", chat_body(std::string(5000, 'x'), 3).dump(), key), 413, "max-body");
+  expect_error(
+      server.post("/v1/chat/completions", chat_body(std::string(5000, 'x'), 3).dump(), key), 413,
+      "max-body");
   expect_error(server.client().Get("/v1/nothing", key), 404, "no such endpoint");
   // and it still answers
   EXPECT_EQ(server.client().Get("/health")->status, 200) << "/health needs no key";
@@ -287,13 +306,21 @@ TEST(Serve, TokenizeDetokenizeAndMetrics) {
   const json answer = json::parse(server.post("/v1/chat/completions", chat.dump())->body);
   const json again = json::parse(server.post("/v1/chat/completions", chat.dump())->body);
   EXPECT_EQ(again["choices"][0]["message"]["content"], answer["choices"][0]["message"]["content"]);
-  EXPECT_GT(again["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << "the same prompt again";
+  EXPECT_GT(again["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0)
+      << "the same prompt again";
   auto t = server.post("/tokenize", json{{"messages", chat["messages"]}}.dump());
   ASSERT_TRUE(t);
   ASSERT_EQ(t->status, 200) << t->body;
   const json tokens = json::parse(t->body);
   EXPECT_EQ(tokens["count"], answer["usage"]["prompt_tokens"]);
-  auto d = server.post("/detokenize", json{{"tokens", json::parse(server.post("/tokenize", R"({"prompt": "Hello world", "add_special_tokens": false})")->body)["tokens"]}}.dump());
+  auto d = server.post(
+      "/detokenize",
+      json{{"tokens",
+            json::parse(
+                server
+                    .post("/tokenize", R"({"prompt": "Hello world", "add_special_tokens": false})")
+                    ->body)["tokens"]}}
+          .dump());
   ASSERT_TRUE(d);
   EXPECT_EQ(json::parse(d->body)["prompt"], "Hello world");
   EXPECT_EQ(server.post("/detokenize", R"({"tokens": [-1]})")->status, 400);
@@ -310,13 +337,15 @@ TEST(Serve, TokenizeDetokenizeAndMetrics) {
   EXPECT_EQ(value("dsinfer_inter_token_latency_seconds_count"), 10);
   // the KV cache in positions and bytes: the conversation's blocks stay cached (the prefix index
   // holds them), within the budget, nothing evicted
-  const double budget = value("dsinfer_kv_cache_budget_positions"), used = value("dsinfer_kv_cache_used_positions");
+  const double budget = value("dsinfer_kv_cache_budget_positions"),
+               used = value("dsinfer_kv_cache_used_positions");
   EXPECT_GT(budget, 0) << metrics;
   EXPECT_GT(used, 0);
   EXPECT_LE(used, budget);
   EXPECT_EQ(std::fmod(used, 64.0), 0.0) << "whole blocks";
   EXPECT_GT(value("dsinfer_kv_cache_used_bytes"), 0);
-  EXPECT_EQ(value("dsinfer_kv_cache_used_bytes") / used, value("dsinfer_kv_cache_budget_bytes") / budget);
+  EXPECT_EQ(value("dsinfer_kv_cache_used_bytes") / used,
+            value("dsinfer_kv_cache_budget_bytes") / budget);
   EXPECT_GT(value("dsinfer_prefix_cache_blocks"), 0);
   EXPECT_EQ(value("dsinfer_prefix_cache_evictions_total"), 0);
 }
@@ -342,7 +371,8 @@ TEST(Serve, LogprobsOfGreedyTokensAreTheTopAlternatives) {
     for (size_t k = 0; k < 3; ++k) {
       mass += std::exp(e["top_logprobs"][k]["logprob"].get<double>());
       if (k > 0) {
-        EXPECT_LE(e["top_logprobs"][k]["logprob"].get<double>(), e["top_logprobs"][k - 1]["logprob"].get<double>());
+        EXPECT_LE(e["top_logprobs"][k]["logprob"].get<double>(),
+                  e["top_logprobs"][k - 1]["logprob"].get<double>());
       }
     }
     EXPECT_LE(mass, 1.0 + 1e-6);
@@ -372,7 +402,8 @@ TEST(Serve, QueuedStreamsAreKeptAliveAndAVanishedClientIsCancelled) {
   Served server({"--max-running", "1", "--keep-alive", "0.05"});
   json long_body = chat_body("Once upon a time", 600);
   long_body["ignore_eos"] = true;
-  auto long_one = std::async(std::launch::async, [&] { return server.post("/v1/chat/completions", long_body.dump()); });
+  auto long_one = std::async(std::launch::async,
+                             [&] { return server.post("/v1/chat/completions", long_body.dump()); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   auto queued = server.post("/v1/chat/completions", chat_body("He was tired.", 4, true).dump());
   ASSERT_TRUE(queued);
@@ -432,7 +463,8 @@ TEST(Serve, SigtermDrainsRunningRequestsAndRefusesNewOnes) {
   // under the sanitizers)
   json long_body = chat_body("Once upon a time", 300);
   long_body["ignore_eos"] = true;
-  auto running = std::async(std::launch::async, [&] { return server.post("/v1/chat/completions", long_body.dump()); });
+  auto running = std::async(std::launch::async,
+                            [&] { return server.post("/v1/chat/completions", long_body.dump()); });
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
   auto status = std::async(std::launch::async, [&] { return server.terminate(); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -456,18 +488,27 @@ TEST(Serve, ToolCallsAndResultsInTheHistoryGoThroughTheTemplate) {
       {{{"role", "user"}, {"content", "What is the weather in Tokyo?"}},
        {{"role", "assistant"},
         {"content", nullptr},
-        {"tool_calls", json::array({{{"id", "call_0"},
-                                     {"type", "function"},
-                                     {"function", {{"name", "get_weather"}, {"arguments", R"({"location": "Tokyo"})"}}}}})}},
+        {"tool_calls",
+         json::array({{{"id", "call_0"},
+                       {"type", "function"},
+                       {"function",
+                        {{"name", "get_weather"}, {"arguments", R"({"location": "Tokyo"})"}}}}})}},
        {{"role", "tool"}, {"tool_call_id", "call_0"}, {"content", "sunny, 21 C"}}});
-  json b = {{"messages", messages}, {"max_tokens", 5}, {"temperature", 0},
-            {"tools", json::array({{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}})}};
+  json b = {{"messages", messages},
+            {"max_tokens", 5},
+            {"temperature", 0},
+            {"tools",
+             json::array({{{"type", "function"},
+                           {"function",
+                            {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}})}};
   auto r = server.post("/v1/chat/completions", b.dump());
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_TRUE(json::parse(r->body)["choices"][0]["message"].contains("content"));
-  const json ids = json::parse(server.post("/tokenize", json{{"messages", messages}}.dump())->body)["tokens"];
-  const std::string text = json::parse(server.post("/detokenize", json{{"tokens", ids}}.dump())->body)["prompt"];
+  const json ids =
+      json::parse(server.post("/tokenize", json{{"messages", messages}}.dump())->body)["tokens"];
+  const std::string text =
+      json::parse(server.post("/detokenize", json{{"tokens", ids}}.dump())->body)["prompt"];
   EXPECT_NE(text.find("get_weather"), std::string::npos) << text;
   EXPECT_NE(text.find("sunny, 21 C"), std::string::npos) << text;
   EXPECT_NE(text.find("<｜tool▁calls▁begin｜>"), std::string::npos) << text;
@@ -478,11 +519,14 @@ TEST(Serve, TheDrainDeadlineCancelsWhatStillRuns) {
   Served server({"--drain", "0.2"});
   json endless = chat_body("Once upon a time", 15000);
   endless["ignore_eos"] = true;
-  auto running = std::async(std::launch::async, [&] { return server.post("/v1/chat/completions", endless.dump()); });
+  auto running = std::async(std::launch::async,
+                            [&] { return server.post("/v1/chat/completions", endless.dump()); });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const double t0 = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  const double t0 =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   EXPECT_EQ(server.terminate(), 0);
-  const double t1 = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  const double t1 =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   EXPECT_LT(t1 - t0, 5.0) << "the deadline should bound the shutdown";
   auto r = running.get();
   if (r && r->status == 200) {
@@ -499,17 +543,21 @@ class ServeRanks : public ::testing::TestWithParam<std::string> {};
 TEST_P(ServeRanks, TwoRanksAnswerAsTheReferenceAtWorldSizeTwo) {
   if (std::string why = test::backend_unavailable(GetParam()); !why.empty()) GTEST_SKIP() << why;
   Served server({}, GetParam());
-  const json golden = json::parse(test::read_file(test::data_path("golden/tiny-v3-story/chat-mp2-fp32.json")));
+  const json golden =
+      json::parse(test::read_file(test::data_path("golden/tiny-v3-story/chat-mp2-fp32.json")));
   const auto pairs = transcript(golden["batch"]["stdout"]);
   ASSERT_GE(pairs.size(), 2u);
   std::vector<std::future<std::string>> got;
   for (const auto& [prompt, completion] : pairs)
     got.push_back(std::async(std::launch::async, [&, p = prompt] {
-      auto r = server.post("/v1/chat/completions", chat_body(p, golden["max_new_tokens"], true).dump());
+      auto r =
+          server.post("/v1/chat/completions", chat_body(p, golden["max_new_tokens"], true).dump());
       bool done = false;
-      return r ? stream_content(r->body, &done) : "(no response: " + httplib::to_string(r.error()) + ")";
+      return r ? stream_content(r->body, &done)
+               : "(no response: " + httplib::to_string(r.error()) + ")";
     }));
-  for (size_t i = 0; i < pairs.size(); ++i) EXPECT_EQ(got[i].get(), pairs[i].second) << pairs[i].first;
+  for (size_t i = 0; i < pairs.size(); ++i)
+    EXPECT_EQ(got[i].get(), pairs[i].second) << pairs[i].first;
   // sampled: without logprobs each rank draws on its slice of the vocabulary and they gather one
   // candidate each (engine/vocab_draw.h); with them the step gathers whole rows. Same tokens.
   for (uint64_t seed : {7, 8}) {
@@ -519,8 +567,10 @@ TEST_P(ServeRanks, TwoRanksAnswerAsTheReferenceAtWorldSizeTwo) {
     const json sliced = json::parse(server.post("/v1/chat/completions", b.dump())->body);
     b["logprobs"] = true;
     const json whole = json::parse(server.post("/v1/chat/completions", b.dump())->body);
-    EXPECT_EQ(sliced["choices"][0]["message"]["content"], whole["choices"][0]["message"]["content"]) << seed;
-    EXPECT_EQ(whole["choices"][0]["logprobs"]["content"].size(), whole["usage"]["completion_tokens"].get<size_t>());
+    EXPECT_EQ(sliced["choices"][0]["message"]["content"], whole["choices"][0]["message"]["content"])
+        << seed;
+    EXPECT_EQ(whole["choices"][0]["logprobs"]["content"].size(),
+              whole["usage"]["completion_tokens"].get<size_t>());
   }
   const int status = server.terminate();
   if (GetParam() == "gloo") {

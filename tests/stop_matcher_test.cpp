@@ -1,9 +1,9 @@
 // serve/stop_matcher.h: a stop string ends the text and is never emitted, not even its first
 // bytes; text that only looks like a stop string's start comes out once it is decided; a UTF-8
 // character is never split.
-#include <gtest/gtest.h>
-
 #include "serve/stop_matcher.h"
+
+#include <gtest/gtest.h>
 
 namespace dsinfer {
 namespace {

@@ -4,20 +4,20 @@
 #include <openssl/evp.h>
 #include <sys/wait.h>
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
+#include "comm/backends.h"
 #include "core/error.h"
 #include "engine/eval_case.h"
 #include "io/safetensors.h"
-#include "comm/backends.h"
 
 namespace dsinfer::test {
 
@@ -72,22 +72,25 @@ bool has_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0
 CommandResult run_mpi(int ranks, const std::string& args, const std::string& input, int timeout_s) {
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  return run_command("timeout " + std::to_string(timeout_s) + " mpirun -n " + std::to_string(ranks) +
-                         " --oversubscribe --bind-to none " + DSINFER_BIN + " --threads 1 " + args,
+  return run_command("timeout " + std::to_string(timeout_s) + " mpirun -n " +
+                         std::to_string(ranks) + " --oversubscribe --bind-to none " + DSINFER_BIN +
+                         " --threads 1 " + args,
                      input);
 }
 
 std::string backend_unavailable(const std::string& backend) {
   if (!comm_backend_built(backend)) return "dsinfer was built without the " + backend + " backend";
-  if (backend == "mpi" && !has_mpirun()) return "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
+  if (backend == "mpi" && !has_mpirun())
+    return "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
   return "";
 }
 
-CommandResult run_ranks(const std::string& backend, int ranks, const std::string& args, const std::string& input,
-                        int timeout_s) {
+CommandResult run_ranks(const std::string& backend, int ranks, const std::string& args,
+                        const std::string& input, int timeout_s) {
   if (backend == "mpi") return run_mpi(ranks, args, input, timeout_s);
-  return run_command("timeout " + std::to_string(timeout_s) + " " + DSINFER_BIN + " --threads 1 run -n " +
-                         std::to_string(ranks) + " --comm " + backend + " " + args,
+  return run_command("timeout " + std::to_string(timeout_s) + " " + DSINFER_BIN +
+                         " --threads 1 run -n " + std::to_string(ranks) + " --comm " + backend +
+                         " " + args,
                      input);
 }
 
@@ -103,17 +106,18 @@ std::string backend_test_name(const std::string& backend) {
   return name;
 }
 
-std::string convert_golden(const std::string& model, int world_size, bool with_tokenizer, bool keep_mtp,
-                           const std::string& formats) {
+std::string convert_golden(const std::string& model, int world_size, bool with_tokenizer,
+                           bool keep_mtp, const std::string& formats) {
   const std::string golden = data_path("golden/" + model);
   const auto config = nlohmann::json::parse(read_file(golden + "/hf/config.json"));
   std::string suffix;
   for (char ch : formats) suffix += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '-';
-  const std::string ckpt =
-      scratch_dir("ckpt-" + model + "-mp" + std::to_string(world_size) + (keep_mtp ? "-mtp" : "") + suffix);
-  auto r = run_dsinfer("-q convert --hf-ckpt-path " + golden + "/hf --save-path " + ckpt + " --n-experts " +
-                       std::to_string(config["n_routed_experts"].get<int>()) + " --model-parallel " +
-                       std::to_string(world_size) + (keep_mtp ? " --keep-mtp" : "") + " " + formats);
+  const std::string ckpt = scratch_dir("ckpt-" + model + "-mp" + std::to_string(world_size) +
+                                       (keep_mtp ? "-mtp" : "") + suffix);
+  auto r = run_dsinfer("-q convert --hf-ckpt-path " + golden + "/hf --save-path " + ckpt +
+                       " --n-experts " + std::to_string(config["n_routed_experts"].get<int>()) +
+                       " --model-parallel " + std::to_string(world_size) +
+                       (keep_mtp ? " --keep-mtp" : "") + " " + formats);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   if (with_tokenizer)
     for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
@@ -131,8 +135,9 @@ std::vector<LogitsRow> compare_logits(const std::string& ours_path, const std::s
   EXPECT_EQ(r.dtype, DType::kF32);
   if (a.shape != r.shape || a.dtype != DType::kF32 || r.dtype != DType::kF32 || r.shape.size() != 3)
     return {{INFINITY, false}};
-  return compare_logit_rows(reinterpret_cast<const float*>(a.data), reinterpret_cast<const float*>(r.data),
-                            r.shape[0] * r.shape[1], r.shape[2]);
+  return compare_logit_rows(reinterpret_cast<const float*>(a.data),
+                            reinterpret_cast<const float*>(r.data), r.shape[0] * r.shape[1],
+                            r.shape[2]);
 }
 
 double expect_logits_match(const std::string& ours_path, const std::string& ref_path) {

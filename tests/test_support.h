@@ -19,8 +19,8 @@ std::string scratch_dir(const std::string& name);
 
 struct CommandResult {
   int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
+  std::string out;     // stdout
+  std::string err;     // stderr
   double seconds = 0;  // wall time of the command
 };
 // Runs a shell command line (no redirections of its own) with stdin from `input`.
@@ -29,7 +29,8 @@ CommandResult run_command(const std::string& command, const std::string& input =
 CommandResult run_dsinfer(const std::string& args, const std::string& input = "");
 // Runs `mpirun -n <ranks> dsinfer --threads 1 <args>` (oversubscribed, unbound, as root allowed),
 // killed after timeout_s. Tests skip when has_mpirun() is false.
-CommandResult run_mpi(int ranks, const std::string& args, const std::string& input = "", int timeout_s = 120);
+CommandResult run_mpi(int ranks, const std::string& args, const std::string& input = "",
+                      int timeout_s = 120);
 bool has_mpirun();
 // Multi-process backends of the tests: "mpi" (mpirun) and "gloo" (`dsinfer run -n N --comm gloo`,
 // the torchrun-style environment). Why `backend` cannot run here ("" when it can): mpirun is
@@ -37,8 +38,8 @@ bool has_mpirun();
 std::string backend_unavailable(const std::string& backend);
 // `dsinfer --threads 1 <args>` on `ranks` local ranks of `backend` (run_mpi for mpi), killed after
 // timeout_s.
-CommandResult run_ranks(const std::string& backend, int ranks, const std::string& args, const std::string& input = "",
-                        int timeout_s = 120);
+CommandResult run_ranks(const std::string& backend, int ranks, const std::string& args,
+                        const std::string& input = "", int timeout_s = 120);
 // "mpi" -> "Mpi": parameter names for test suites instantiated per backend.
 std::string backend_test_name(const std::string& backend);
 // A model name as a gtest parameter name: "tiny-v2-lite" -> "tiny_v2_lite".
@@ -46,9 +47,11 @@ std::string model_test_name(const ::testing::TestParamInfo<std::string>& info);
 
 // Converts tests/data/golden/<model>/hf at model-parallel `world_size` into a fresh scratch
 // directory (with the DeepSeek-V3 tokenizer files beside the shards when asked); returns it.
-// `formats`: convert's format flags ("--experts-int4", "--int8", both), each set in its own directory.
-std::string convert_golden(const std::string& model, int world_size = 1, bool with_tokenizer = false,
-                           bool keep_mtp = false, const std::string& formats = "");  // keep_mtp: convert --keep-mtp
+// `formats`: convert's format flags ("--experts-int4", "--int8", both), each set in its own
+// directory.
+std::string convert_golden(const std::string& model, int world_size = 1,
+                           bool with_tokenizer = false, bool keep_mtp = false,
+                           const std::string& formats = "");  // keep_mtp: convert --keep-mtp
 
 // Compares logits [steps, batch, vocab] in two safetensors files ("logits" tensor) with the
 // golden acceptance rule: per row max|ours - ref| <= 1e-3 max|ref| and the same argmax

@@ -703,7 +703,9 @@ TEST(TokenizerErrors, BadFilesNameTheProblem) {
   EXPECT_NE(with([](json& c) { c["model"]["vocab"]["zz"] = 4.5; }).find("zz"), std::string::npos);
   // a few huge ids would make the id tables gigabytes (fuzz_tokenizer: 2 s and 0.6 GB for one
   // file of 1.4 KB); a hole of up to 2^20 ids is fine
-  EXPECT_NE(with([](json& c) { c["model"]["vocab"]["zz"] = 10555555; }).find("\"zz\" has id 10555555, far beyond"),
+  EXPECT_NE(with([](json& c) {
+              c["model"]["vocab"]["zz"] = 10555555;
+            }).find("\"zz\" has id 10555555, far beyond"),
             std::string::npos);
   EXPECT_EQ(with([](json& c) { c["model"]["vocab"]["zz"] = 1000000; }), "(no error)");
   EXPECT_NE(with([](json& c) { c["model"]["merges"].push_back(7); }).find("merge 2 is neither"),
@@ -757,12 +759,14 @@ TEST(TokenizerErrors, SpecialTokensMustBeInTheVocabulary) {
     json c = config;
     c[key] = "<|no such token|>";
     const std::string msg = error_of([&] { Tokenizer::from_strings(text, c.dump(), "V3"); });
-    EXPECT_NE(msg.find(std::string("tokenizer_config.json: ") + key + " \"<|no such token|>\" is not a token"),
+    EXPECT_NE(msg.find(std::string("tokenizer_config.json: ") + key +
+                       " \"<|no such token|>\" is not a token"),
               std::string::npos)
         << msg;
     c[key] = {{"content", "<|no such token|>"}, {"lstrip", false}};  // the AddedToken form
-    EXPECT_NE(error_of([&] { Tokenizer::from_strings(text, c.dump(), "V3"); }).find("is not a token"),
-              std::string::npos);
+    EXPECT_NE(
+        error_of([&] { Tokenizer::from_strings(text, c.dump(), "V3"); }).find("is not a token"),
+        std::string::npos);
     c[key] = nullptr;  // null: no such special token, as transformers reads it
     EXPECT_EQ(error_of([&] { Tokenizer::from_strings(text, c.dump(), "V3"); }), "(no error)");
   }

@@ -1,9 +1,9 @@
 // core/utf8.h: well-formed sequences by Table 3-7 (overlongs, surrogates and out-of-range code
 // points rejected, cut-short sequences told apart from ill-formed ones), code points, and the
 // prefix a stream may emit without splitting a character.
-#include <gtest/gtest.h>
-
 #include "core/utf8.h"
+
+#include <gtest/gtest.h>
 
 namespace dsinfer {
 namespace {

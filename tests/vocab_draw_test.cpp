@@ -2,6 +2,8 @@
 // softmax(logits / T) cut by top_k / top_p; ranks that each hold a slice of the vocabulary and
 // combine their best candidates pick the token the whole row gives, bit for bit, for greedy and
 // sampled rows, with ties, -inf and NaN; a draw that needs the whole row refuses a slice.
+#include "engine/vocab_draw.h"
+
 #include <gtest/gtest.h>
 
 #include <array>
@@ -12,7 +14,6 @@
 #include <thread>
 
 #include "core/error.h"
-#include "engine/vocab_draw.h"
 
 namespace dsinfer {
 namespace {
@@ -20,12 +21,14 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // Draws at positions 0 .. n_draws - 1 (each its own stream) against p, as frequencies.
-void expect_draws_follow(const std::vector<float>& logits, const SamplingParams& params, const std::vector<double>& p) {
+void expect_draws_follow(const std::vector<float>& logits, const SamplingParams& params,
+                         const std::vector<double>& p) {
   const int n_draws = 100000;
   std::vector<int> counts(logits.size(), 0);
   std::vector<float> scratch;
   for (int pos = 0; pos < n_draws; ++pos)
-    ++counts[sample_keyed(logits.data(), static_cast<int64_t>(logits.size()), params, pos, scratch)];
+    ++counts[sample_keyed(logits.data(), static_cast<int64_t>(logits.size()), params, pos,
+                          scratch)];
   double chi2 = 0;
   int dof = -1;
   for (size_t i = 0; i < p.size(); ++i) {
@@ -38,11 +41,12 @@ void expect_draws_follow(const std::vector<float>& logits, const SamplingParams&
     ++dof;
   }
   // at most 5 degrees of freedom: P(chi2 > 25) ~ 1.4e-4
-  EXPECT_LT(chi2, 25.0) << "T=" << params.temperature << " top_k=" << params.top_k << " top_p=" << params.top_p
-                        << " dof " << dof;
+  EXPECT_LT(chi2, 25.0) << "T=" << params.temperature << " top_k=" << params.top_k
+                        << " top_p=" << params.top_p << " dof " << dof;
 }
 
-std::vector<double> softmax_over(const std::vector<float>& logits, double t, const std::vector<bool>& keep) {
+std::vector<double> softmax_over(const std::vector<float>& logits, double t,
+                                 const std::vector<bool>& keep) {
   std::vector<double> p(logits.size(), 0.0);
   double sum = 0;
   for (size_t i = 0; i < p.size(); ++i)
@@ -75,16 +79,19 @@ TEST(SampleKeyed, DrawsFollowSoftmaxOverTemperatureAndItsCuts) {
   }
   p.temperature = 1.0f;
   p.top_k = 2;  // ids 3 and 0, renormalised
-  expect_draws_follow(logits, p, softmax_over(logits, 1.0, {true, false, false, true, false, false}));
+  expect_draws_follow(logits, p,
+                      softmax_over(logits, 1.0, {true, false, false, true, false, false}));
   p.top_k = 0;
   p.top_p = 0.8f;  // softmax: id 3 0.539, id 0 0.198, id 1 0.120, ...: the first three reach 0.8
-  expect_draws_follow(logits, p, softmax_over(logits, 1.0, {true, true, false, true, false, false}));
+  expect_draws_follow(logits, p,
+                      softmax_over(logits, 1.0, {true, true, false, true, false, false}));
   // -inf is never drawn; large logits stay finite
   const std::vector<float> masked = {-kInf, 0.0f, -kInf, 1.0f};
   p.top_p = 1.0f;
   expect_draws_follow(masked, p, softmax_over(masked, 1.0, {false, true, false, true}));
   const std::vector<float> big = {1000.0f, 999.0f, 998.5f, 1001.0f};
-  expect_draws_follow(big, p, softmax_over({1.0f, 0.0f, -0.5f, 2.0f}, 1.0, {true, true, true, true}));
+  expect_draws_follow(big, p,
+                      softmax_over({1.0f, 0.0f, -0.5f, 2.0f}, 1.0, {true, true, true, true}));
 }
 
 // race_candidate skips the ids whose value provably stays below the best so far; the winner and
@@ -151,8 +158,8 @@ class ThreadComm : public Comm {
 };
 
 // rows [n_rows, vocab] drawn by `world` ranks holding equal slices; each rank's tokens.
-std::vector<std::vector<int32_t>> draw_on_slices(const std::vector<float>& rows, int64_t vocab, int world,
-                                                 const std::vector<RowDraw>& draws) {
+std::vector<std::vector<int32_t>> draw_on_slices(const std::vector<float>& rows, int64_t vocab,
+                                                 int world, const std::vector<RowDraw>& draws) {
   const int64_t n_rows = static_cast<int64_t>(rows.size()) / vocab, local = vocab / world;
   ThreadComm::Shared shared(world);
   std::vector<std::vector<int32_t>> tokens(world);
@@ -163,7 +170,8 @@ std::vector<std::vector<int32_t>> draw_on_slices(const std::vector<float>& rows,
       out.logit_columns = local;
       out.vocab_offset = r * local;
       for (int64_t b = 0; b < n_rows; ++b)
-        out.logits.insert(out.logits.end(), rows.begin() + b * vocab + r * local, rows.begin() + b * vocab + (r + 1) * local);
+        out.logits.insert(out.logits.end(), rows.begin() + b * vocab + r * local,
+                          rows.begin() + b * vocab + (r + 1) * local);
       ThreadComm comm(shared, r);
       tokens[r] = draw_tokens(out, vocab, draws, comm);
     });
@@ -190,7 +198,8 @@ TEST(VocabDraw, SlicesGiveTheWholeRowsTokenWithTiesInfinitiesAndNaN) {
     if (trial % 5 == 0) std::fill(rows.begin(), rows.begin() + vocab, nan);  // a row of NaN only
     if (trial % 7 == 0) std::fill(rows.begin() + vocab, rows.begin() + 2 * vocab, -kInf);
     std::vector<RowDraw> draws;
-    for (int64_t b = 0; b < n_rows; ++b) draws.push_back({n_rows - 1 - b, &how[b % 3], 1000 + b});  // any order
+    for (int64_t b = 0; b < n_rows; ++b)
+      draws.push_back({n_rows - 1 - b, &how[b % 3], 1000 + b});  // any order
     StepOutput whole;
     whole.logits = rows;
     whole.logit_columns = vocab;
@@ -199,8 +208,8 @@ TEST(VocabDraw, SlicesGiveTheWholeRowsTokenWithTiesInfinitiesAndNaN) {
     const std::vector<int32_t> expected = draw_tokens(whole, vocab, draws, solo);
     std::vector<float> scratch;
     for (size_t i = 0; i < draws.size(); ++i)
-      ASSERT_EQ(expected[i], sample_keyed(rows.data() + draws[i].row * vocab, vocab, *draws[i].params,
-                                          draws[i].position, scratch));
+      ASSERT_EQ(expected[i], sample_keyed(rows.data() + draws[i].row * vocab, vocab,
+                                          *draws[i].params, draws[i].position, scratch));
     for (const std::vector<int32_t>& got : draw_on_slices(rows, vocab, world, draws))
       ASSERT_EQ(got, expected) << "trial " << trial << ", world " << world;
   }

@@ -61,7 +61,8 @@ TEST(WriteFile, AFailedWriteLeavesNoPartialFile) {
     std::signal(SIGXFSZ, SIG_IGN);
     const rlimit limit{1 << 16, 1 << 16};
     setrlimit(RLIMIT_FSIZE, &limit);
-    const std::string msg = error_of([&] { write_file_atomically(path, std::string(1 << 20, 'x')); });
+    const std::string msg =
+        error_of([&] { write_file_atomically(path, std::string(1 << 20, 'x')); });
     _exit(msg.find("cannot write " + path + ": File too large") != std::string::npos ? 0 : 1);
   }
   int status = 0;

@@ -59,7 +59,8 @@ json summary(const LogitsComparison& c) {
 
 json compare_with_golden(const std::string& dir, ThreadPool& pool, const KernelConfig& kernels) {
   const std::string hf = dir + "/hf", case_path = dir + "/ref-mp1-fp32.json";
-  check(fs::is_directory(hf), "bench --golden: ", hf, " is not a directory (a golden model dir has hf/ and ref-mp1-*)");
+  check(fs::is_directory(hf), "bench --golden: ", hf,
+        " is not a directory (a golden model dir has hf/ and ref-mp1-*)");
   const EvalCase ec = read_eval_case(case_path);
   check(!ec.prefill.empty(), case_path, ": no prefill_tokens to compare");
   TempDir ckpt;
@@ -93,8 +94,9 @@ json compare_with_golden(const std::string& dir, ThreadPool& pool, const KernelC
 }
 
 void print_golden_comparison(const json& c) {
-  std::printf("\ngolden %s: %d rows of logits against the reference's fp32 run, max|d|/max|ref| per row\n",
-              c["dir"].get<std::string>().c_str(), c["rows"].get<int>());
+  std::printf(
+      "\ngolden %s: %d rows of logits against the reference's fp32 run, max|d|/max|ref| per row\n",
+      c["dir"].get<std::string>().c_str(), c["rows"].get<int>());
   std::printf("                       median      worst  rows>0.1  argmax differs\n");
   const std::pair<const char*, const char*> rows[] = {{"exact", "exact mode"},
                                                       {"exact_bf16_kv", "exact, bf16 KV"},
@@ -104,8 +106,8 @@ void print_golden_comparison(const json& c) {
   for (const auto& [key, label] : rows) {
     if (!c.contains(key)) continue;
     const json& s = c[key];
-    std::printf("  %-16s %10.3g %10.3g %9d %15d\n", label,
-                s["median_ratio"].get<double>(), s["worst_ratio"].get<double>(), s["far_rows"].get<int>(),
+    std::printf("  %-16s %10.3g %10.3g %9d %15d\n", label, s["median_ratio"].get<double>(),
+                s["worst_ratio"].get<double>(), s["far_rows"].get<int>(),
                 s["argmax_mismatches"].get<int>());
   }
 }

@@ -15,7 +15,8 @@ namespace dsinfer::cli {
 // Converts DIR/hf into a temporary directory, runs the fp32 case in both modes (one process),
 // and returns {"dir", "rows", "exact"|"fast"|"demo_bf16": {median_ratio, worst_ratio, far_rows,
 // argmax_mismatches}}, with `kernels`' ISA and tuning (exact and fast). Errors name the file.
-nlohmann::json compare_with_golden(const std::string& dir, ThreadPool& pool, const KernelConfig& kernels);
+nlohmann::json compare_with_golden(const std::string& dir, ThreadPool& pool,
+                                   const KernelConfig& kernels);
 
 // The table of that comparison, on stdout.
 void print_golden_comparison(const nlohmann::json& comparison);

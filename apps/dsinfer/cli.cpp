@@ -8,13 +8,13 @@
 #include <string_view>
 #include <vector>
 
+#include "comm/backends.h"
 #include "commands.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
-#include "kernels/linear.h"
-#include "comm/backends.h"
 #include "io/mapped_file.h"
+#include "kernels/linear.h"
 
 namespace dsinfer::cli {
 
@@ -27,7 +27,8 @@ void warn_if_no_huge_pages() {
   std::ifstream in(path);
   std::string mode;
   if (!std::getline(in, mode)) {
-    log_info("warning: --huge-pages: cannot read ", path, "; the shards may end up in 4 KB pages anyway");
+    log_info("warning: --huge-pages: cannot read ", path,
+             "; the shards may end up in 4 KB pages anyway");
     return;
   }
   if (mode.find("[never]") != std::string::npos)
@@ -38,7 +39,8 @@ void warn_if_no_huge_pages() {
 
 void write_stdout(std::string_view text) {
   errno = 0;
-  const bool ok = std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0;
+  const bool ok =
+      std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0;
   if (!ok && g_stdout_errno == 0) g_stdout_errno = errno != 0 ? errno : EIO;
 }
 
@@ -59,41 +61,48 @@ int run_cli(int argc, char** argv) {
   int threads = 0;
   bool quiet = false, debug = false;
   std::string comm_backend;
-  app.add_option("--threads", threads,
-                 "worker threads (default: the CPUs this process may use, shared among the ranks on "
-                 "this machine)");
+  app.add_option(
+      "--threads", threads,
+      "worker threads (default: the CPUs this process may use, shared among the ranks on "
+      "this machine)");
   app.add_flag("-q,--quiet", quiet, "only errors on stderr");
   app.add_flag("--debug", debug, "debug logging on stderr");
   std::string act = "f32";
   bool fast = false;
-  app.add_option("--act-dtype", act,
-                 "activations entering the matrix products: f32 (exact, the default) or bf16 (fast mode: "
-                 "rounded to bf16, weights exact, fp32 accumulation; AMX tiles where the CPU has them)")
+  app.add_option(
+         "--act-dtype", act,
+         "activations entering the matrix products: f32 (exact, the default) or bf16 (fast mode: "
+         "rounded to bf16, weights exact, fp32 accumulation; AMX tiles where the CPU has them)")
       ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_flag("--fast", fast, "fast mode: the same as --act-dtype bf16");
   bool batch_variant = false;
-  app.add_flag("--batch-variant", batch_variant,
-               "opt out of batch invariance: matrix products of 8 or more tokens (prefill) sum in a faster "
-               "order, so a sequence's logits then depend (within rounding) on its batch mates and on how "
-               "its prompt was chunked; by default they never do");
+  app.add_flag(
+      "--batch-variant", batch_variant,
+      "opt out of batch invariance: matrix products of 8 or more tokens (prefill) sum in a faster "
+      "order, so a sequence's logits then depend (within rounding) on its batch mates and on how "
+      "its prompt was chunked; by default they never do");
   bool huge_pages = false, no_huge_pages = false;
-  auto* huge_flag = app.add_flag(
-      "--huge-pages", huge_pages,
-      "always read the checkpoint's shards into this process's own memory in 2 MB transparent huge pages "
-      "instead of mapping the page cache's 4 KB pages (decode 6-40% faster: fewer TLB misses; a copy at load, "
-      "memory not shared with other processes). Default: shards of 256 MB or more when they fit in this "
-      "rank's share of the available memory");
-  app.add_flag("--no-huge-pages", no_huge_pages,
-               "always map the shards in the page cache (no copy at load; processes share the memory)")
+  auto* huge_flag = app.add_flag("--huge-pages", huge_pages,
+                                 "always read the checkpoint's shards into this process's own "
+                                 "memory in 2 MB transparent huge pages "
+                                 "instead of mapping the page cache's 4 KB pages (decode 6-40% "
+                                 "faster: fewer TLB misses; a copy at load, "
+                                 "memory not shared with other processes). Default: shards of 256 "
+                                 "MB or more when they fit in this "
+                                 "rank's share of the available memory");
+  app.add_flag(
+         "--no-huge-pages", no_huge_pages,
+         "always map the shards in the page cache (no copy at load; processes share the memory)")
       ->excludes(huge_flag);
   app.add_option("--comm", comm_backend,
                  "communication backend: local, mpi or gloo (default: DSINFER_COMM, else from the "
                  "launcher's environment: mpirun -> mpi, WORLD_SIZE > 1 -> gloo, else local)")
       ->check(CLI::IsMember({"local", "mpi", "gloo"}));
   KernelConfig kernels;  // filled in once the command line is parsed
-  std::vector<Command> commands = {register_convert(app), register_fp8_cast_bf16(app),
-                                   register_eval(app, kernels), register_perplexity(app, kernels),
-                                   register_generate(app, kernels), register_tokenize(app)};
+  std::vector<Command> commands = {
+      register_convert(app),           register_fp8_cast_bf16(app),
+      register_eval(app, kernels),     register_perplexity(app, kernels),
+      register_generate(app, kernels), register_tokenize(app)};
   commands.push_back(register_bench(app, kernels));
   commands.push_back(register_bench_comm(app));
   commands.push_back(register_make_random(app));
@@ -116,7 +125,9 @@ int run_cli(int argc, char** argv) {
     log_debug("kernels: ", describe(kernels));
     if (act != "f32") global_args.insert(global_args.end(), {"--act-dtype", act});
     if (batch_variant) global_args.push_back("--batch-variant");
-    set_read_into_huge_pages(huge_pages ? HugePages::kOn : no_huge_pages ? HugePages::kOff : HugePages::kAuto,
+    set_read_into_huge_pages(huge_pages      ? HugePages::kOn
+                             : no_huge_pages ? HugePages::kOff
+                                             : HugePages::kAuto,
                              ThreadPool::local_ranks());  // they load at the same time
     if (huge_pages) {
       global_args.push_back("--huge-pages");

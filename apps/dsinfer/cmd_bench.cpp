@@ -14,6 +14,7 @@
 #include "bench/model_bench.h"
 #include "bench_golden.h"
 #include "bench_report.h"
+#include "comm/backends.h"
 #include "commands.h"
 #include "core/cpu.h"
 #include "core/error.h"
@@ -21,7 +22,6 @@
 #include "core/thread_pool.h"
 #include "io/mapped_file.h"
 #include "model_options.h"
-#include "comm/backends.h"
 
 namespace dsinfer::cli {
 
@@ -48,8 +48,8 @@ struct BenchOptions {
   int serving_requests = 0;              // 0: twice the concurrency
   ServingOptions serving_shape;
   ConversationOptions conversations{.users = 0};  // users 0: no conversation workload
-  bool explain = false;      // --explain-kernels: print the plan table and nothing else
-  std::string explain_cpu;   // its CPU family (empty: this machine's kernels)
+  bool explain = false;     // --explain-kernels: print the plan table and nothing else
+  std::string explain_cpu;  // its CPU family (empty: this machine's kernels)
   std::vector<int64_t> explain_tokens = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 512};
 };
 
@@ -85,7 +85,9 @@ json conversation_json(const ConversationResult& r) {
           {"prompt_tokens", r.prompt_tokens},
           {"reused_tokens", r.reused_tokens},
           {"ideal_reused_tokens", r.ideal_reused_tokens},
-          {"hit_of_ideal", r.ideal_reused_tokens > 0 ? static_cast<double>(r.reused_tokens) / r.ideal_reused_tokens : 0.0},
+          {"hit_of_ideal", r.ideal_reused_tokens > 0
+                               ? static_cast<double>(r.reused_tokens) / r.ideal_reused_tokens
+                               : 0.0},
           {"peak_kv_positions", r.peak_kv_blocks * kKVBlock},
           {"peak_kv_bytes", r.peak_kv_blocks * r.kv_bytes_per_block},
           {"evictions", r.evictions},
@@ -118,7 +120,8 @@ std::vector<std::vector<double>> gather(Comm& comm, const std::vector<double>& m
   std::vector<float> in(mine.begin(), mine.end()), out(n * comm.world_size());
   comm.all_gather(in.data(), n, out.data());
   std::vector<std::vector<double>> all(comm.world_size());
-  for (int r = 0; r < comm.world_size(); ++r) all[r].assign(out.begin() + r * n, out.begin() + (r + 1) * n);
+  for (int r = 0; r < comm.world_size(); ++r)
+    all[r].assign(out.begin() + r * n, out.begin() + (r + 1) * n);
   return all;
 }
 
@@ -168,7 +171,8 @@ void run_explain(const BenchOptions& o) {
   KernelConfig kernels = *o.model.kernels;
   if (!o.explain_cpu.empty()) {
     const KernelConfig typical = typical_kernel_config(parse_cpu_family(o.explain_cpu));
-    kernels = {kernels.act, kernels.batch_invariant, typical.isa, typical.amx, typical.bf16dot, typical.gemv};
+    kernels = {kernels.act, kernels.batch_invariant, typical.isa,
+               typical.amx, typical.bf16dot,         typical.gemv};
   }
   const ModelConfig config = o.model.load_config();
   auto comm = make_comm();
@@ -201,11 +205,13 @@ json measure_prefills(const BenchOptions& o, Transformer& model, Comm& comm) {
 json measure_decodes(const BenchOptions& o, Transformer& model, Comm& comm) {
   json decodes = json::array();
   for (int b : o.batches) {
-    log_info("bench: decode at batch ", b, " (", o.runs, " runs of ", o.warmup_steps, " warm-up + ", o.decode_steps,
-             " steps)");
-    const DecodeResult r =
-        fastest(o.runs, [&] { return bench_decode(model, b, o.prompt_len, o.warmup_steps, o.decode_steps, o.seed + 2); });
-    const double bytes = sum_over_ranks(comm, static_cast<double>(r.weight_bytes));  // all steps, all ranks
+    log_info("bench: decode at batch ", b, " (", o.runs, " runs of ", o.warmup_steps, " warm-up + ",
+             o.decode_steps, " steps)");
+    const DecodeResult r = fastest(o.runs, [&] {
+      return bench_decode(model, b, o.prompt_len, o.warmup_steps, o.decode_steps, o.seed + 2);
+    });
+    const double bytes =
+        sum_over_ranks(comm, static_cast<double>(r.weight_bytes));  // all steps, all ranks
     const double gbps = bytes / r.seconds / 1e9;
     decodes.push_back({{"batch", b},
                        {"steps", r.steps},
@@ -234,10 +240,11 @@ json measure_depths(const BenchOptions& o, Transformer& model, Comm& comm) {
     std::vector<int64_t> all = {kBaseDepth};
     all.insert(all.end(), o.depths.begin(), o.depths.end());
     for (int64_t depth : all) {
-      log_info("bench: decode at depth ", depth, ", batch ", b, " (", o.runs, " runs of ", o.warmup_steps,
-               " warm-up + ", o.decode_steps, " steps)");
+      log_info("bench: decode at depth ", depth, ", batch ", b, " (", o.runs, " runs of ",
+               o.warmup_steps, " warm-up + ", o.decode_steps, " steps)");
       const DecodeResult r = fastest(o.runs, [&] {
-        return bench_decode_at_depth(model, b, depth, o.warmup_steps, o.decode_steps, o.seed + 5, kv);
+        return bench_decode_at_depth(model, b, depth, o.warmup_steps, o.decode_steps, o.seed + 5,
+                                     kv);
       });
       const PartStats& att = r.parts.parts[static_cast<int>(ForwardPart::kAttention)];
       int64_t macs = 0;
@@ -249,19 +256,23 @@ json measure_depths(const BenchOptions& o, Transformer& model, Comm& comm) {
         base_seconds = step_s;
         base_flops = flops;
       }
-      if (depth == kBaseDepth && std::find(o.depths.begin(), o.depths.end(), kBaseDepth) != o.depths.end()) continue;
+      if (depth == kBaseDepth &&
+          std::find(o.depths.begin(), o.depths.end(), kBaseDepth) != o.depths.end())
+        continue;
       const double extra_s = step_s - base_seconds, extra_flops = flops - base_flops;
-      depths.push_back({{"depth", depth},
-                        {"batch", b},
-                        {"kv_cache_dtype", kv_dtype_name(kv)},
-                        {"tokens_per_s", r.tokens_per_s()},
-                        {"ms_per_step", 1e3 * step_s},
-                        {"attention_ms_per_step", 1e3 * att.seconds / r.steps},
-                        {"attention_gflops", att.seconds > 0 ? att_flops / (att.seconds / r.steps) / 1e9 : 0.0},
-                        {"weight_gbps", sum_over_ranks(comm, static_cast<double>(r.weight_bytes)) / r.seconds / 1e9},
-                        {"extra_ms_over_depth_16", 1e3 * extra_s},
-                        {"extra_gflops_over_depth_16", extra_s > 0 ? extra_flops / extra_s / 1e9 : 0.0},
-                        {"parts_rank0", parts_json(r.parts, r.steps)}});
+      depths.push_back(
+          {{"depth", depth},
+           {"batch", b},
+           {"kv_cache_dtype", kv_dtype_name(kv)},
+           {"tokens_per_s", r.tokens_per_s()},
+           {"ms_per_step", 1e3 * step_s},
+           {"attention_ms_per_step", 1e3 * att.seconds / r.steps},
+           {"attention_gflops", att.seconds > 0 ? att_flops / (att.seconds / r.steps) / 1e9 : 0.0},
+           {"weight_gbps",
+            sum_over_ranks(comm, static_cast<double>(r.weight_bytes)) / r.seconds / 1e9},
+           {"extra_ms_over_depth_16", 1e3 * extra_s},
+           {"extra_gflops_over_depth_16", extra_s > 0 ? extra_flops / extra_s / 1e9 : 0.0},
+           {"parts_rank0", parts_json(r.parts, r.steps)}});
     }
   }
   return depths;
@@ -272,9 +283,10 @@ json measure_mtp(const BenchOptions& o, Transformer& model) {
   if (!o.model.mtp_on()) return mtps;
   for (int b : o.batches) {
     const int max_drafts = std::max(3, o.model.draft_tokens);
-    log_info("bench: MTP speculation cost at batch ", b, ", 1 to ", max_drafts, " drafts (", o.decode_steps,
-             " rounds)");
-    const MtpCostResult m = bench_mtp(model, b, o.prompt_len, o.decode_steps, max_drafts, o.seed + 4);
+    log_info("bench: MTP speculation cost at batch ", b, ", 1 to ", max_drafts, " drafts (",
+             o.decode_steps, " rounds)");
+    const MtpCostResult m =
+        bench_mtp(model, b, o.prompt_len, o.decode_steps, max_drafts, o.seed + 4);
     json per_k = json::array();
     for (int k = 1; k <= max_drafts; ++k)
       per_k.push_back({{"drafts", k},
@@ -302,8 +314,9 @@ json measure_servings(const BenchOptions& o, Transformer& model) {
     so.concurrency = concurrency;
     so.requests = o.serving_requests > 0 ? o.serving_requests : 2 * concurrency;
     so.seed = o.seed + 3;
-    log_info("bench: serving ", so.requests, " requests at concurrency ", concurrency, " (prompts of ", so.prompt_len,
-             ", ", so.max_new_tokens, " new tokens, one arriving every ", so.stagger_steps, " steps, step budget ",
+    log_info("bench: serving ", so.requests, " requests at concurrency ", concurrency,
+             " (prompts of ", so.prompt_len, ", ", so.max_new_tokens,
+             " new tokens, one arriving every ", so.stagger_steps, " steps, step budget ",
              so.step_tokens, " tokens)");
     servings.push_back(serving_json(bench_serving(model, so)));
   }
@@ -317,9 +330,9 @@ json measure_conversations(const BenchOptions& o, Transformer& model) {
     ConversationOptions co = o.conversations;
     co.prefix_cache = prefix;
     co.seed = o.seed + 6;
-    log_info("bench: ", co.users, " conversations x ", co.turns, " turns (system prompt ", co.system_len,
-             ", user turns ", co.user_len, ", answers ", co.max_new_tokens, " tokens), prefix cache ",
-             prefix ? "on" : "off");
+    log_info("bench: ", co.users, " conversations x ", co.turns, " turns (system prompt ",
+             co.system_len, ", user turns ", co.user_len, ", answers ", co.max_new_tokens,
+             " tokens), prefix cache ", prefix ? "on" : "off");
     conversations.push_back(conversation_json(bench_conversations(model, co)));
   }
   return conversations;
@@ -327,10 +340,14 @@ json measure_conversations(const BenchOptions& o, Transformer& model) {
 
 // Every rank's ceilings (the higher of before and after) and their sums, as "ceilings" is in the
 // JSON; `total` gets the sums.
-json ceilings_json(Comm& comm, const Ceilings& before, const Ceilings& after, int64_t buffer_bytes, Ceilings& total) {
-  const Ceilings mine{std::max(before.read_gbps, after.read_gbps), std::max(before.fma_gflops, after.fma_gflops),
-                      std::max(before.bf16_gflops, after.bf16_gflops), std::max(before.amx_gflops, after.amx_gflops)};
-  const auto per_rank = gather(comm, {mine.read_gbps, mine.fma_gflops, mine.bf16_gflops, mine.amx_gflops});
+json ceilings_json(Comm& comm, const Ceilings& before, const Ceilings& after, int64_t buffer_bytes,
+                   Ceilings& total) {
+  const Ceilings mine{std::max(before.read_gbps, after.read_gbps),
+                      std::max(before.fma_gflops, after.fma_gflops),
+                      std::max(before.bf16_gflops, after.bf16_gflops),
+                      std::max(before.amx_gflops, after.amx_gflops)};
+  const auto per_rank =
+      gather(comm, {mine.read_gbps, mine.fma_gflops, mine.bf16_gflops, mine.amx_gflops});
   total = {};
   json ranks = json::array();
   for (const auto& r : per_rank) {
@@ -338,21 +355,27 @@ json ceilings_json(Comm& comm, const Ceilings& before, const Ceilings& after, in
     total.fma_gflops += r[1];
     total.bf16_gflops += r[2];
     total.amx_gflops += r[3];
-    ranks.push_back({{"read_gbps", r[0]}, {"fma_f32_gflops", r[1]}, {"bf16_dot_gflops", r[2]}, {"amx_bf16_gflops", r[3]}});
+    ranks.push_back({{"read_gbps", r[0]},
+                     {"fma_f32_gflops", r[1]},
+                     {"bf16_dot_gflops", r[2]},
+                     {"amx_bf16_gflops", r[3]}});
   }
-  return {{"read_gbps", total.read_gbps},       {"fma_f32_gflops", total.fma_gflops},
-          {"bf16_dot_gflops", total.bf16_gflops}, {"amx_bf16_gflops", total.amx_gflops},
-          {"bw_buffer_bytes_per_rank", buffer_bytes}, {"per_rank", ranks}};
+  return {{"read_gbps", total.read_gbps},
+          {"fma_f32_gflops", total.fma_gflops},
+          {"bf16_dot_gflops", total.bf16_gflops},
+          {"amx_bf16_gflops", total.amx_gflops},
+          {"bw_buffer_bytes_per_rank", buffer_bytes},
+          {"per_rank", ranks}};
 }
 
 void check_options(const BenchOptions& o, const ModelConfig& config) {
   check(!o.batches.empty() && !o.prefill_lens.empty(), "bench: --batch and --prefill need values");
-  check(o.decode_steps >= 1 && o.warmup_steps >= 0 && o.prompt_len >= 1 && o.passes >= 1 && o.runs >= 1 && o.bw_mb >= 1 &&
-            o.fma_iterations >= 1,
+  check(o.decode_steps >= 1 && o.warmup_steps >= 0 && o.prompt_len >= 1 && o.passes >= 1 &&
+            o.runs >= 1 && o.bw_mb >= 1 && o.fma_iterations >= 1,
         "bench: steps, prompt length, passes, runs, --bw-mb and --fma-iterations must be positive");
   for (int b : o.batches)
-    check(b >= 1 && b <= config.max_batch_size, "bench: batch ", b, " is outside [1, max_batch_size=",
-          config.max_batch_size, "]");
+    check(b >= 1 && b <= config.max_batch_size, "bench: batch ", b,
+          " is outside [1, max_batch_size=", config.max_batch_size, "]");
 }
 
 void run_bench(const BenchOptions& o) {
@@ -370,7 +393,8 @@ void run_bench(const BenchOptions& o) {
   // single measurement can land in a slow moment and flatter every fraction. Exact mode's flop
   // ceiling is the fp32 FMA peak, fast mode's the AMX or bf16-dot peak where it runs those
   // kernels (model_bench.h: prefill_ceiling).
-  log_info("bench: ceilings with ", pool.size(), " threads x ", comm->world_size(), " rank(s), ", isa_name(isa));
+  log_info("bench: ceilings with ", pool.size(), " threads x ", comm->world_size(), " rank(s), ",
+           isa_name(isa));
   CeilingOptions co;
   co.buffer_bytes = o.bw_mb << 20;
   co.fma_iterations = o.fma_iterations;
@@ -428,79 +452,109 @@ void run_bench(const BenchOptions& o) {
 Command register_bench(CLI::App& app, const KernelConfig& kernels) {
   CLI::App* sub = app.add_subcommand(
       "bench",
-      "decode and prefill speed against this machine's ceilings (memory bandwidth, FMA peak), which are\n"
+      "decode and prefill speed against this machine's ceilings (memory bandwidth, FMA peak), "
+      "which are\n"
       "measured before and after the model's runs (the higher counts). Uses the global --threads.\n"
-      "Under mpirun or `dsinfer run -n N` every rank runs everything and rank 0 prints; the ceilings\n"
+      "Under mpirun or `dsinfer run -n N` every rank runs everything and rank 0 prints; the "
+      "ceilings\n"
       "are measured by all ranks at the same time and summed (ranks sharing a machine share its\n"
       "bandwidth), and the fractions compare all ranks' bytes/flops with these sums.\n"
-      "Decode bytes: weights read per step (dense, attention, router, shared, each routed expert used\n"
-      "by some row of the step, head, one embedding row per token) / batch. Prefill flops: 2 x the\n"
-      "multiply-adds of every matrix product and of attention. Then a table of where the time goes\n"
+      "Decode bytes: weights read per step (dense, attention, router, shared, each routed expert "
+      "used\n"
+      "by some row of the step, head, one embedding row per token) / batch. Prefill flops: 2 x "
+      "the\n"
+      "multiply-adds of every matrix product and of attention. Then a table of where the time "
+      "goes\n"
       "(time, bytes and rate per part of the model). The last line is\n"
-      "`decode_bw_fraction=X prefill_flop_fraction=Y` (batch-1 decode, 512-token prefill); with --json\n"
+      "`decode_bw_fraction=X prefill_flop_fraction=Y` (batch-1 decode, 512-token prefill); with "
+      "--json\n"
       "only one JSON object is printed (it holds both). Progress goes to stderr.");
   auto o = std::make_shared<BenchOptions>();
   o->model.add_to(sub, kernels);
   o->model.add_mtp_to(sub);
   o->model.add_kv_cache_dtype_to(sub);
-  sub->add_option("--batch", o->batches, "decode batch sizes")->delimiter(',')->capture_default_str();
+  sub->add_option("--batch", o->batches, "decode batch sizes")
+      ->delimiter(',')
+      ->capture_default_str();
   sub->add_option("--prefill", o->prefill_lens, "prefill lengths (batch 1, from position 0)")
       ->delimiter(',')
       ->capture_default_str();
-  sub->add_option("--decode-steps", o->decode_steps, "timed decode steps per batch size")->capture_default_str();
-  sub->add_option("--warmup-steps", o->warmup_steps, "untimed decode steps first")->capture_default_str();
-  sub->add_option("--prompt-len", o->prompt_len, "random prompt tokens before decoding")->capture_default_str();
-  sub->add_option("--bw-mb", o->bw_mb, "bandwidth buffer per rank, MiB (far larger than the caches)")
+  sub->add_option("--decode-steps", o->decode_steps, "timed decode steps per batch size")
+      ->capture_default_str();
+  sub->add_option("--warmup-steps", o->warmup_steps, "untimed decode steps first")
+      ->capture_default_str();
+  sub->add_option("--prompt-len", o->prompt_len, "random prompt tokens before decoding")
+      ->capture_default_str();
+  sub->add_option("--bw-mb", o->bw_mb,
+                  "bandwidth buffer per rank, MiB (far larger than the caches)")
       ->capture_default_str();
   sub->add_option("--fma-iterations", o->fma_iterations, "FMA loop rounds per thread and pass")
       ->capture_default_str();
   sub->add_option("--passes", o->passes, "ceiling passes (the best counts)")->capture_default_str();
-  sub->add_option("--runs", o->runs,
-                  "runs of each decode and prefill measurement (the fastest counts, as for the ceilings: a "
-                  "shared machine's neighbours only ever slow a run down)")
+  sub->add_option(
+         "--runs", o->runs,
+         "runs of each decode and prefill measurement (the fastest counts, as for the ceilings: a "
+         "shared machine's neighbours only ever slow a run down)")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "seed of the random token ids")->capture_default_str();
   sub->add_option("--depth", o->depths,
-                  "also decode at these depths (each --batch; cache entries synthetic, written straight into the "
-                  "cache), beside depth 16: tok/s, attention's GFLOP/s, and the extra time over depth 16 against the "
+                  "also decode at these depths (each --batch; cache entries synthetic, written "
+                  "straight into the "
+                  "cache), beside depth 16: tok/s, attention's GFLOP/s, and the extra time over "
+                  "depth 16 against the "
                   "extra flops as a fraction of the mode's flop ceiling")
       ->delimiter(',');
   sub->add_option("--conversations", o->conversations.users,
-                  "also a multi-turn workload of this many users (0: none), run with the prefix cache on and off: "
+                  "also a multi-turn workload of this many users (0: none), run with the prefix "
+                  "cache on and off: "
                   "prefix-hit tokens against the ideal, peak KV, TTFT and TPOT per turn")
       ->capture_default_str();
-  sub->add_option("--turns", o->conversations.turns, "turns per conversation")->capture_default_str();
-  sub->add_option("--system-prompt", o->conversations.system_len, "tokens of the system prompt every conversation shares")
+  sub->add_option("--turns", o->conversations.turns, "turns per conversation")
       ->capture_default_str();
-  sub->add_option("--user-tokens", o->conversations.user_len, "new tokens per user turn")->capture_default_str();
-  sub->add_option("--answer-tokens", o->conversations.max_new_tokens, "tokens per answer")->capture_default_str();
+  sub->add_option("--system-prompt", o->conversations.system_len,
+                  "tokens of the system prompt every conversation shares")
+      ->capture_default_str();
+  sub->add_option("--user-tokens", o->conversations.user_len, "new tokens per user turn")
+      ->capture_default_str();
+  sub->add_option("--answer-tokens", o->conversations.max_new_tokens, "tokens per answer")
+      ->capture_default_str();
   sub->add_option("--serving", o->serving,
-                  "concurrencies of the serving-shaped runs (staggered arrivals, chunked prefill beside running "
+                  "concurrencies of the serving-shaped runs (staggered arrivals, chunked prefill "
+                  "beside running "
                   "decodes; 0: none)")
       ->delimiter(',')
       ->capture_default_str();
-  sub->add_option("--serving-requests", o->serving_requests, "requests per serving run (0: twice the concurrency)")
+  sub->add_option("--serving-requests", o->serving_requests,
+                  "requests per serving run (0: twice the concurrency)")
       ->capture_default_str();
-  sub->add_option("--serving-prompt", o->serving_shape.prompt_len, "prompt tokens per serving request")
+  sub->add_option("--serving-prompt", o->serving_shape.prompt_len,
+                  "prompt tokens per serving request")
       ->capture_default_str();
-  sub->add_option("--serving-new", o->serving_shape.max_new_tokens, "new tokens per serving request")
+  sub->add_option("--serving-new", o->serving_shape.max_new_tokens,
+                  "new tokens per serving request")
       ->capture_default_str();
-  sub->add_option("--stagger-steps", o->serving_shape.stagger_steps, "engine steps between serving arrivals")
+  sub->add_option("--stagger-steps", o->serving_shape.stagger_steps,
+                  "engine steps between serving arrivals")
       ->capture_default_str();
   sub->add_option("--step-tokens", o->serving_shape.step_tokens,
                   "token budget of a serving step (decode rows + prefill chunks)")
       ->capture_default_str();
-  sub->add_flag("--json", o->as_json, "print everything as one JSON object (and nothing else on stdout)");
-  sub->add_option("--golden", o->golden,
-                  "also compare exact and fast mode with the reference demo's own bf16 run on a golden model "
-                  "dir (hf/, ref-mp1-fp32.json/.safetensors, ref-mp1-bf16.safetensors), e.g. "
-                  "tests/data/golden/tiny-v3");
+  sub->add_flag("--json", o->as_json,
+                "print everything as one JSON object (and nothing else on stdout)");
+  sub->add_option(
+      "--golden", o->golden,
+      "also compare exact and fast mode with the reference demo's own bf16 run on a golden model "
+      "dir (hf/, ref-mp1-fp32.json/.safetensors, ref-mp1-bf16.safetensors), e.g. "
+      "tests/data/golden/tiny-v3");
   sub->add_flag("--explain-kernels", o->explain,
-                "print which kernel serves each kind of the checkpoint's matrices at each token count (the plan "
-                "of kernels/kernel_plan.h for the global --fast / --batch-variant and this CPU, or --explain-cpu's) "
+                "print which kernel serves each kind of the checkpoint's matrices at each token "
+                "count (the plan "
+                "of kernels/kernel_plan.h for the global --fast / --batch-variant and this CPU, or "
+                "--explain-cpu's) "
                 "and run nothing");
   sub->add_option("--explain-cpu", o->explain_cpu,
-                  "with --explain-kernels: a typical CPU of this family instead of this one (intel: AVX-512 + AMX; "
+                  "with --explain-kernels: a typical CPU of this family instead of this one "
+                  "(intel: AVX-512 + AMX; "
                   "zen4, zen5: AVX-512 + BF16; zen3: AVX2)")
       ->check(CLI::IsMember({"intel", "zen3", "zen4", "zen5"}));
   sub->add_option("--explain-tokens", o->explain_tokens, "with --explain-kernels: the token counts")

@@ -10,11 +10,11 @@
 #include <numeric>
 #include <vector>
 
+#include "comm/backends.h"
 #include "commands.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "model/config.h"
-#include "comm/backends.h"
 
 namespace dsinfer::cli {
 
@@ -22,7 +22,7 @@ namespace {
 
 struct BenchCommOptions {
   std::vector<int64_t> reduce_floats = {7168};  // V3's dim
-  int64_t gather_floats = 129280;  // V3's vocabulary, split over the ranks
+  int64_t gather_floats = 129280;               // V3's vocabulary, split over the ranks
   int iters = 2000;
   int warmup = 200;
   std::string config_path;
@@ -62,8 +62,8 @@ Stats time_calls(Comm& comm, int warmup, int iters, F&& body) {
 
 void print_line(const Comm& comm, const std::string& what, const Stats& s, int iters) {
   if (comm.rank() != 0) return;
-  std::printf("%-52s median %10.2f us  p90 %10.2f us  min %10.2f us  mean %10.2f us  (%d calls)\n", what.c_str(),
-              s.median_us, s.p90_us, s.min_us, s.mean_us, iters);
+  std::printf("%-52s median %10.2f us  p90 %10.2f us  min %10.2f us  mean %10.2f us  (%d calls)\n",
+              what.c_str(), s.median_us, s.p90_us, s.min_us, s.mean_us, iters);
   std::fflush(stdout);
 }
 
@@ -73,8 +73,8 @@ void run_bench_comm(const BenchCommOptions& o) {
   auto comm = make_comm();
   const int world = comm->world_size(), rank = comm->rank();
   if (rank == 0) {
-    std::printf("bench-comm: backend %s, world size %d, %d warm-up + %d timed calls each\n", comm->name(), world,
-                o.warmup, o.iters);
+    std::printf("bench-comm: backend %s, world size %d, %d warm-up + %d timed calls each\n",
+                comm->name(), world, o.warmup, o.iters);
     std::fflush(stdout);
   }
 
@@ -86,7 +86,8 @@ void run_bench_comm(const BenchCommOptions& o) {
     const float want = static_cast<float>(world) * static_cast<float>(world + 1) / 2;
     check(std::all_of(buf.begin(), buf.end(), [&](float v) { return v == want; }),
           "bench-comm: all_reduce_sum of ", floats, " floats gave a wrong sum on rank ", rank);
-    const Stats s = time_calls(*comm, o.warmup, o.iters, [&] { comm->all_reduce_sum(buf.data(), floats); });
+    const Stats s =
+        time_calls(*comm, o.warmup, o.iters, [&] { comm->all_reduce_sum(buf.data(), floats); });
     print_line(*comm, "all_reduce_sum " + std::to_string(floats) + " floats", s, o.iters);
   }
 
@@ -94,10 +95,11 @@ void run_bench_comm(const BenchCommOptions& o) {
   const int64_t per_rank = (o.gather_floats + world - 1) / world;
   std::vector<float> in(static_cast<size_t>(per_rank), static_cast<float>(rank));
   std::vector<float> out(static_cast<size_t>(per_rank * world));
-  Stats s = time_calls(*comm, o.warmup, o.iters, [&] { comm->all_gather(in.data(), per_rank, out.data()); });
+  Stats s = time_calls(*comm, o.warmup, o.iters,
+                       [&] { comm->all_gather(in.data(), per_rank, out.data()); });
   for (int r = 0; r < world; ++r)
-    check(out[static_cast<size_t>(r * per_rank)] == static_cast<float>(r), "bench-comm: all_gather misplaced rank ",
-          r, "'s block on rank ", rank);
+    check(out[static_cast<size_t>(r * per_rank)] == static_cast<float>(r),
+          "bench-comm: all_gather misplaced rank ", r, "'s block on rank ", rank);
   print_line(*comm, "all_gather " + std::to_string(per_rank) + " floats per rank", s, o.iters);
 
   s = time_calls(*comm, o.warmup, o.iters, [&] { comm->barrier(); });
@@ -122,11 +124,12 @@ void run_bench_comm(const BenchCommOptions& o) {
     comm->all_gather(logits_local.data(), vocab_local, logits.data());
   });
   print_line(*comm,
-             "decode step: " + std::to_string(reduces) + " x all_reduce " + std::to_string(dim) + " + gather " +
-                 std::to_string(vocab_local),
+             "decode step: " + std::to_string(reduces) + " x all_reduce " + std::to_string(dim) +
+                 " + gather " + std::to_string(vocab_local),
              s, steps);
   if (rank == 0) {
-    std::printf("  => collectives alone cap decode at %.1f tokens/s (batch 1, median)\n", 1e6 / s.median_us);
+    std::printf("  => collectives alone cap decode at %.1f tokens/s (batch 1, median)\n",
+                1e6 / s.median_us);
     std::fflush(stdout);
   }
 }
@@ -134,13 +137,15 @@ void run_bench_comm(const BenchCommOptions& o) {
 }  // namespace
 
 Command register_bench_comm(CLI::App& app) {
-  CLI::App* sub = app.add_subcommand(
-      "bench-comm",
-      "benchmark: latency of all_reduce_sum / all_gather / barrier on the backend this process was started "
-      "with (e.g. `dsinfer run -n 2 --comm gloo bench-comm`); rank 0 prints median/p90 microseconds");
+  CLI::App* sub = app.add_subcommand("bench-comm",
+                                     "benchmark: latency of all_reduce_sum / all_gather / barrier "
+                                     "on the backend this process was started "
+                                     "with (e.g. `dsinfer run -n 2 --comm gloo bench-comm`); rank "
+                                     "0 prints median/p90 microseconds");
   auto o = std::make_shared<BenchCommOptions>();
   sub->add_option("--floats", o->reduce_floats,
-                  "all_reduce_sum vector lengths, comma-separated (default 7168, V3's dim; a decode step of batch B "
+                  "all_reduce_sum vector lengths, comma-separated (default 7168, V3's dim; a "
+                  "decode step of batch B "
                   "reduces B x 7168, a prefill of T tokens T x 7168)")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
@@ -148,13 +153,16 @@ Command register_bench_comm(CLI::App& app) {
                   "all_gather total length, split over the ranks (default 129280, V3's vocabulary)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   sub->add_option("--iters", o->iters,
-                  "timed calls per collective (default 2000; the --config decode step gets as many all_reduces, "
+                  "timed calls per collective (default 2000; the --config decode step gets as many "
+                  "all_reduces, "
                   "at least 10 steps)")
       ->check(CLI::Range(1, 10000000));
-  sub->add_option("--warmup", o->warmup, "untimed calls first (default 200)")->check(CLI::Range(0, 10000000));
-  sub->add_option("--config", o->config_path,
-                  "also time one batch-1 decode step's collectives of this model config (configs/*.json or HF "
-                  "config.json)");
+  sub->add_option("--warmup", o->warmup, "untimed calls first (default 200)")
+      ->check(CLI::Range(0, 10000000));
+  sub->add_option(
+      "--config", o->config_path,
+      "also time one batch-1 decode step's collectives of this model config (configs/*.json or HF "
+      "config.json)");
   return {sub, [o] { run_bench_comm(*o); }};
 }
 

@@ -4,13 +4,13 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
-#include "commands.h"
 #include "chat/chat_formatter.h"
 #include "comm/backends.h"
+#include "commands.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/read_file.h"
@@ -34,33 +34,36 @@ struct GenerateCliOptions {
   float temperature = 0.2f;
   uint64_t seed = 965;
   std::string system;
-  int max_running = 0;       // batch: 0 = the reference's lockstep
-  int64_t step_tokens = 0;   // batch with --max-running: the step budget
+  int max_running = 0;          // batch: 0 = the reference's lockstep
+  int64_t step_tokens = 0;      // batch with --max-running: the step budget
   int64_t kv_cache_tokens = 0;  // interactive: the cache budget (0: from the model and free memory)
 };
 
 // ", MTP drafts accepted 41/60 (0.68), 1.55 tokens per sequence step" when speculation ran (the
 // steps it saved: without drafts a decoding sequence takes one token a step).
-std::string mtp_summary(int64_t drafted, int64_t accepted, int64_t decode_row_steps, int64_t decoded_tokens) {
+std::string mtp_summary(int64_t drafted, int64_t accepted, int64_t decode_row_steps,
+                        int64_t decoded_tokens) {
   if (drafted == 0) return "";
   char text[96];
   std::snprintf(text, sizeof text, " (%.2f), %.2f tokens per sequence step",
                 static_cast<double>(accepted) / static_cast<double>(drafted),
-                static_cast<double>(decoded_tokens) / static_cast<double>(std::max<int64_t>(decode_row_steps, 1)));
+                static_cast<double>(decoded_tokens) /
+                    static_cast<double>(std::max<int64_t>(decode_row_steps, 1)));
   return ", MTP drafts accepted " + std::to_string(accepted) + "/" + std::to_string(drafted) + text;
 }
 
 void report(const EngineStats& s, int64_t prompt_tokens) {
-  log_info("[", prompt_tokens, " prompt tokens (", s.reused_tokens, " reused from the previous turn), ",
-           s.generated_tokens, " completion tokens; prefill ", s.prefilled_tokens / std::max(s.prefill_seconds, 1e-9),
-           " tokens/s, decode ", s.generated_tokens / std::max(s.decode_seconds, 1e-9), " tokens/s",
+  log_info("[", prompt_tokens, " prompt tokens (", s.reused_tokens,
+           " reused from the previous turn), ", s.generated_tokens, " completion tokens; prefill ",
+           s.prefilled_tokens / std::max(s.prefill_seconds, 1e-9), " tokens/s, decode ",
+           s.generated_tokens / std::max(s.decode_seconds, 1e-9), " tokens/s",
            mtp_summary(s.drafted, s.accepted, s.decode_row_steps, s.decoded_tokens), "]");
 }
 
 void report(const GenerateStats& s) {
-  log_info("[", s.prompt_tokens, " prompt tokens, ", s.generated_tokens, " completion tokens; prefill ",
-           s.prompt_tokens / std::max(s.prefill_seconds, 1e-9), " tokens/s, decode ",
-           s.generated_tokens / std::max(s.decode_seconds, 1e-9), " tokens/s",
+  log_info("[", s.prompt_tokens, " prompt tokens, ", s.generated_tokens,
+           " completion tokens; prefill ", s.prompt_tokens / std::max(s.prefill_seconds, 1e-9),
+           " tokens/s, decode ", s.generated_tokens / std::max(s.decode_seconds, 1e-9), " tokens/s",
            mtp_summary(s.drafted, s.accepted, s.decode_row_steps, s.decoded_tokens), "]");
 }
 
@@ -78,7 +81,8 @@ constexpr char kLine = 'L', kEnd = 'E', kFailed = 'F';
 
 // On rank 0 runs `read` (nullopt: end of input) and sends the result, or its error, to every
 // rank; on the others returns what rank 0 sent (and fails when rank 0 failed).
-std::optional<std::string> from_rank0(Comm& comm, const std::function<std::optional<std::string>()>& read) {
+std::optional<std::string> from_rank0(Comm& comm,
+                                      const std::function<std::optional<std::string>()>& read) {
   std::string message;
   if (comm.rank() == 0) {
     std::optional<std::string> got;
@@ -101,7 +105,9 @@ std::optional<std::string> from_rank0(Comm& comm, const std::function<std::optio
 }
 
 // A prompt file: a regular file or a pipe (<(cmd)), at most 256 MiB (not /dev/zero, not forever).
-std::string read_text(const std::string& path) { return read_input_file(path, "--input-file", 256 << 20, true); }
+std::string read_text(const std::string& path) {
+  return read_input_file(path, "--input-file", 256 << 20, true);
+}
 
 std::vector<std::string> prompt_lines(const std::string& text) {
   std::vector<std::string> prompts;
@@ -113,15 +119,17 @@ void run_batch(const GenerateCliOptions& o, const ModelConfig& config, const Tok
                const ChatFormatter& chat) {
   auto comm = make_comm();
   log_info(config.summary());  // after make_comm, which quiets ranks other than 0
-  const std::vector<std::string> prompts =
-      prompt_lines(*from_rank0(*comm, [&]() -> std::optional<std::string> { return read_text(o.input_file); }));
-  check(o.max_running > 0 || static_cast<int>(prompts.size()) <= config.max_batch_size, "Number of prompts in ",
-        o.input_file, " (", prompts.size(), ") exceeds maximum batch size (max_batch_size=", config.max_batch_size,
+  const std::vector<std::string> prompts = prompt_lines(
+      *from_rank0(*comm, [&]() -> std::optional<std::string> { return read_text(o.input_file); }));
+  check(o.max_running > 0 || static_cast<int>(prompts.size()) <= config.max_batch_size,
+        "Number of prompts in ", o.input_file, " (", prompts.size(),
+        ") exceeds maximum batch size (max_batch_size=", config.max_batch_size,
         "; --max-running N answers any number of prompts, N at a time)");
   check(!prompts.empty(), o.input_file, " holds no prompts");
   std::vector<std::vector<int32_t>> prompt_ids;
   for (const std::string& p : prompts)
-    prompt_ids.push_back(chat.prompt_ids(with_system(o.system, json::array({{{"role", "user"}, {"content", p}}}))));
+    prompt_ids.push_back(
+        chat.prompt_ids(with_system(o.system, json::array({{{"role", "user"}, {"content", p}}}))));
   // Alone: before the (possibly long) load. With ranks: after load_model has made them agree on
   // the config, so that a bad prompt fails on every rank alike (and a rank with another
   // vocabulary is reported as another checkpoint, not as an odd token id on that rank alone).
@@ -132,8 +140,9 @@ void run_batch(const GenerateCliOptions& o, const ModelConfig& config, const Tok
   if (!alone) check_prompts(config, prompt_ids, lockstep);
   // same seed and (after the all_gather) the same logits on every rank: the samples agree
   Sampler sampler(o.seed);
-  GenerateOptions options{o.max_new_tokens, tokenizer.eos_id(), o.temperature, o.max_running, o.step_tokens,
-                          o.model.mtp_on(), o.model.mtp_auto(), o.model.draft_tokens, o.model.kv_dtype()};
+  GenerateOptions options{o.max_new_tokens,   tokenizer.eos_id(),   o.temperature,
+                          o.max_running,      o.step_tokens,        o.model.mtp_on(),
+                          o.model.mtp_auto(), o.model.draft_tokens, o.model.kv_dtype()};
   GenerateStats stats;
   const auto completions = generate(*model, prompt_ids, options, sampler, nullptr, &stats);
   report(stats);
@@ -145,8 +154,8 @@ void run_batch(const GenerateCliOptions& o, const ModelConfig& config, const Tok
   flush_stdout();
 }
 
-void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, const Tokenizer& tokenizer,
-                     const ChatFormatter& chat) {
+void run_interactive(const GenerateCliOptions& o, const ModelConfig& config,
+                     const Tokenizer& tokenizer, const ChatFormatter& chat) {
   auto comm = make_comm();
   log_info(config.summary());  // after make_comm, which quiets ranks other than 0
   const bool root = comm->rank() == 0;
@@ -154,7 +163,8 @@ void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, con
   // One engine for the whole chat: each turn's sequence stays in the cache when it ends, and the
   // next turn's prompt (the re-templated history) reuses the positions it shares with it and
   // prefills only the rest. Batch invariance makes that the same logits as a fresh prefill.
-  KVCache cache(config, kv_budget_or_default(o.kv_cache_tokens, config, o.model.kv_dtype()), o.model.kv_dtype());
+  KVCache cache(config, kv_budget_or_default(o.kv_cache_tokens, config, o.model.kv_dtype()),
+                o.model.kv_dtype());
   EngineOptions engine_options;
   engine_options.mtp = o.model.mtp_on();
   engine_options.mtp_auto = o.model.mtp_auto();
@@ -203,7 +213,8 @@ void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, con
       }
       report(engine.stats() - before, prompt_tokens);
       // the history holds the decoded text, re-templated next turn (as the reference does)
-      messages.push_back({{"role", "assistant"}, {"content", tokenizer.decode(completion_ids, true)}});
+      messages.push_back(
+          {{"role", "assistant"}, {"content", tokenizer.decode(completion_ids, true)}});
     } catch (const CommError&) {
       throw;  // the ranks no longer agree: end the session
     } catch (const Error& e) {
@@ -215,7 +226,8 @@ void run_interactive(const GenerateCliOptions& o, const ModelConfig& config, con
 }
 
 void run_generate(const GenerateCliOptions& o) {
-  check(!o.input_file.empty() || o.interactive, "Either input-file or interactive mode must be specified");
+  check(!o.input_file.empty() || o.interactive,
+        "Either input-file or interactive mode must be specified");
   check(o.max_new_tokens >= 0, "--max-new-tokens must be >= 0");
   check(o.max_running >= 0 && o.step_tokens >= 0 && o.kv_cache_tokens >= 0,
         "--max-running, --step-tokens and --kv-cache-tokens must be >= 0");
@@ -231,24 +243,32 @@ void run_generate(const GenerateCliOptions& o) {
 }  // namespace
 
 Command register_generate(CLI::App& app, const KernelConfig& kernels) {
-  CLI::App* sub = app.add_subcommand("generate", "chat interactively or answer a file of prompts (generate.py)");
+  CLI::App* sub = app.add_subcommand(
+      "generate", "chat interactively or answer a file of prompts (generate.py)");
   auto o = std::make_shared<GenerateCliOptions>();
   o->model.add_to(sub, kernels);
   o->model.add_mtp_to(sub);
   o->model.add_kv_cache_dtype_to(sub);
-  sub->add_option("--input-file", o->input_file, "file of prompts, one per line, answered as one batch");
-  sub->add_flag("--interactive", o->interactive, "chat: >>> prompt, /clear empties the history, /exit ends");
-  sub->add_option("--max-new-tokens", o->max_new_tokens, "most tokens per completion")->capture_default_str();
-  sub->add_option("--temperature", o->temperature, "sampling temperature (0: greedy)")->capture_default_str();
+  sub->add_option("--input-file", o->input_file,
+                  "file of prompts, one per line, answered as one batch");
+  sub->add_flag("--interactive", o->interactive,
+                "chat: >>> prompt, /clear empties the history, /exit ends");
+  sub->add_option("--max-new-tokens", o->max_new_tokens, "most tokens per completion")
+      ->capture_default_str();
+  sub->add_option("--temperature", o->temperature, "sampling temperature (0: greedy)")
+      ->capture_default_str();
   sub->add_option("--seed", o->seed, "sampling seed")->capture_default_str();
   sub->add_option("--system", o->system, "a system message put before the conversation");
-  sub->add_option("--max-running", o->max_running,
-                  "batch: continuous batching, at most N prompts running at once (any number in the file; the "
-                  "same completions); default: the reference's lockstep batch of at most max_batch_size");
+  sub->add_option(
+      "--max-running", o->max_running,
+      "batch: continuous batching, at most N prompts running at once (any number in the file; the "
+      "same completions); default: the reference's lockstep batch of at most max_batch_size");
   sub->add_option("--step-tokens", o->step_tokens,
-                  "batch with --max-running: most tokens per forward step (decode rows + prefill chunks; 0: 256)");
-  sub->add_option("--kv-cache-tokens", o->kv_cache_tokens,
-                  "interactive: KV cache budget in positions (0: half the free memory, at least max_seq_len)");
+                  "batch with --max-running: most tokens per forward step (decode rows + prefill "
+                  "chunks; 0: 256)");
+  sub->add_option(
+      "--kv-cache-tokens", o->kv_cache_tokens,
+      "interactive: KV cache budget in positions (0: half the free memory, at least max_seq_len)");
   return {sub, [o] { run_generate(*o); }};
 }
 

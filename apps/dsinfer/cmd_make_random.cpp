@@ -6,14 +6,17 @@
 namespace dsinfer::cli {
 
 Command register_make_random(CLI::App& app) {
-  CLI::App* sub = app.add_subcommand(
-      "make-random",
-      "write a Hugging Face-layout checkpoint of any DeepSeek config with deterministic random weights\n"
-      "(fp8 with 128x128 block scales when the config has an fp8 quantization_config, else bf16), for\n"
-      "benchmarks and tests; then `dsinfer convert` it like a real one");
+  CLI::App* sub =
+      app.add_subcommand("make-random",
+                         "write a Hugging Face-layout checkpoint of any DeepSeek config with "
+                         "deterministic random weights\n"
+                         "(fp8 with 128x128 block scales when the config has an fp8 "
+                         "quantization_config, else bf16), for\n"
+                         "benchmarks and tests; then `dsinfer convert` it like a real one");
   auto options = std::make_shared<MakeRandomOptions>();
   sub->add_option("--config", options->config_path,
-                  "Hugging Face config.json of the model (e.g. configs/bench_v3_slice.json); copied as OUT/config.json")
+                  "Hugging Face config.json of the model (e.g. configs/bench_v3_slice.json); "
+                  "copied as OUT/config.json")
       ->required();
   sub->add_option("--out", options->out_dir,
                   "output directory (created if missing): model-0000i-of-0000n.safetensors, "

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "commands.h"
 #include "comm/backends.h"
+#include "commands.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/read_file.h"
@@ -34,7 +34,8 @@ struct PerplexityOptions {
   bool as_json = false;
 };
 
-std::vector<std::vector<int32_t>> read_text_tokens(const std::string& path, const std::string& tokenizer_dir,
+std::vector<std::vector<int32_t>> read_text_tokens(const std::string& path,
+                                                   const std::string& tokenizer_dir,
                                                    int max_seq_len) {
   // a regular file or a pipe, at most 256 MiB (was read whole whatever it was: /dev/zero forever)
   const std::string text = read_input_file(path, "--input-file", 256 << 20, /*allow_streams=*/true);
@@ -42,35 +43,44 @@ std::vector<std::vector<int32_t>> read_text_tokens(const std::string& path, cons
   const std::vector<int32_t> ids = tokenizer.encode(text, /*add_special_tokens=*/true);
   std::vector<std::vector<int32_t>> windows;
   for (size_t start = 0; start + 1 < ids.size(); start += max_seq_len)
-    windows.emplace_back(ids.begin() + start, ids.begin() + std::min(ids.size(), start + max_seq_len));
+    windows.emplace_back(ids.begin() + start,
+                         ids.begin() + std::min(ids.size(), start + max_seq_len));
   if (!windows.empty() && windows.back().size() < 2) windows.pop_back();
   check(!windows.empty(), path, ": fewer than 2 tokens to score");
   return windows;
 }
 
 // --reference-ckpt-path: the model against the same model in another format, position by position.
-void run_comparison(const PerplexityOptions& o, const ModelConfig& config, const std::vector<std::vector<int32_t>>& sequences,
-                    Comm& comm, Transformer& model) {
+void run_comparison(const PerplexityOptions& o, const ModelConfig& config,
+                    const std::vector<std::vector<int32_t>>& sequences, Comm& comm,
+                    Transformer& model) {
   ModelOptions reference_options = o.model;
   reference_options.ckpt_path = o.reference_ckpt_path;
   auto reference = reference_options.load_model(config, comm);
   const double start = now_seconds();
   const ModelComparison c = compare_models(*reference, model, sequences);
-  log_info("perplexity: compared ", c.positions, " positions in ", sequences.size(), " sequences in ",
-           now_seconds() - start, " s");
+  log_info("perplexity: compared ", c.positions, " positions in ", sequences.size(),
+           " sequences in ", now_seconds() - start, " s");
   if (comm.rank() != 0) return;
   const double ppl = std::exp(c.mean_nll), ref_ppl = std::exp(c.reference_mean_nll);
   if (o.as_json) {
-    const json out = {{"positions", c.positions}, {"mean_nll", c.mean_nll}, {"perplexity", ppl},
-                      {"reference_mean_nll", c.reference_mean_nll}, {"reference_perplexity", ref_ppl},
-                      {"perplexity_change", ppl / ref_ppl - 1}, {"mean_kl", c.mean_kl}, {"max_kl", c.max_kl},
+    const json out = {{"positions", c.positions},
+                      {"mean_nll", c.mean_nll},
+                      {"perplexity", ppl},
+                      {"reference_mean_nll", c.reference_mean_nll},
+                      {"reference_perplexity", ref_ppl},
+                      {"perplexity_change", ppl / ref_ppl - 1},
+                      {"mean_kl", c.mean_kl},
+                      {"max_kl", c.max_kl},
                       {"top1_agreement", c.top1_agreement}};
     std::printf("%s\n", out.dump().c_str());
   } else {
-    std::printf("positions %lld\nperplexity %.4f\nreference_perplexity %.4f (%+.2f%%)\nmean_kl %.6f\nmax_kl %.6f\n"
-                "top1_agreement %.4f\n",
-                static_cast<long long>(c.positions), ppl, ref_ppl, 100 * (ppl / ref_ppl - 1), c.mean_kl, c.max_kl,
-                c.top1_agreement);
+    std::printf(
+        "positions %lld\nperplexity %.4f\nreference_perplexity %.4f (%+.2f%%)\nmean_kl "
+        "%.6f\nmax_kl %.6f\n"
+        "top1_agreement %.4f\n",
+        static_cast<long long>(c.positions), ppl, ref_ppl, 100 * (ppl / ref_ppl - 1), c.mean_kl,
+        c.max_kl, c.top1_agreement);
   }
 }
 
@@ -79,9 +89,10 @@ void run_perplexity(const PerplexityOptions& o) {
   check(o.reference_ckpt_path.empty() || std::filesystem::is_directory(o.reference_ckpt_path),
         "--reference-ckpt-path ", o.reference_ckpt_path, " is not a directory");
   const ModelConfig config = o.model.load_config();
-  const auto sequences = o.case_file.empty()
-                             ? read_text_tokens(o.input_file, o.model.ckpt_path, config.max_seq_len)
-                             : parse_perplexity_case(read_json_file(o.case_file, "case file"), o.case_file);
+  const auto sequences =
+      o.case_file.empty()
+          ? read_text_tokens(o.input_file, o.model.ckpt_path, config.max_seq_len)
+          : parse_perplexity_case(read_json_file(o.case_file, "case file"), o.case_file);
   auto comm = make_comm();
   auto model = o.model.load_model(config, *comm);
   if (!o.reference_ckpt_path.empty()) return run_comparison(o, config, sequences, *comm, *model);
@@ -113,16 +124,21 @@ void run_perplexity(const PerplexityOptions& o) {
 }  // namespace
 
 Command register_perplexity(CLI::App& app, const KernelConfig& kernels) {
-  CLI::App* sub = app.add_subcommand("perplexity", "negative log-likelihood and perplexity of token sequences or text");
+  CLI::App* sub = app.add_subcommand(
+      "perplexity", "negative log-likelihood and perplexity of token sequences or text");
   auto o = std::make_shared<PerplexityOptions>();
   o->model.add_to(sub, kernels);
-  sub->add_option("--input-file", o->input_file, "text file to score (tokenized with the checkpoint's tokenizer)");
-  sub->add_option("--case", o->case_file, "JSON file {\"tokens\": [[ids...], ...]} (golden ppl schema)");
-  sub->add_option("--reference-ckpt-path", o->reference_ckpt_path,
-                  "also load this checkpoint of the same model (e.g. the exact fp8 one) and compare: both "
-                  "perplexities, mean and max KL(reference || model) per position, top-1 agreement");
+  sub->add_option("--input-file", o->input_file,
+                  "text file to score (tokenized with the checkpoint's tokenizer)");
+  sub->add_option("--case", o->case_file,
+                  "JSON file {\"tokens\": [[ids...], ...]} (golden ppl schema)");
+  sub->add_option(
+      "--reference-ckpt-path", o->reference_ckpt_path,
+      "also load this checkpoint of the same model (e.g. the exact fp8 one) and compare: both "
+      "perplexities, mean and max KL(reference || model) per position, top-1 agreement");
   sub->add_flag("--verbose", o->verbose, "also print every token's NLL");
-  sub->add_flag("--json", o->as_json, "print {\"mean_nll\", \"perplexity\", \"nll\": [[...], ...]} as JSON");
+  sub->add_flag("--json", o->as_json,
+                "print {\"mean_nll\", \"perplexity\", \"nll\": [[...], ...]} as JSON");
   return {sub, [o] { run_perplexity(*o); }};
 }
 

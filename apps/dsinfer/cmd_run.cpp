@@ -55,7 +55,8 @@ std::string describe(int status) {
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
     const char* name = strsignal(sig);
-    return "was killed by signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : "");
+    return "was killed by signal " + std::to_string(sig) +
+           (name ? std::string(" (") + name + ")" : "");
   }
   return "ended with wait status " + std::to_string(status);
 }
@@ -142,7 +143,8 @@ void run_local(const RunOptions& o, const std::vector<std::string>& global) {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {}, old_term {};
+  struct sigaction old_int {
+  }, old_term{};
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
 
@@ -165,7 +167,8 @@ void run_local(const RunOptions& o, const std::vector<std::string>& global) {
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (getppid() != launcher) _exit(1);
       if (const int err = apply_placement(placement[static_cast<size_t>(rank)]); err != 0) {
-        std::fprintf(stderr, "error: run: cannot bind rank %d (--bind %s): %s\n", rank, o.bind.c_str(), std::strerror(err));
+        std::fprintf(stderr, "error: run: cannot bind rank %d (--bind %s): %s\n", rank,
+                     o.bind.c_str(), std::strerror(err));
         _exit(1);
       }
       if (rank != 0) dup2(devnull, STDIN_FILENO);
@@ -177,7 +180,8 @@ void run_local(const RunOptions& o, const std::vector<std::string>& global) {
       setenv("MASTER_PORT", port.c_str(), 1);
       if (!o.comm.empty()) setenv("DSINFER_COMM", o.comm.c_str(), 1);
       execv(self.c_str(), argv.data());
-      std::fprintf(stderr, "error: run: cannot execute %s: %s\n", self.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "error: run: cannot execute %s: %s\n", self.c_str(),
+                   std::strerror(errno));
       _exit(127);
     }
     pids[static_cast<size_t>(rank)] = pid;
@@ -207,7 +211,8 @@ void run_local(const RunOptions& o, const std::vector<std::string>& global) {
     --running;
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!ok && failure.empty()) {
-      failure = "rank " + std::to_string(rank) + " of " + std::to_string(o.ranks) + " " + describe(status);
+      failure = "rank " + std::to_string(rank) + " of " + std::to_string(o.ranks) + " " +
+                describe(status);
       end_all(pids);
       running = 0;
     }
@@ -223,22 +228,29 @@ Command register_run(CLI::App& app, const std::vector<std::string>& global_args)
   auto o = std::make_shared<RunOptions>();
   CLI::App* sub = app.add_subcommand(
       "run",
-      "start N local ranks of a subcommand: `dsinfer run -n 2 generate ...` (torchrun-style environment "
+      "start N local ranks of a subcommand: `dsinfer run -n 2 generate ...` (torchrun-style "
+      "environment "
       "for gloo; mpirun for mpi); rank 0 reads stdin, a failing rank ends them all");
-  sub->add_option("-n,--nproc", o->ranks, "number of ranks")->required()->check(CLI::Range(1, 1024));
+  sub->add_option("-n,--nproc", o->ranks, "number of ranks")
+      ->required()
+      ->check(CLI::Range(1, 1024));
   sub->add_option("--comm", o->comm, "backend of the ranks: mpi (via mpirun, the default) or gloo")
       ->check(CLI::IsMember({"mpi", "gloo"}));
   sub->add_option("--bind", o->bind,
-                  "pin each rank to one NUMA node or socket, its memory preferred there: numa, socket or none "
+                  "pin each rank to one NUMA node or socket, its memory preferred there: numa, "
+                  "socket or none "
                   "(default none; a machine with one node binds nothing)")
       ->check(CLI::IsMember({"numa", "socket", "none"}));
   // everything from the first word run does not know (the subcommand) on belongs to the ranks
   sub->prefix_command();
-  sub->footer("Usage: dsinfer [--threads N] [-q] [--debug] run -n N [--comm mpi|gloo] [--bind numa|socket|none] SUBCOMMAND [ARGS...]");
+  sub->footer(
+      "Usage: dsinfer [--threads N] [-q] [--debug] run -n N [--comm mpi|gloo] [--bind "
+      "numa|socket|none] SUBCOMMAND [ARGS...]");
   return {sub, [o, sub, &global_args] {
             RunOptions opts = *o;
             opts.args = sub->remaining();
-            check(!opts.args.empty(), "run: name the subcommand the ranks run, e.g. `dsinfer run -n 2 eval ...`");
+            check(!opts.args.empty(),
+                  "run: name the subcommand the ranks run, e.g. `dsinfer run -n 2 eval ...`");
             if (opts.comm.empty()) opts.comm = "mpi";
             if (opts.comm == "mpi")
               run_mpirun(opts, global_args);

@@ -34,10 +34,12 @@ std::string read_key(const std::string& path) {
 void run_serve(ServeCliOptions o) {
   block_shutdown_signals();  // before any thread starts (the model's pool): serve() takes them
   check(o.serve.port >= 0 && o.serve.port <= 65535, "--port must be in [0, 65535]");
-  check(o.serve.api_key.empty() || o.api_key_file.empty(), "give --api-key or --api-key-file, not both");
+  check(o.serve.api_key.empty() || o.api_key_file.empty(),
+        "give --api-key or --api-key-file, not both");
   if (!o.api_key_file.empty()) o.serve.api_key = read_key(o.api_key_file);
   if (o.serve.served_model_name.empty())
-    o.serve.served_model_name = std::filesystem::path(o.model.ckpt_path).lexically_normal().filename().string();
+    o.serve.served_model_name =
+        std::filesystem::path(o.model.ckpt_path).lexically_normal().filename().string();
   if (o.serve.served_model_name.empty()) o.serve.served_model_name = "dsinfer";
   const ModelConfig config = o.model.load_config();
   const Tokenizer tokenizer = Tokenizer::load(o.model.ckpt_path);
@@ -57,35 +59,48 @@ void run_serve(ServeCliOptions o) {
 Command register_serve(CLI::App& app, const KernelConfig& kernels) {
   CLI::App* sub = app.add_subcommand(
       "serve",
-      "OpenAI-compatible HTTP server: POST /v1/chat/completions and /v1/completions (streaming with SSE),\n"
-      "GET /v1/models and /health. DeepSeek reasoning goes to reasoning_content, tool calls to tool_calls.\n"
-      "At world size > 1 (mpirun, dsinfer run -n N serve ...) rank 0 listens and every rank steps.\n"
+      "OpenAI-compatible HTTP server: POST /v1/chat/completions and /v1/completions (streaming "
+      "with SSE),\n"
+      "GET /v1/models and /health. DeepSeek reasoning goes to reasoning_content, tool calls to "
+      "tool_calls.\n"
+      "At world size > 1 (mpirun, dsinfer run -n N serve ...) rank 0 listens and every rank "
+      "steps.\n"
       "SIGINT or SIGTERM stops listening, lets running requests finish, and exits.");
   auto o = std::make_shared<ServeCliOptions>();
   o->model.add_to(sub, kernels);
   o->model.add_mtp_to(sub);
   o->model.add_kv_cache_dtype_to(sub);
   sub->add_flag("--prefix-cache,!--no-prefix-cache", o->serve.prefix_cache,
-                "reuse the cached blocks of earlier prompts' shared prefixes (default); --no-prefix-cache prefills "
+                "reuse the cached blocks of earlier prompts' shared prefixes (default); "
+                "--no-prefix-cache prefills "
                 "every prompt whole")
       ->capture_default_str();
   sub->add_option("--host", o->serve.host, "address to listen on")->capture_default_str();
-  sub->add_option("--port", o->serve.port, "port to listen on (0: any free one, logged)")->capture_default_str();
-  sub->add_option("--api-key", o->serve.api_key, "require `Authorization: Bearer KEY` (not on /health)");
+  sub->add_option("--port", o->serve.port, "port to listen on (0: any free one, logged)")
+      ->capture_default_str();
+  sub->add_option("--api-key", o->serve.api_key,
+                  "require `Authorization: Bearer KEY` (not on /health)");
   sub->add_option("--api-key-file", o->api_key_file, "the key on the first line of a file");
-  sub->add_option("--served-model-name", o->serve.served_model_name, "the model id (default: the checkpoint dir's name)");
-  sub->add_option("--max-running", o->serve.max_running, "most requests decoding at once")->capture_default_str();
-  sub->add_option("--max-queued", o->serve.max_queued, "most requests waiting; more get 429")->capture_default_str();
-  sub->add_option("--max-body", o->serve.max_body, "largest request body in bytes; more get 413")->capture_default_str();
-  sub->add_option("--keep-alive", o->serve.keep_alive_seconds,
-                  "seconds a stream may stay silent (queued) before it gets a `: keep-alive` comment")
+  sub->add_option("--served-model-name", o->serve.served_model_name,
+                  "the model id (default: the checkpoint dir's name)");
+  sub->add_option("--max-running", o->serve.max_running, "most requests decoding at once")
+      ->capture_default_str();
+  sub->add_option("--max-queued", o->serve.max_queued, "most requests waiting; more get 429")
+      ->capture_default_str();
+  sub->add_option("--max-body", o->serve.max_body, "largest request body in bytes; more get 413")
+      ->capture_default_str();
+  sub->add_option(
+         "--keep-alive", o->serve.keep_alive_seconds,
+         "seconds a stream may stay silent (queued) before it gets a `: keep-alive` comment")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  sub->add_option("--drain", o->serve.drain_seconds,
-                  "after SIGTERM or SIGINT, seconds running requests may take to finish (new ones get 503)")
+  sub->add_option(
+         "--drain", o->serve.drain_seconds,
+         "after SIGTERM or SIGINT, seconds running requests may take to finish (new ones get 503)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--step-tokens", o->serve.step_tokens, "most tokens per engine step (decode rows + prefill chunks)")
+  sub->add_option("--step-tokens", o->serve.step_tokens,
+                  "most tokens per engine step (decode rows + prefill chunks)")
       ->capture_default_str();
   sub->add_option("--kv-cache-tokens", o->serve.kv_cache_tokens,
                   "KV cache budget in positions (0: half the free memory, at least max_seq_len)")

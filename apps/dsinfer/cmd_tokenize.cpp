@@ -3,10 +3,10 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "chat/chat_formatter.h"
 #include "commands.h"
 #include "core/error.h"
 #include "core/read_file.h"
-#include "chat/chat_formatter.h"
 #include "text_lines.h"
 
 namespace dsinfer::cli {
@@ -38,7 +38,8 @@ std::vector<int32_t> parse_ids(const std::string& text) {
     } catch (const std::exception&) {
       used = 0;
     }
-    check(used == word.size() && v >= INT32_MIN && v <= INT32_MAX, "--decode: \"", word, "\" is not a token id");
+    check(used == word.size() && v >= INT32_MIN && v <= INT32_MAX, "--decode: \"", word,
+          "\" is not a token id");
     ids.push_back(static_cast<int32_t>(v));
   }
   return ids;
@@ -57,14 +58,16 @@ void run_tokenize(const TokenizeOptions& o) {
     std::printf("%s\n", text.c_str());
     return;
   }
-  check(o.has_text != !o.input_file.empty(), "give exactly one of --text, --input-file and --decode");
+  check(o.has_text != !o.input_file.empty(),
+        "give exactly one of --text, --input-file and --decode");
   std::vector<std::string> inputs;
   if (o.has_text) {
     inputs.push_back(o.text);
   } else {
     // as generate's --input-file: a regular file or a pipe, at most 256 MiB (never /dev/zero, a
     // directory, or a FIFO nobody opens for writing)
-    const std::string text = read_input_file(o.input_file, "--input-file", 256 << 20, /*allow_streams=*/true);
+    const std::string text =
+        read_input_file(o.input_file, "--input-file", 256 << 20, /*allow_streams=*/true);
     int line_number = 0;
     for (const std::string& line : split_lines(text)) {
       ++line_number;
@@ -92,17 +95,23 @@ void run_tokenize(const TokenizeOptions& o) {
 }  // namespace
 
 Command register_tokenize(CLI::App& app) {
-  CLI::App* sub = app.add_subcommand("tokenize", "encode text to token ids or decode ids with a checkpoint's tokenizer");
+  CLI::App* sub = app.add_subcommand(
+      "tokenize", "encode text to token ids or decode ids with a checkpoint's tokenizer");
   auto o = std::make_shared<TokenizeOptions>();
-  sub->add_option("--tokenizer-path", o->tokenizer_path, "directory with tokenizer.json (and tokenizer_config.json)")
+  sub->add_option("--tokenizer-path", o->tokenizer_path,
+                  "directory with tokenizer.json (and tokenizer_config.json)")
       ->required();
   sub->add_option_function<std::string>(
       "--text", [o](const std::string& s) { o->text = s, o->has_text = true; }, "text to encode");
-  sub->add_option("--input-file", o->input_file, "JSONL file: each line one JSON string, one output line each");
-  sub->add_flag("--add-special-tokens", o->add_special_tokens, "add BOS as transformers does (add_bos_token)");
-  sub->add_flag("--chat", o->chat, "apply the chat template to the text as a single user message first");
+  sub->add_option("--input-file", o->input_file,
+                  "JSONL file: each line one JSON string, one output line each");
+  sub->add_flag("--add-special-tokens", o->add_special_tokens,
+                "add BOS as transformers does (add_bos_token)");
+  sub->add_flag("--chat", o->chat,
+                "apply the chat template to the text as a single user message first");
   sub->add_option("--decode", o->decode, "space-separated ids to decode to text instead");
-  sub->add_flag("--skip-special-tokens", o->skip_special_tokens, "with --decode: leave out special tokens");
+  sub->add_flag("--skip-special-tokens", o->skip_special_tokens,
+                "with --decode: leave out special tokens");
   return {sub, [o] { run_tokenize(*o); }};
 }
 

@@ -1,7 +1,7 @@
 // Each subcommand lives in its own cmd_*.cpp and registers itself on the top-level CLI app.
 // The commands that run a model take the command line's KernelConfig (filled in by main after
-// parsing, before any command runs). A command's callback throws dsinfer::Error on bad input; main() turns that into one line on
-// stderr and exit status 1.
+// parsing, before any command runs). A command's callback throws dsinfer::Error on bad input;
+// main() turns that into one line on stderr and exit status 1.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -26,10 +26,13 @@ Command register_eval(CLI::App& app, const KernelConfig& kernels);
 Command register_perplexity(CLI::App& app, const KernelConfig& kernels);
 Command register_generate(CLI::App& app, const KernelConfig& kernels);
 Command register_tokenize(CLI::App& app);
-Command register_bench(CLI::App& app, const KernelConfig& kernels);  // cmd_bench.cpp: decode/prefill against the ceilings
-Command register_bench_comm(CLI::App& app);  // cmd_bench_comm.cpp: collective latencies
+Command register_bench(
+    CLI::App& app,
+    const KernelConfig& kernels);             // cmd_bench.cpp: decode/prefill against the ceilings
+Command register_bench_comm(CLI::App& app);   // cmd_bench_comm.cpp: collective latencies
 Command register_make_random(CLI::App& app);  // cmd_make_random.cpp: random HF checkpoints
-Command register_serve(CLI::App& app, const KernelConfig& kernels);  // cmd_serve.cpp: the OpenAI-compatible server
+Command register_serve(CLI::App& app,
+                       const KernelConfig& kernels);  // cmd_serve.cpp: the OpenAI-compatible server
 // `run -n N SUBCOMMAND...`: the ranks get `global_args` (the top-level --threads, -q, --debug as
 // parsed, filled in before the command runs) in front of the subcommand.
 Command register_run(CLI::App& app, const std::vector<std::string>& global_args);

@@ -16,7 +16,8 @@ void LineReader::check_length(size_t bytes) {
         " bytes (1 MiB), the most one chat turn takes");
 }
 
-LineReader::LineReader(std::string prompt) : prompt_(std::move(prompt)), terminal_(isatty(STDIN_FILENO)) {}
+LineReader::LineReader(std::string prompt)
+    : prompt_(std::move(prompt)), terminal_(isatty(STDIN_FILENO)) {}
 
 std::optional<std::string> LineReader::read_line() {
   if (terminal_) {

@@ -12,21 +12,25 @@ std::unique_ptr<Transformer> ModelOptions::load_model(const ModelConfig& config,
 }
 
 void ModelOptions::add_mtp_to(CLI::App* sub) {
-  sub->add_option("--mtp", mtp,
-                  "speculative decoding with the checkpoint's multi-token-prediction module (needs convert "
-                  "--keep-mtp): each step verifies one drafted token; the same tokens as off, bit for bit. auto: "
-                  "draft only where it measured faster for the number of running sequences")
+  sub->add_option(
+         "--mtp", mtp,
+         "speculative decoding with the checkpoint's multi-token-prediction module (needs convert "
+         "--keep-mtp): each step verifies one drafted token; the same tokens as off, bit for bit. "
+         "auto: "
+         "draft only where it measured faster for the number of running sequences")
       ->check(CLI::IsMember({"off", "on", "auto"}))
       ->capture_default_str();
-  sub->add_option("--draft-tokens", draft_tokens,
-                  "with --mtp: drafts per sequence and step (more reuse the one module on its own drafts)")
+  sub->add_option(
+         "--draft-tokens", draft_tokens,
+         "with --mtp: drafts per sequence and step (more reuse the one module on its own drafts)")
       ->check(CLI::Range(1, 8))
       ->capture_default_str();
 }
 
 void ModelOptions::add_kv_cache_dtype_to(CLI::App* sub) {
   sub->add_option("--kv-cache-dtype", kv_cache_dtype,
-                  "the KV cache's element type: f32 (exact, as the goldens) or bf16 (half the memory per position, "
+                  "the KV cache's element type: f32 (exact, as the goldens) or bf16 (half the "
+                  "memory per position, "
                   "as the reference demo keeps its cache; the entries are rounded to bf16)")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
@@ -34,18 +38,22 @@ void ModelOptions::add_kv_cache_dtype_to(CLI::App* sub) {
 
 void ModelOptions::add_to(CLI::App* sub, const KernelConfig& kernel_config) {
   kernels = &kernel_config;
-  sub->add_option("--ckpt-path", ckpt_path, "directory of converted shards model{rank}-mp{N}.safetensors")
+  sub->add_option("--ckpt-path", ckpt_path,
+                  "directory of converted shards model{rank}-mp{N}.safetensors")
       ->required();
-  sub->add_option("--config", config_path,
-                  "model config (configs/*.json form or HF config.json; default: <ckpt-path>/config.json)");
+  sub->add_option(
+      "--config", config_path,
+      "model config (configs/*.json form or HF config.json; default: <ckpt-path>/config.json)");
   sub->add_option("--max-seq-len", max_seq_len,
-                  "longest sequence (prompt + completion) in positions, overriding the config's max_seq_len (the "
+                  "longest sequence (prompt + completion) in positions, overriding the config's "
+                  "max_seq_len (the "
                   "reference's default is 16384; V3 / R1 are trained for 128k: 131072)")
       ->check(CLI::PositiveNumber);
 }
 
 std::string ModelOptions::resolved_config_path() const {
-  return config_path.empty() ? (std::filesystem::path(ckpt_path) / "config.json").string() : config_path;
+  return config_path.empty() ? (std::filesystem::path(ckpt_path) / "config.json").string()
+                             : config_path;
 }
 
 ModelConfig ModelOptions::load_config() const {
@@ -54,7 +62,8 @@ ModelConfig ModelOptions::load_config() const {
   const std::filesystem::file_status st = std::filesystem::status(ckpt_path, ec);
   check(std::filesystem::exists(st), "--ckpt-path ", ckpt_path, " does not exist");
   check(std::filesystem::is_directory(st), "--ckpt-path ", ckpt_path,
-        " is not a directory (it names the directory dsinfer convert wrote: model{rank}-mp{N}.safetensors, "
+        " is not a directory (it names the directory dsinfer convert wrote: "
+        "model{rank}-mp{N}.safetensors, "
         "config.json and the tokenizer files)");
   const std::string path = resolved_config_path();
   if (config_path.empty())

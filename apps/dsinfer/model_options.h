@@ -14,11 +14,12 @@ namespace dsinfer::cli {
 
 struct ModelOptions {
   std::string ckpt_path;
-  std::string config_path;  // empty: <ckpt_path>/config.json
-  std::string mtp = "off";  // --mtp off | on | auto
-  int draft_tokens = 1;     // --draft-tokens K: MTP drafts per sequence and step
+  std::string config_path;             // empty: <ckpt_path>/config.json
+  std::string mtp = "off";             // --mtp off | on | auto
+  int draft_tokens = 1;                // --draft-tokens K: MTP drafts per sequence and step
   std::string kv_cache_dtype = "f32";  // --kv-cache-dtype f32 | bf16
-  int max_seq_len = 0;      // --max-seq-len: overrides the config's (0: the config's, else the reference's 16384)
+  int max_seq_len =
+      0;  // --max-seq-len: overrides the config's (0: the config's, else the reference's 16384)
   // How the model's products run: the command line's (main fills it in before a command runs).
   const KernelConfig* kernels = nullptr;
   // Adds --ckpt-path (required), --config and --max-seq-len to `sub`; the model will run with

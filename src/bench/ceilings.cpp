@@ -60,7 +60,8 @@ void sink(float v) {
 class Mapping {
  public:
   explicit Mapping(int64_t bytes) : bytes_(bytes) {
-    void* p = mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* p = mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     check(p != MAP_FAILED, "bench: cannot map a ", bytes, "-byte buffer for the bandwidth test");
     madvise(p, static_cast<size_t>(bytes), MADV_HUGEPAGE);
     data_ = static_cast<uint8_t*>(p);
@@ -84,7 +85,8 @@ void on_every_thread(ThreadPool& pool, const std::function<void(int)>& fn) {
 }
 
 // Best rate (work / seconds) over `passes` timed runs of `body`; `sync` before each.
-double best_rate(double work, int passes, const std::function<void()>& sync, const std::function<void()>& body) {
+double best_rate(double work, int passes, const std::function<void()>& sync,
+                 const std::function<void()>& body) {
   check(passes >= 1, "bench: passes must be >= 1");
   double best = 0;
   for (int p = 0; p < passes; ++p) {
@@ -99,12 +101,13 @@ double best_rate(double work, int passes, const std::function<void()>& sync, con
 
 // GFLOP/s of `loop` (flops_per_iteration each round) run for `iterations` rounds on every thread
 // at once; best of `passes`.
-double loop_gflops(ThreadPool& pool, float (*loop)(int64_t, float), int64_t flops_per_iteration, int64_t iterations,
-                   int passes, const std::function<void()>& sync) {
+double loop_gflops(ThreadPool& pool, float (*loop)(int64_t, float), int64_t flops_per_iteration,
+                   int64_t iterations, int passes, const std::function<void()>& sync) {
   std::vector<float> results(pool.size() * 16);  // one cache line per thread
   const double gflop = static_cast<double>(iterations) * flops_per_iteration * pool.size() / 1e9;
   const double rate = best_rate(gflop, passes, sync, [&] {
-    on_every_thread(pool, [&](int t) { results[t * 16] = loop(iterations, 1.0f + static_cast<float>(t)); });
+    on_every_thread(
+        pool, [&](int t) { results[t * 16] = loop(iterations, 1.0f + static_cast<float>(t)); });
   });
   for (int t = 0; t < pool.size(); ++t) sink(results[t * 16]);
   return rate;
@@ -126,8 +129,11 @@ double measure_read_bandwidth(ThreadPool& pool, Isa isa, int64_t bytes, int pass
   constexpr int64_t kPage = int64_t{2} << 20;
   const int64_t part = std::max<int64_t>(kPage, bytes / threads / kPage * kPage);
   Mapping buffer(part * threads);
-  on_every_thread(pool, [&](int t) { std::memset(buffer.data() + t * part, 1, static_cast<size_t>(part)); });
-  auto read = isa == Isa::kAvx512 ? read_sum_avx512 : isa == Isa::kAvx2 ? read_sum_avx2 : read_sum_scalar;
+  on_every_thread(
+      pool, [&](int t) { std::memset(buffer.data() + t * part, 1, static_cast<size_t>(part)); });
+  auto read = isa == Isa::kAvx512 ? read_sum_avx512
+              : isa == Isa::kAvx2 ? read_sum_avx2
+                                  : read_sum_scalar;
   std::vector<uint64_t> sums(threads * 8);  // one cache line per thread: no false sharing
   const double gb = static_cast<double>(part) * threads / 1e9;
   const double rate = best_rate(gb, passes, sync, [&] {
@@ -140,8 +146,12 @@ double measure_read_bandwidth(ThreadPool& pool, Isa isa, int64_t bytes, int pass
 double measure_fma_gflops(ThreadPool& pool, Isa isa, int64_t iterations, int passes,
                           const std::function<void()>& sync) {
   check(cpu_supports(isa), "bench: this CPU cannot run ", isa_name(isa), " code");
-  auto loop = isa == Isa::kAvx512 ? fma_loop_avx512 : isa == Isa::kAvx2 ? fma_loop_avx2 : fma_loop_scalar;
-  const int64_t per_iteration = isa == Isa::kAvx512 ? kFmaFlopsAvx512 : isa == Isa::kAvx2 ? kFmaFlopsAvx2 : kFmaFlopsScalar;
+  auto loop = isa == Isa::kAvx512 ? fma_loop_avx512
+              : isa == Isa::kAvx2 ? fma_loop_avx2
+                                  : fma_loop_scalar;
+  const int64_t per_iteration = isa == Isa::kAvx512 ? kFmaFlopsAvx512
+                                : isa == Isa::kAvx2 ? kFmaFlopsAvx2
+                                                    : kFmaFlopsScalar;
   return loop_gflops(pool, loop, per_iteration, iterations, passes, sync);
 }
 
@@ -151,18 +161,21 @@ double measure_bf16_gflops(ThreadPool& pool, Isa isa, int64_t iterations, int pa
   return loop_gflops(pool, bf16_loop_avx512, kBf16FlopsAvx512, iterations, passes, sync);
 }
 
-double measure_amx_gflops(ThreadPool& pool, int64_t iterations, int passes, const std::function<void()>& sync) {
+double measure_amx_gflops(ThreadPool& pool, int64_t iterations, int passes,
+                          const std::function<void()>& sync) {
   if (!amx_usable()) return absent(passes, sync);
   return loop_gflops(pool, amx_loop, kAmxFlops, iterations, passes, sync);
 }
 
-Ceilings measure_ceilings(ThreadPool& pool, Isa isa, const CeilingOptions& o, const std::function<void()>& sync) {
+Ceilings measure_ceilings(ThreadPool& pool, Isa isa, const CeilingOptions& o,
+                          const std::function<void()>& sync) {
   Ceilings c;
   c.read_gbps = measure_read_bandwidth(pool, isa, o.buffer_bytes, o.passes, sync);
   c.fma_gflops = measure_fma_gflops(pool, isa, o.fma_iterations, o.passes, sync);
   c.bf16_gflops = measure_bf16_gflops(pool, isa, o.fma_iterations, o.passes, sync);
   // a tile product is 256 times the work of one vector FMA: fewer rounds for the same time
-  c.amx_gflops = measure_amx_gflops(pool, std::max<int64_t>(1, o.fma_iterations / 64), o.passes, sync);
+  c.amx_gflops =
+      measure_amx_gflops(pool, std::max<int64_t>(1, o.fma_iterations / 64), o.passes, sync);
   return c;
 }
 

@@ -34,7 +34,8 @@ double measure_bf16_gflops(ThreadPool& pool, Isa isa, int64_t iterations, int pa
 
 // Peak AMX bf16 tile-product rate in GFLOP/s (TDPBF16PS: 16 x 16 x 32 multiply-adds each),
 // as measure_fma_gflops; 0 where AMX is not usable (amx_usable()).
-double measure_amx_gflops(ThreadPool& pool, int64_t iterations, int passes, const std::function<void()>& sync = {});
+double measure_amx_gflops(ThreadPool& pool, int64_t iterations, int passes,
+                          const std::function<void()>& sync = {});
 
 // The three ceilings of one process, measured with the same pool, one after the other.
 struct Ceilings {

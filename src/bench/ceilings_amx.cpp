@@ -13,7 +13,8 @@ namespace dsinfer::bench_detail {
 float amx_loop(int64_t iterations, float seed) {
   load_tile_config();  // the same configuration as the fast-mode kernels
   alignas(64) uint16_t ab[16 * 32];
-  const uint16_t tiny = static_cast<uint16_t>(0x3000 + static_cast<int>(seed) % 16);  // ~2^-31: sums stay finite
+  const uint16_t tiny =
+      static_cast<uint16_t>(0x3000 + static_cast<int>(seed) % 16);  // ~2^-31: sums stay finite
   for (uint16_t& v : ab) v = tiny;
   alignas(64) float c[16 * 16];
   _tile_zero(0);

@@ -23,7 +23,7 @@ struct NamedMatrix {
 std::vector<NamedMatrix> matrix_kinds(const Transformer& model);
 
 // A line per matrix and token count: name, format, shape, tokens, the plan (kernel_plan.h).
-std::string kernel_plan_table(const std::vector<NamedMatrix>& matrices, const std::vector<int64_t>& token_counts,
-                              const KernelConfig& config);
+std::string kernel_plan_table(const std::vector<NamedMatrix>& matrices,
+                              const std::vector<int64_t>& token_counts, const KernelConfig& config);
 
 }  // namespace dsinfer

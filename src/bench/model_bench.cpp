@@ -20,9 +20,12 @@ void PartTotals::add(const ForwardStats& s) {
 PrefillCeiling prefill_ceiling(const KernelConfig& kernels) {
   if (!kernels.fast()) return PrefillCeiling::kFmaF32;
   switch (kernels.fast_kernels()) {
-    case FastModeKernels::kAmx: return PrefillCeiling::kAmxBf16;
-    case FastModeKernels::kBf16Dot: return PrefillCeiling::kBf16Dot;
-    case FastModeKernels::kExact: break;  // rounded activations through the fp32 FMA kernels
+    case FastModeKernels::kAmx:
+      return PrefillCeiling::kAmxBf16;
+    case FastModeKernels::kBf16Dot:
+      return PrefillCeiling::kBf16Dot;
+    case FastModeKernels::kExact:
+      break;  // rounded activations through the fp32 FMA kernels
   }
   return PrefillCeiling::kFmaF32;
 }
@@ -39,9 +42,12 @@ const PrefillCeilingInfo& info_of(PrefillCeiling ceiling) {
   static const PrefillCeilingInfo kBf16{"bf16_dot_gflops", "bf16 dot peak", &Ceilings::bf16_gflops};
   static const PrefillCeilingInfo kFma{"fma_f32_gflops", "fp32 FMA peak", &Ceilings::fma_gflops};
   switch (ceiling) {
-    case PrefillCeiling::kAmxBf16: return kAmx;
-    case PrefillCeiling::kBf16Dot: return kBf16;
-    case PrefillCeiling::kFmaF32: break;
+    case PrefillCeiling::kAmxBf16:
+      return kAmx;
+    case PrefillCeiling::kBf16Dot:
+      return kBf16;
+    case PrefillCeiling::kFmaF32:
+      break;
   }
   return kFma;
 }
@@ -70,12 +76,13 @@ KVCache cache_for(const ModelConfig& c, int64_t count, int64_t positions) {
 }
 }  // namespace
 
-DecodeResult bench_decode(Transformer& model, int batch, int prompt_len, int warmup, int steps, uint64_t seed) {
+DecodeResult bench_decode(Transformer& model, int batch, int prompt_len, int warmup, int steps,
+                          uint64_t seed) {
   const ModelConfig& c = model.config();
-  check(batch >= 1 && prompt_len >= 1 && warmup >= 0 && steps >= 1, "bench: decode needs batch, prompt ",
-        "length and steps >= 1");
-  check(prompt_len + warmup + steps <= c.max_seq_len, "bench: decode positions (", prompt_len + warmup + steps,
-        ") exceed max_seq_len (", c.max_seq_len, ")");
+  check(batch >= 1 && prompt_len >= 1 && warmup >= 0 && steps >= 1,
+        "bench: decode needs batch, prompt ", "length and steps >= 1");
+  check(prompt_len + warmup + steps <= c.max_seq_len, "bench: decode positions (",
+        prompt_len + warmup + steps, ") exceed max_seq_len (", c.max_seq_len, ")");
   std::mt19937_64 rng(seed);
   // the engine's lockstep policy: one step prefills every prompt, then each step decodes every row
   KVCache cache = cache_for(c, batch, prompt_len + warmup + steps);
@@ -88,7 +95,8 @@ DecodeResult bench_decode(Transformer& model, int batch, int prompt_len, int war
   options.prefix_cache = false;
   options.on_step = [&](const StepReport& s) {
     if (step_index++ < 1 + warmup) return;  // the prefill and the warm-up steps
-    check(s.decode_rows == batch && s.prefill_tokens == 0, "bench: a decode step held ", s.decode_rows, " rows");
+    check(s.decode_rows == batch && s.prefill_tokens == 0, "bench: a decode step held ",
+          s.decode_rows, " rows");
     ++r.steps;
     r.seconds += s.seconds;
     r.weight_bytes += model.stats().weight_bytes;
@@ -111,19 +119,22 @@ DecodeResult bench_decode(Transformer& model, int batch, int prompt_len, int war
   return r;
 }
 
-DecodeResult bench_decode_at_depth(Transformer& model, int batch, int64_t depth, int warmup, int steps,
-                                   uint64_t seed, KVDType kv_dtype) {
+DecodeResult bench_decode_at_depth(Transformer& model, int batch, int64_t depth, int warmup,
+                                   int steps, uint64_t seed, KVDType kv_dtype) {
   const ModelConfig& c = model.config();
-  check(batch >= 1 && depth >= 0 && warmup >= 0 && steps >= 1, "bench: decode at depth needs batch, steps >= 1");
+  check(batch >= 1 && depth >= 0 && warmup >= 0 && steps >= 1,
+        "bench: decode at depth needs batch, steps >= 1");
   check(depth + warmup + steps <= c.max_seq_len, "bench: depth ", depth, " + ", warmup + steps,
         " decode steps exceed max_seq_len (", c.max_seq_len, ")");
   std::mt19937_64 rng(seed);
   KVCache cache(c, batch * KVCache::blocks_of(depth + warmup + steps), kv_dtype);
   std::vector<SeqId> seqs;
   // unit-variance values, as the normalised latent and the rotated rope key have
-  std::vector<float> latent(static_cast<size_t>(c.kv_lora_rank)), rope(static_cast<size_t>(c.qk_rope_head_dim));
+  std::vector<float> latent(static_cast<size_t>(c.kv_lora_rank)),
+      rope(static_cast<size_t>(c.qk_rope_head_dim));
   auto fill = [&](std::vector<float>& v) {
-    for (float& x : v) x = static_cast<float>(static_cast<double>(rng() >> 11) * 0x1p-53 * 3.4641 - 1.7320);
+    for (float& x : v)
+      x = static_cast<float>(static_cast<double>(rng() >> 11) * 0x1p-53 * 3.4641 - 1.7320);
   };
   for (int b = 0; b < batch; ++b) {
     const SeqId s = cache.create(depth + warmup + steps);
@@ -157,8 +168,8 @@ DecodeResult bench_decode_at_depth(Transformer& model, int batch, int64_t depth,
 
 PrefillResult bench_prefill(Transformer& model, int tokens, uint64_t seed) {
   const ModelConfig& c = model.config();
-  check(tokens >= 1 && tokens <= c.max_seq_len, "bench: prefill length ", tokens, " is outside [1, max_seq_len=",
-        c.max_seq_len, "]");
+  check(tokens >= 1 && tokens <= c.max_seq_len, "bench: prefill length ", tokens,
+        " is outside [1, max_seq_len=", c.max_seq_len, "]");
   std::mt19937_64 rng(seed);
   KVCache cache = cache_for(c, 1, tokens + 1);
   PrefillResult r;
@@ -185,7 +196,8 @@ PrefillResult bench_prefill(Transformer& model, int tokens, uint64_t seed) {
 
 ServingResult bench_serving(Transformer& model, const ServingOptions& o) {
   const ModelConfig& c = model.config();
-  check(o.concurrency >= 1 && o.requests >= 1 && o.prompt_len >= 1 && o.max_new_tokens >= 1 && o.stagger_steps >= 0,
+  check(o.concurrency >= 1 && o.requests >= 1 && o.prompt_len >= 1 && o.max_new_tokens >= 1 &&
+            o.stagger_steps >= 0,
         "bench: serving needs concurrency, requests, prompt length and new tokens >= 1");
   check(o.prompt_len + o.max_new_tokens <= c.max_seq_len, "bench: serving prompt plus new tokens (",
         o.prompt_len + o.max_new_tokens, ") exceed max_seq_len (", c.max_seq_len, ")");
@@ -253,13 +265,16 @@ ServingResult bench_serving(Transformer& model, const ServingOptions& o) {
 
 ConversationResult bench_conversations(Transformer& model, const ConversationOptions& o) {
   const ModelConfig& c = model.config();
-  check(o.users >= 1 && o.turns >= 1 && o.system_len >= 0 && o.user_len >= 1 && o.max_new_tokens >= 1,
-        "bench: conversations need users, turns, user tokens and new tokens >= 1");
-  const int64_t longest = o.system_len + static_cast<int64_t>(o.turns) * (o.user_len + o.max_new_tokens);
-  check(longest <= c.max_seq_len, "bench: a conversation of ", longest, " positions exceeds max_seq_len (",
-        c.max_seq_len, ")");
+  check(
+      o.users >= 1 && o.turns >= 1 && o.system_len >= 0 && o.user_len >= 1 && o.max_new_tokens >= 1,
+      "bench: conversations need users, turns, user tokens and new tokens >= 1");
+  const int64_t longest =
+      o.system_len + static_cast<int64_t>(o.turns) * (o.user_len + o.max_new_tokens);
+  check(longest <= c.max_seq_len, "bench: a conversation of ", longest,
+        " positions exceeds max_seq_len (", c.max_seq_len, ")");
   std::mt19937_64 rng(o.seed);
-  const int64_t budget = o.kv_positions > 0 ? o.kv_positions : o.users * KVCache::blocks_of(longest);
+  const int64_t budget =
+      o.kv_positions > 0 ? o.kv_positions : o.users * KVCache::blocks_of(longest);
   KVCache cache(c, budget);
   EngineOptions options;
   options.step_tokens = o.step_tokens;
@@ -299,9 +314,13 @@ ConversationResult bench_conversations(Transformer& model, const ConversationOpt
       const std::vector<int32_t> message = random_tokens(rng, c.vocab_size, o.user_len);
       prompt.insert(prompt.end(), message.begin(), message.end());
       // ideal: everything a previous turn of this user left in the cache, or else the system
-      // prompt when some earlier request computed it (user 0's first turn has, by the time others start)
-      const int64_t ideal = u.turn > 0 ? static_cast<int64_t>(u.history.size()) - 1
-                                       : (i > 0 ? std::min<int64_t>(o.system_len, static_cast<int64_t>(prompt.size()) - 1) : 0);
+      // prompt when some earlier request computed it (user 0's first turn has, by the time others
+      // start)
+      const int64_t ideal =
+          u.turn > 0
+              ? static_cast<int64_t>(u.history.size()) - 1
+              : (i > 0 ? std::min<int64_t>(o.system_len, static_cast<int64_t>(prompt.size()) - 1)
+                       : 0);
       result.ideal_reused_tokens += ideal;
       result.prompt_tokens += static_cast<int64_t>(prompt.size());
       result.turn_prompt_tokens[static_cast<size_t>(u.turn)] += static_cast<int64_t>(prompt.size());
@@ -320,11 +339,13 @@ ConversationResult bench_conversations(Transformer& model, const ConversationOpt
         if (u.answer.empty()) u.first = u.last;
         u.answer.push_back(t);
       };
-      events.on_finish = [&u, &result, &done, &answered, &o, turn, p = prompt](FinishReason, const std::string&) mutable {
+      events.on_finish = [&u, &result, &done, &answered, &o, turn, p = prompt](
+                             FinishReason, const std::string&) mutable {
         ++answered;
         result.ttft_seconds[turn].push_back(u.first - u.submitted);
         if (u.answer.size() > 1)
-          result.tpot_seconds[turn].push_back((u.last - u.first) / static_cast<double>(u.answer.size() - 1));
+          result.tpot_seconds[turn].push_back((u.last - u.first) /
+                                              static_cast<double>(u.answer.size() - 1));
         u.history = std::move(p);
         u.history.insert(u.history.end(), u.answer.begin(), u.answer.end());
         u.answer.clear();
@@ -353,7 +374,8 @@ double MtpCostResult::break_even_acceptance(int k) const {
   return hi;
 }
 
-MtpCostResult bench_mtp(Transformer& model, int batch, int prompt_len, int rounds, int max_drafts, uint64_t seed) {
+MtpCostResult bench_mtp(Transformer& model, int batch, int prompt_len, int rounds, int max_drafts,
+                        uint64_t seed) {
   const ModelConfig& c = model.config();
   check(model.has_mtp(), "bench --mtp: no multi-token-prediction module loaded");
   check(batch >= 1 && prompt_len >= 2 && rounds >= 1 && max_drafts >= 1,
@@ -409,7 +431,8 @@ MtpCostResult bench_mtp(Transformer& model, int batch, int prompt_len, int round
     for (int k = 1; k <= max_drafts; ++k) {
       Step verify;
       verify.want_hidden = true;
-      for (int b = 0; b < batch; ++b) verify.add(seqs[b], at, tokens[b].data() + at, 1 + k, /*all_logits=*/true);
+      for (int b = 0; b < batch; ++b)
+        verify.add(seqs[b], at, tokens[b].data() + at, 1 + k, /*all_logits=*/true);
       t = now_seconds();
       model.forward(verify, cache, out);
       if (timed) {
@@ -429,7 +452,8 @@ MtpCostResult bench_mtp(Transformer& model, int batch, int prompt_len, int round
       for (int j = 0; j < k; ++j) {
         Step draft;
         draft.want_hidden = j + 1 < k;
-        for (int b = 0; b < batch; ++b) draft.add(mtp_seqs[b], mtp_at + j, tokens[b].data() + mtp_at + j + 1, 1);
+        for (int b = 0; b < batch; ++b)
+          draft.add(mtp_seqs[b], mtp_at + j, tokens[b].data() + mtp_at + j + 1, 1);
         StepOutput drafts;
         model.forward_mtp(draft, hidden.data(), mtp_cache, drafts);
         hidden = drafts.hidden;

@@ -30,10 +30,10 @@ struct PartTotals {
 
 struct DecodeResult {
   int batch = 0;
-  int steps = 0;              // timed steps (after the warm-up)
-  double seconds = 0;         // of the timed steps
-  int64_t weight_bytes = 0;   // summed over the timed steps, this rank
-  PartTotals parts;           // summed over the timed steps, this rank
+  int steps = 0;                // timed steps (after the warm-up)
+  double seconds = 0;           // of the timed steps
+  int64_t weight_bytes = 0;     // summed over the timed steps, this rank
+  PartTotals parts;             // summed over the timed steps, this rank
   CollectiveStats collectives;  // summed over the timed steps, this rank
   double tokens_per_s() const { return batch * steps / seconds; }
   double bytes_per_step() const { return static_cast<double>(weight_bytes) / steps; }
@@ -51,15 +51,15 @@ DecodeResult bench_decode(Transformer& model, int batch, int prompt_len, int war
 // on 2 cores takes minutes and leaves a decode step's work the same; attention's cost does not
 // depend on the entries' values), then `warmup` untimed and `steps` timed decode steps of one
 // random token per sequence, straight through Transformer::forward. Every rank draws the same.
-DecodeResult bench_decode_at_depth(Transformer& model, int batch, int64_t depth, int warmup, int steps,
-                                   uint64_t seed, KVDType kv_dtype = KVDType::kF32);
+DecodeResult bench_decode_at_depth(Transformer& model, int batch, int64_t depth, int warmup,
+                                   int steps, uint64_t seed, KVDType kv_dtype = KVDType::kF32);
 
 struct PrefillResult {
   int tokens = 0;
   double seconds = 0;
-  int64_t macs = 0;          // this rank
-  int64_t weight_bytes = 0;  // this rank
-  PartTotals parts;          // this rank
+  int64_t macs = 0;             // this rank
+  int64_t weight_bytes = 0;     // this rank
+  PartTotals parts;             // this rank
   CollectiveStats collectives;  // this rank
   double tokens_per_s() const { return tokens / seconds; }
 };
@@ -84,9 +84,9 @@ struct ServingOptions {
 
 struct ServingResult {
   ServingOptions options;
-  double seconds = 0;          // wall time of the whole run (rank 0)
-  double forward_seconds = 0;  // of which in forward steps
-  double max_step_seconds = 0; // the longest step: what a running stream waits at worst
+  double seconds = 0;           // wall time of the whole run (rank 0)
+  double forward_seconds = 0;   // of which in forward steps
+  double max_step_seconds = 0;  // the longest step: what a running stream waits at worst
   int64_t steps = 0;
   int64_t generated_tokens = 0;
   // per request (rank 0): time to first token, mean time per output token after it, end to end
@@ -154,9 +154,12 @@ struct MtpCostResult {
     for (int i = 0; i < k; ++i) t += (p *= a);
     return t;
   }
-  double speedup_at(int k, double a) const { return tokens_per_cycle(k, a) * decode_seconds / cycle_seconds(k); }
+  double speedup_at(int k, double a) const {
+    return tokens_per_cycle(k, a) * decode_seconds / cycle_seconds(k);
+  }
   double break_even_acceptance(int k) const;  // the a where speedup_at(k, a) == 1 (> 1: never)
 };
-MtpCostResult bench_mtp(Transformer& model, int batch, int prompt_len, int rounds, int max_drafts, uint64_t seed);
+MtpCostResult bench_mtp(Transformer& model, int batch, int prompt_len, int rounds, int max_drafts,
+                        uint64_t seed);
 
 }  // namespace dsinfer

@@ -6,7 +6,8 @@ namespace dsinfer {
 
 namespace {
 const std::string& checked_template(const Tokenizer& tokenizer) {
-  check(!tokenizer.chat_template().empty(), "the tokenizer has no chat_template (tokenizer_config.json)");
+  check(!tokenizer.chat_template().empty(),
+        "the tokenizer has no chat_template (tokenizer_config.json)");
   return tokenizer.chat_template();
 }
 // Bytes of text in the messages' string fields (content, reasoning, tool arguments; a few levels
@@ -24,8 +25,8 @@ size_t text_bytes(const nlohmann::json& v, int depth) {
 void check_prompt_size(const nlohmann::json& messages) {
   const size_t limit = ChatTemplate::Limits{}.max_output_bytes;
   const size_t n = text_bytes(messages, 4);
-  check(n <= limit, "the prompt is too long: its messages hold ", n, " bytes of text, more than the ", limit,
-        " bytes (1 MiB) a rendered prompt may have");
+  check(n <= limit, "the prompt is too long: its messages hold ", n,
+        " bytes of text, more than the ", limit, " bytes (1 MiB) a rendered prompt may have");
 }
 
 }  // namespace
@@ -33,7 +34,8 @@ void check_prompt_size(const nlohmann::json& messages) {
 ChatFormatter::ChatFormatter(const Tokenizer& tokenizer)
     : tokenizer_(tokenizer), template_(checked_template(tokenizer)) {}
 
-std::string ChatFormatter::render(const nlohmann::json& messages, bool add_generation_prompt) const {
+std::string ChatFormatter::render(const nlohmann::json& messages,
+                                  bool add_generation_prompt) const {
   check_prompt_size(messages);
   return apply_chat_template(template_, messages, tokenizer_.bos_token(), tokenizer_.eos_token(),
                              add_generation_prompt);

@@ -21,7 +21,8 @@ class ChatFormatter {
   std::vector<int32_t> prompt_ids(const nlohmann::json& messages) const;
   // The same with `tools` (a JSON array, or null) and extra template variables (e.g. V3.1's
   // {"thinking": true}; they cannot replace messages, tools or the special tokens).
-  std::string render(const nlohmann::json& messages, const nlohmann::json& tools, const nlohmann::json& kwargs) const;
+  std::string render(const nlohmann::json& messages, const nlohmann::json& tools,
+                     const nlohmann::json& kwargs) const;
   const Tokenizer& tokenizer() const { return tokenizer_; }
 
  private:

@@ -16,8 +16,10 @@ struct ChatTemplate::Impl {
 
 ChatTemplate::ChatTemplate(const std::string& source) : ChatTemplate(source, Limits{}) {}
 
-ChatTemplate::ChatTemplate(const std::string& source, const Limits& limits) : impl_(std::make_unique<Impl>()) {
-  check(limits.max_depth > 0 && limits.max_output_bytes > 0, "chat template: limits must be positive");
+ChatTemplate::ChatTemplate(const std::string& source, const Limits& limits)
+    : impl_(std::make_unique<Impl>()) {
+  check(limits.max_depth > 0 && limits.max_output_bytes > 0,
+        "chat template: limits must be positive");
   impl_->limits = limits;
   impl_->source = jinja::normalize_source(source);
   try {
@@ -34,9 +36,10 @@ ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
 namespace {
 
 template <typename Json>
-std::string render_json(const ChatTemplate::Limits& limits, const std::string& source, const jinja::Body& body,
-                        const Json& context) {
-  check(context.is_object(), "chat template: the render context must be a JSON object, not ", context.type_name());
+std::string render_json(const ChatTemplate::Limits& limits, const std::string& source,
+                        const jinja::Body& body, const Json& context) {
+  check(context.is_object(), "chat template: the render context must be a JSON object, not ",
+        context.type_name());
   jinja::Value ctx;
   try {
     ctx = jinja::from_json(context);
@@ -60,15 +63,15 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& context) const {
   return render_json(impl_->limits, impl_->source, impl_->body, context);
 }
 
-std::string apply_chat_template(const ChatTemplate& t, const nlohmann::json& messages, const std::string& bos_token,
-                                const std::string& eos_token, bool add_generation_prompt) {
-  check(messages.is_array(), "apply_chat_template: messages must be a JSON array, not ", messages.type_name());
-  nlohmann::json context = {{"messages", messages},
-                            {"bos_token", bos_token},
-                            {"eos_token", eos_token},
-                            {"add_generation_prompt", add_generation_prompt},
-                            {"tools", nullptr},
-                            {"documents", nullptr}};
+std::string apply_chat_template(const ChatTemplate& t, const nlohmann::json& messages,
+                                const std::string& bos_token, const std::string& eos_token,
+                                bool add_generation_prompt) {
+  check(messages.is_array(), "apply_chat_template: messages must be a JSON array, not ",
+        messages.type_name());
+  nlohmann::json context = {
+      {"messages", messages},   {"bos_token", bos_token},
+      {"eos_token", eos_token}, {"add_generation_prompt", add_generation_prompt},
+      {"tools", nullptr},       {"documents", nullptr}};
   return t.render(context);
 }
 

@@ -15,11 +15,13 @@ constexpr std::string_view kCallEnd = "<｜tool▁call▁end｜>";
 constexpr std::string_view kSep = "<｜tool▁sep｜>";
 // The opener as the checkpoints write it, and as distilled models misspell it (llama.cpp accepts
 // the same variants).
-constexpr std::string_view kCallsBegin[] = {"<｜tool▁calls▁begin｜>", "<｜tool_calls_begin｜>", "<｜tool calls begin｜>",
-                                            "<｜tool\\_calls\\_begin｜>", "<｜tool▁calls｜>"};
+constexpr std::string_view kCallsBegin[] = {"<｜tool▁calls▁begin｜>", "<｜tool_calls_begin｜>",
+                                            "<｜tool calls begin｜>", "<｜tool\\_calls\\_begin｜>",
+                                            "<｜tool▁calls｜>"};
 
 // The first occurrence of any marker in `text`: its position and length (npos when none).
-std::pair<size_t, size_t> find_first(std::string_view text, std::initializer_list<std::string_view> markers) {
+std::pair<size_t, size_t> find_first(std::string_view text,
+                                     std::initializer_list<std::string_view> markers) {
   std::pair<size_t, size_t> best{std::string_view::npos, 0};
   for (std::string_view m : markers) {
     const size_t at = text.find(m);
@@ -67,7 +69,8 @@ bool parse_tool_call(std::string_view text, ToolCall& call) {
     args = trim(rest);
   }
   if (name.empty() || name.find_first_of(" \t\r\n") != std::string_view::npos) return false;
-  nlohmann::json parsed = nlohmann::json::parse(args.begin(), args.end(), nullptr, /*allow_exceptions=*/false);
+  nlohmann::json parsed =
+      nlohmann::json::parse(args.begin(), args.end(), nullptr, /*allow_exceptions=*/false);
   if (!parsed.is_object()) return false;
   call.name = std::string(name);
   call.arguments = parsed.dump();
@@ -90,7 +93,8 @@ OutputDelta DeepSeekOutputParser::finish() {
   return out;
 }
 
-void DeepSeekOutputParser::close_tool_section(OutputDelta& out, const std::string& section, bool complete) {
+void DeepSeekOutputParser::close_tool_section(OutputDelta& out, const std::string& section,
+                                              bool complete) {
   // section: everything after the opener, up to (not including) the closer
   std::vector<ToolCall> calls;
   bool ok = complete;
@@ -153,8 +157,8 @@ void DeepSeekOutputParser::run(OutputDelta& out, bool final) {
       }
       case State::kContent: {
         if (options_.parse_tool_calls) {
-          const auto [at, len] = find_first(text, {kCallsBegin[0], kCallsBegin[1], kCallsBegin[2], kCallsBegin[3],
-                                                   kCallsBegin[4]});
+          const auto [at, len] = find_first(text, {kCallsBegin[0], kCallsBegin[1], kCallsBegin[2],
+                                                   kCallsBegin[3], kCallsBegin[4]});
           if (at != std::string_view::npos) {
             out.content.append(text.substr(0, at));
             opener_ = std::string(text.substr(at, len));
@@ -166,7 +170,8 @@ void DeepSeekOutputParser::run(OutputDelta& out, bool final) {
         const size_t keep =
             final || !options_.parse_tool_calls
                 ? 0
-                : partial_suffix(text, {kCallsBegin[0], kCallsBegin[1], kCallsBegin[2], kCallsBegin[3], kCallsBegin[4]});
+                : partial_suffix(text, {kCallsBegin[0], kCallsBegin[1], kCallsBegin[2],
+                                        kCallsBegin[3], kCallsBegin[4]});
         out.content.append(text.substr(0, text.size() - keep));
         pending_.erase(0, text.size() - keep);
         return;

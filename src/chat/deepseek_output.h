@@ -1,6 +1,8 @@
-// DeepSeek's output, split the way OpenAI-style clients expect (docs/SERVING.md): R1 / V3.1 reasoning
+// DeepSeek's output, split the way OpenAI-style clients expect (docs/SERVING.md): R1 / V3.1
+// reasoning
 // (`<think>...</think>`) to `reasoning_content`, the rest to `content`, and V3 / R1-0528 / V3.1
-// tool calls (`<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>...<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>`) to
+// tool calls
+// (`<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>...<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>`) to
 // `tool_calls`. Streaming, with state per request: text is pushed as it is decoded and comes back
 // as deltas; a piece that may be the start of a marker is held back until it is decided, so no
 // marker is ever emitted in part. Tool calls are emitted when their section ends (or at finish),
@@ -56,8 +58,8 @@ class DeepSeekOutputParser {
 };
 
 // Parses one call's text between `<｜tool▁call▁begin｜>` and `<｜tool▁call▁end｜>` in the V3 form
-// (`function<｜tool▁sep｜>NAME\n```json\nARGS\n````) or the V3.1 form (`NAME<｜tool▁sep｜>ARGS`); false
-// when it is neither or ARGS is not a JSON object.
+// (`function<｜tool▁sep｜>NAME\n```json\nARGS\n````) or the V3.1 form (`NAME<｜tool▁sep｜>ARGS`);
+// false when it is neither or ARGS is not a JSON object.
 bool parse_tool_call(std::string_view text, ToolCall& call);
 
 }  // namespace dsinfer

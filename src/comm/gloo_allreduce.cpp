@@ -31,7 +31,8 @@ constexpr Named kNames[] = {{GlooAllreduce::kAuto, "auto"},
 GlooAllreduce parse_gloo_allreduce(const std::string& name) {
   for (const Named& n : kNames)
     if (name == n.name) return n.algorithm;
-  fail("DSINFER_GLOO_ALLREDUCE=", name, " is not one of auto, ring, bcube, halving-doubling, ring-chunked");
+  fail("DSINFER_GLOO_ALLREDUCE=", name,
+       " is not one of auto, ring, bcube, halving-doubling, ring-chunked");
 }
 
 const char* gloo_allreduce_name(GlooAllreduce a) {
@@ -60,9 +61,13 @@ struct GlooAllreducer::Registered {
   std::unique_ptr<gloo::Algorithm> algorithm;
 };
 
-GlooAllreducer::GlooAllreducer(std::shared_ptr<gloo::Context> ctx, std::shared_ptr<gloo::Context> registered_ctx,
+GlooAllreducer::GlooAllreducer(std::shared_ptr<gloo::Context> ctx,
+                               std::shared_ptr<gloo::Context> registered_ctx,
                                std::chrono::milliseconds timeout, GlooAllreduce forced)
-    : ctx_(std::move(ctx)), registered_ctx_(std::move(registered_ctx)), timeout_(timeout), forced_(forced) {}
+    : ctx_(std::move(ctx)),
+      registered_ctx_(std::move(registered_ctx)),
+      timeout_(timeout),
+      forced_(forced) {}
 
 GlooAllreducer::~GlooAllreducer() = default;
 
@@ -76,7 +81,8 @@ void GlooAllreducer::run(float* data, int64_t n, uint32_t tag) {
     gloo::AllreduceOptions opts(ctx_);
     opts.setInput(data, static_cast<size_t>(n));
     opts.setOutput(data, static_cast<size_t>(n));
-    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+    opts.setReduceFunction(
+        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
     opts.setAlgorithm(a == GlooAllreduce::kRing ? gloo::AllreduceOptions::Algorithm::RING
                                                 : gloo::AllreduceOptions::Algorithm::BCUBE);
     opts.setTag(tag);
@@ -111,9 +117,11 @@ GlooAllreducer::Registered& GlooAllreducer::registered_for(int64_t n, GlooAllred
   const std::vector<float*> ptrs{r->buffer.data()};
   const int count = static_cast<int>(bucket);
   if (a == GlooAllreduce::kHalvingDoubling)
-    r->algorithm = std::make_unique<gloo::AllreduceHalvingDoubling<float>>(registered_ctx_, ptrs, count);
+    r->algorithm =
+        std::make_unique<gloo::AllreduceHalvingDoubling<float>>(registered_ctx_, ptrs, count);
   else
-    r->algorithm = std::make_unique<gloo::AllreduceRingChunked<float>>(registered_ctx_, ptrs, count);
+    r->algorithm =
+        std::make_unique<gloo::AllreduceRingChunked<float>>(registered_ctx_, ptrs, count);
   registered_.push_back(std::move(r));
   return *registered_.back();
 }

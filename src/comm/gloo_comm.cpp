@@ -5,12 +5,6 @@
 // at once, since its sockets close.
 #ifdef DSINFER_HAVE_GLOO
 #include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -20,12 +14,17 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <condition_variable>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -35,9 +34,9 @@
 #include <thread>
 #endif
 
-#include "core/error.h"
 #include "comm/backends.h"
 #include "comm/gloo_allreduce.h"
+#include "core/error.h"
 
 namespace dsinfer {
 
@@ -46,9 +45,10 @@ namespace dsinfer {
 bool gloo_built() { return false; }
 
 std::unique_ptr<Comm> make_gloo_comm() {
-  fail("dsinfer was built without the gloo backend (apt-get install libgloo-dev, then build with "
-       "-DDSINFER_GLOO=ON, the default); "
-       "start the ranks with mpirun or `dsinfer run -n N --comm mpi`");
+  fail(
+      "dsinfer was built without the gloo backend (apt-get install libgloo-dev, then build with "
+      "-DDSINFER_GLOO=ON, the default); "
+      "start the ranks with mpirun or `dsinfer run -n N --comm mpi`");
 }
 
 #else
@@ -70,7 +70,8 @@ std::string env(const char* name) {
 int env_int(const char* name, const std::string& fallback = "") {
   std::string v = env(name);
   if (v.empty()) v = fallback;
-  check(!v.empty(), name, " is not set (the gloo backend needs WORLD_SIZE, RANK, MASTER_ADDR and MASTER_PORT)");
+  check(!v.empty(), name,
+        " is not set (the gloo backend needs WORLD_SIZE, RANK, MASTER_ADDR and MASTER_PORT)");
   char* end = nullptr;
   const long n = std::strtol(v.c_str(), &end, 10);
   check(end != v.c_str() && *end == '\0' && n >= 0, name, "=", v, " is not a non-negative integer");
@@ -175,7 +176,10 @@ class StoreServer {
           if (errno == EINTR || errno == ECONNABORTED) continue;
           return;
         }
-        std::thread([c, st] { serve(c, *st); close(c); }).detach();
+        std::thread([c, st] {
+          serve(c, *st);
+          close(c);
+        }).detach();
       }
     }).detach();
   }
@@ -211,7 +215,8 @@ class StoreServer {
         uint64_t ms = 0;
         if (!recv_all(c, &ms, 8)) return;
         std::unique_lock<std::mutex> lock(st.mu);
-        const bool found = st.cv.wait_for(lock, milliseconds(ms), [&] { return st.kv.count(key) > 0; });
+        const bool found =
+            st.cv.wait_for(lock, milliseconds(ms), [&] { return st.kv.count(key) > 0; });
         if (found) value = st.kv[key];
         lock.unlock();
         const char ok = found ? 1 : 0;
@@ -220,7 +225,9 @@ class StoreServer {
         size_t n = 0;
         {
           std::lock_guard<std::mutex> lock(st.mu);
-          for (auto it = st.kv.lower_bound(key); it != st.kv.end() && it->first.rfind(key, 0) == 0; ++it) ++n;
+          for (auto it = st.kv.lower_bound(key); it != st.kv.end() && it->first.rfind(key, 0) == 0;
+               ++it)
+            ++n;
         }
         if (!send_str(c, std::to_string(n))) return;
       } else {
@@ -247,9 +254,11 @@ class ClientStore : public gloo::rendezvous::Store {
       close(fd_);
       fd_ = -1;
       if (Clock::now() >= deadline)
-        throw CommError(cat("gloo: rendezvous timed out after ", seconds_text(timeout), ": rank 0 never arrived (its store at MASTER_ADDR:MASTER_PORT = ",
+        throw CommError(cat("gloo: rendezvous timed out after ", seconds_text(timeout),
+                            ": rank 0 never arrived (its store at MASTER_ADDR:MASTER_PORT = ",
                             where_, " did not answer: ", std::strerror(err),
-                            "; check that rank 0 runs and that MASTER_ADDR and MASTER_PORT are the same on every rank)"));
+                            "; check that rank 0 runs and that MASTER_ADDR and MASTER_PORT are the "
+                            "same on every rank)"));
       std::this_thread::sleep_for(milliseconds(100));
     }
     const int one = 1;
@@ -263,8 +272,8 @@ class ClientStore : public gloo::rendezvous::Store {
     std::lock_guard<std::mutex> lock(mu_);
     char ok = 0;
     const char op = 'S';
-    if (!send_all(fd_, &op, 1) || !send_str(fd_, key) || !send_str(fd_, std::string(data.begin(), data.end())) ||
-        !recv_all(fd_, &ok, 1))
+    if (!send_all(fd_, &op, 1) || !send_str(fd_, key) ||
+        !send_str(fd_, std::string(data.begin(), data.end())) || !recv_all(fd_, &ok, 1))
       lost("setting " + key);
   }
   // Sets an absent key: nullopt, or the value another process set first.
@@ -273,8 +282,8 @@ class ClientStore : public gloo::rendezvous::Store {
     char ok = 0;
     const char op = 'A';
     std::string old;
-    if (!send_all(fd_, &op, 1) || !send_str(fd_, key) || !send_str(fd_, value) || !recv_all(fd_, &ok, 1) ||
-        !recv_str(fd_, old))
+    if (!send_all(fd_, &op, 1) || !send_str(fd_, key) || !send_str(fd_, value) ||
+        !recv_all(fd_, &ok, 1) || !recv_str(fd_, old))
       lost("setting " + key);
     if (ok) return std::nullopt;
     return old;
@@ -286,8 +295,8 @@ class ClientStore : public gloo::rendezvous::Store {
     const char op = 'G';
     const uint64_t ms = static_cast<uint64_t>(std::max<int64_t>(0, wait.count()));
     std::string value;
-    if (!send_all(fd_, &op, 1) || !send_str(fd_, key) || !send_all(fd_, &ms, 8) || !recv_all(fd_, &ok, 1) ||
-        !recv_str(fd_, value))
+    if (!send_all(fd_, &op, 1) || !send_str(fd_, key) || !send_all(fd_, &ms, 8) ||
+        !recv_all(fd_, &ok, 1) || !recv_str(fd_, value))
       lost("waiting for " + key);
     if (!ok) return std::nullopt;
     return value;
@@ -296,14 +305,15 @@ class ClientStore : public gloo::rendezvous::Store {
     std::lock_guard<std::mutex> lock(mu_);
     const char op = 'C';
     std::string n;
-    if (!send_all(fd_, &op, 1) || !send_str(fd_, prefix) || !recv_str(fd_, n)) lost("counting " + prefix);
+    if (!send_all(fd_, &op, 1) || !send_str(fd_, prefix) || !recv_str(fd_, n))
+      lost("counting " + prefix);
     return static_cast<size_t>(std::stoul(n));
   }
   std::vector<char> get(const std::string& key) override {
     auto value = get_within(key, timeout_);
     if (!value)
-      throw CommError(cat("gloo: rendezvous timed out after ", seconds_text(timeout_), " waiting for '", key,
-                          "' in rank 0's store at ", where_));
+      throw CommError(cat("gloo: rendezvous timed out after ", seconds_text(timeout_),
+                          " waiting for '", key, "' in rank 0's store at ", where_));
     return std::vector<char>(value->begin(), value->end());
   }
   void wait(const std::vector<std::string>& keys) override {
@@ -345,23 +355,24 @@ std::string local_address_towards(const std::string& master) {
 void wait_for_every_rank(ClientStore& store, int rank, int world, milliseconds timeout) {
   const std::string me = cat(world, " ", host_name(), " pid ", getpid());
   if (auto other = store.add("arrived/" + std::to_string(rank), me))
-    throw CommError(cat("gloo: rank ", rank, " was started twice (WORLD_SIZE, host, pid: ", *other, " and ", me,
-                        "); give every process its own RANK"));
+    throw CommError(cat("gloo: rank ", rank, " was started twice (WORLD_SIZE, host, pid: ", *other,
+                        " and ", me, "); give every process its own RANK"));
   const auto deadline = Clock::now() + timeout;
   for (int r = 0; r < world; ++r) {
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
     const auto value = store.get_within("arrived/" + std::to_string(r), left);
     if (!value) {
       const size_t arrived = store.count("arrived/");
-      throw CommError(cat("gloo: rendezvous timed out after ", seconds_text(timeout), ": ", arrived, " of ", world,
-                          " ranks arrived at MASTER_ADDR:MASTER_PORT = ", store.where(), " (rank ", r,
-                          " did not; start every rank with the same WORLD_SIZE, MASTER_ADDR and MASTER_PORT, "
-                          "or raise DSINFER_COMM_TIMEOUT)"));
+      throw CommError(
+          cat("gloo: rendezvous timed out after ", seconds_text(timeout), ": ", arrived, " of ",
+              world, " ranks arrived at MASTER_ADDR:MASTER_PORT = ", store.where(), " (rank ", r,
+              " did not; start every rank with the same WORLD_SIZE, MASTER_ADDR and MASTER_PORT, "
+              "or raise DSINFER_COMM_TIMEOUT)"));
     }
     const int theirs = std::atoi(value->c_str());
     if (theirs != world)
-      throw CommError(cat("gloo: rank ", r, " was started with WORLD_SIZE=", theirs, ", rank ", rank, " with ",
-                          world, "; every rank needs the same WORLD_SIZE"));
+      throw CommError(cat("gloo: rank ", r, " was started with WORLD_SIZE=", theirs, ", rank ",
+                          rank, " with ", world, "; every rank needs the same WORLD_SIZE"));
   }
 }
 
@@ -376,11 +387,13 @@ class GlooComm : public Comm {
     rank_ = env_int("RANK");
     check(world_ >= 1 && rank_ < world_, "gloo: RANK=", rank_, " is not below WORLD_SIZE=", world_);
     timeout_ = comm_timeout();
-    const GlooAllreduce allreduce = allreduce_choice();  // a bad value is named before the rendezvous
+    const GlooAllreduce allreduce =
+        allreduce_choice();  // a bad value is named before the rendezvous
     std::string master = env("MASTER_ADDR");
     if (master.empty()) master = "127.0.0.1";
     int port = env_int("MASTER_PORT", "29500");
-    if (env("TORCHELASTIC_USE_AGENT_STORE") == "True") port += 1;  // torchrun's agent holds MASTER_PORT
+    if (env("TORCHELASTIC_USE_AGENT_STORE") == "True")
+      port += 1;  // torchrun's agent holds MASTER_PORT
     if (!env("DSINFER_STORE_PORT").empty()) port = env_int("DSINFER_STORE_PORT");
     try {
       if (rank_ == 0) server_ = std::make_unique<StoreServer>(port);
@@ -403,11 +416,13 @@ class GlooComm : public Comm {
       gloo::rendezvous::PrefixStore registered_store("registered", store);
       registered_ctx->connectFullMesh(registered_store, device);
       allreducer_ = std::make_unique<GlooAllreducer>(ctx_, registered_ctx, timeout_, allreduce);
-      barrier();  // nobody leaves the rendezvous (and rank 0 its store) before everyone is connected
+      barrier();  // nobody leaves the rendezvous (and rank 0 its store) before everyone is
+                  // connected
     } catch (const CommError&) {
       throw;
     } catch (const std::exception& e) {
-      throw CommError(cat("gloo: rendezvous of rank ", rank_, " of ", world_, " failed: ", e.what()));
+      throw CommError(
+          cat("gloo: rendezvous of rank ", rank_, " of ", world_, " failed: ", e.what()));
     }
   }
   int rank() const override { return rank_; }
@@ -428,7 +443,9 @@ class GlooComm : public Comm {
       gloo::allgather(opts);
     });
   }
-  void broadcast(std::string& bytes, int root) override { broadcast_within(bytes, root, kNoTimeout); }
+  void broadcast(std::string& bytes, int root) override {
+    broadcast_within(bytes, root, kNoTimeout);
+  }
   std::vector<std::string> all_gather_bytes(const std::string& mine) override {
     std::vector<std::string> all(static_cast<size_t>(world_));
     for (int r = 0; r < world_; ++r) {
@@ -482,13 +499,15 @@ class GlooComm : public Comm {
       body();
     } catch (const std::exception& e) {
       const std::string text = e.what();
-      const bool timed_out = text.find("imeout") != std::string::npos || text.find("imed out") != std::string::npos;
+      const bool timed_out =
+          text.find("imeout") != std::string::npos || text.find("imed out") != std::string::npos;
       if (timed_out)
         throw CommError(cat("gloo ", what, " on rank ", rank_, " of ", world_, " timed out after ",
                             seconds_text(timeout_), ": ", peer_words(),
                             " stopped answering (DSINFER_COMM_TIMEOUT sets the limit): ", text));
-      throw CommError(cat("gloo ", what, " on rank ", rank_, " of ", world_, " lost its connection to ",
-                          peer_words(), " (it died or exited): ", text));
+      throw CommError(cat("gloo ", what, " on rank ", rank_, " of ", world_,
+                          " lost its connection to ", peer_words(),
+                          " (it died or exited): ", text));
     }
   }
   int world_ = 1, rank_ = 0;

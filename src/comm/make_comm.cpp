@@ -4,9 +4,9 @@
 #include <cstdlib>
 #include <string>
 
+#include "comm/backends.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "comm/backends.h"
 
 namespace dsinfer {
 
@@ -30,7 +30,8 @@ std::string choose_backend() {
   if (std::string w = env("WORLD_SIZE"); !w.empty()) {
     char* end = nullptr;
     const long n = std::strtol(w.c_str(), &end, 10);
-    check(end != w.c_str() && *end == '\0' && n >= 1, "WORLD_SIZE=", w, " is not a positive integer");
+    check(end != w.c_str() && *end == '\0' && n >= 1, "WORLD_SIZE=", w,
+          " is not a positive integer");
     if (n > 1) return "gloo";
   }
   return "local";
@@ -54,7 +55,8 @@ std::unique_ptr<Comm> make_comm() {
   else if (backend == "gloo")
     comm = make_gloo_comm();
   else
-    fail("unknown communication backend '", backend, "' (--comm or DSINFER_COMM: local, mpi or gloo)");
+    fail("unknown communication backend '", backend,
+         "' (--comm or DSINFER_COMM: local, mpi or gloo)");
   // Every rank computes the same thing; only rank 0 talks unless asked to.
   if (comm->rank() != 0 && log_level() < LogLevel::kDebug) set_log_level(LogLevel::kQuiet);
   if (comm->world_size() > 1)

@@ -3,7 +3,6 @@
 // become dsinfer::Error. A rank that fails leaves without MPI_Finalize, so mpirun tears the
 // whole job down instead of the others waiting in a collective forever.
 #include "comm/backends.h"
-
 #include "core/error.h"
 
 #ifdef DSINFER_HAVE_MPI
@@ -66,10 +65,12 @@ class MpiComm final : public Comm {
       // needs; plain copy-in/copy-out works everywhere. The environment may still choose.
       setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", /*overwrite=*/0);
       int provided = 0;
-      mpi_check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+      mpi_check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided),
+                "MPI_Init_thread");
       owns_init_ = true;
     }
-    mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
+              "MPI_Comm_set_errhandler");
     mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
     mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &world_size_), "MPI_Comm_size");
   }

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -159,7 +159,8 @@ LayerFilter layer_filter(const std::string& hf_dir, int n_experts) {
   const fs::path path = fs::path(hf_dir) / "config.json";
   if (!fs::exists(path)) {
     filter.only_61 = true;
-    log_info("convert: no config.json in ", hf_dir, "; skipping layer 61 (the V3 MTP layer) as convert.py does");
+    log_info("convert: no config.json in ", hf_dir,
+             "; skipping layer 61 (the V3 MTP layer) as convert.py does");
     return filter;
   }
   nlohmann::json config;
@@ -172,7 +173,8 @@ LayerFilter layer_filter(const std::string& hf_dir, int n_experts) {
   check(config.is_object(), path.string(), " is not a JSON object");
   if (!config.contains("num_hidden_layers")) {
     filter.only_61 = true;
-    log_info("convert: ", path.string(), " has no num_hidden_layers; skipping layer 61 as convert.py does");
+    log_info("convert: ", path.string(),
+             " has no num_hidden_layers; skipping layer 61 as convert.py does");
     return filter;
   }
   const nlohmann::json& layers = config["num_hidden_layers"];
@@ -181,18 +183,19 @@ LayerFilter layer_filter(const std::string& hf_dir, int n_experts) {
   // A wrong --n-experts gives every rank the wrong experts (convert.py writes such shards without
   // a word; they fail only at load, as "another checkpoint"): refuse it here.
   if (config.contains("n_routed_experts") && config["n_routed_experts"].is_number_integer())
-    check(config["n_routed_experts"].get<int64_t>() == n_experts, "--n-experts ", n_experts, " but ", path.string(),
-          " says n_routed_experts ", config["n_routed_experts"].get<int64_t>());
+    check(config["n_routed_experts"].get<int64_t>() == n_experts, "--n-experts ", n_experts,
+          " but ", path.string(), " says n_routed_experts ",
+          config["n_routed_experts"].get<int64_t>());
   return filter;
 }
 
 // One output tensor of one or all ranks.
 struct Job {
   const TensorView* src = nullptr;
-  std::string name;   // converted name
-  int rank = -1;      // >= 0: the whole tensor goes to this rank only (a routed expert)
-  int dim = -1;       // >= 0: rank i gets slice i of P along this dim; -1: the whole tensor
-  bool mtp = false;   // goes to mtp{rank}-mp{P}.safetensors
+  std::string name;  // converted name
+  int rank = -1;     // >= 0: the whole tensor goes to this rank only (a routed expert)
+  int dim = -1;      // >= 0: rank i gets slice i of P along this dim; -1: the whole tensor
+  bool mtp = false;  // goes to mtp{rank}-mp{P}.safetensors
   // --experts-int4 / --int8: written as `quant` from the source dequantized exactly (fp8: with its
   // block scales `src_scale`, the HF weight_scale_inv, whose own job is dropped), with a new F16
   // tensor scale_name beside it.
@@ -259,10 +262,12 @@ std::vector<Job> plan(const CheckpointDir& ckpt, const ConvertOptions& options,
           log_info("convert: ", hf_name, " is bitwise equal to ", main, "; not stored twice");
           continue;
         }
-        log_info("convert: ", hf_name, original ? " differs from " : " has no ", main, "; stored as ", converted.name);
+        log_info("convert: ", hf_name, original ? " differs from " : " has no ", main,
+                 "; stored as ", converted.name);
       }
       auto [it, inserted] = origin.emplace(converted.name, hf_name);
-      check(inserted, "tensors ", it->second, " and ", hf_name, " both convert to ", converted.name);
+      check(inserted, "tensors ", it->second, " and ", hf_name, " both convert to ",
+            converted.name);
       Job job;
       job.src = view;
       job.name = converted.name;
@@ -288,7 +293,8 @@ std::vector<Job> plan(const CheckpointDir& ckpt, const ConvertOptions& options,
   }
   // (without a config.json to say it) too large a --n-experts leaves the last ranks without experts
   check(experts_seen == 0 || experts_seen == options.n_experts, "--n-experts ", options.n_experts,
-        " but the checkpoint's tensors hold routed experts 0..", experts_seen - 1, " (", experts_seen, " experts)");
+        " but the checkpoint's tensors hold routed experts 0..", experts_seen - 1, " (",
+        experts_seen, " experts)");
   return jobs;
 }
 
@@ -309,24 +315,30 @@ void plan_quantization(std::vector<Job>& jobs, const Quantization& quantization)
     const TensorView& t = *job.src;
     check(t.shape.size() == 2, "convert: tensor ", t.name, " ", shape_string(t.shape), " (", t.file,
           ") is not a matrix; cannot quantize it");
-    check(t.dtype == DType::kF8E4M3 || t.dtype == DType::kBF16 || t.dtype == DType::kF32, "convert: tensor ", t.name,
-          " (", t.file, ") has dtype ", dtype_name(t.dtype), "; only F8_E4M3, BF16 and F32 weights can be quantized");
-    check(!(t.dtype == DType::kF8E4M3 && *format == QuantFormat::kInt8), "convert --int8: tensor ", t.name, " (", t.file,
-          ") is fp8 already, which int8 would not make smaller; --int8 is for bf16 checkpoints (V2, V2-Lite)",
+    check(t.dtype == DType::kF8E4M3 || t.dtype == DType::kBF16 || t.dtype == DType::kF32,
+          "convert: tensor ", t.name, " (", t.file, ") has dtype ", dtype_name(t.dtype),
+          "; only F8_E4M3, BF16 and F32 weights can be quantized");
+    check(!(t.dtype == DType::kF8E4M3 && *format == QuantFormat::kInt8), "convert --int8: tensor ",
+          t.name, " (", t.file,
+          ") is fp8 already, which int8 would not make smaller; --int8 is for bf16 checkpoints "
+          "(V2, V2-Lite)",
           " (for fp8 ones, --experts-int4 alone)");
     const std::string stem = weight_stem(job.name);
     job.scale_name = stem + ".scale";
     const auto scale = scale_jobs.find(job.scale_name);
     if (t.dtype == DType::kF8E4M3) {
-      check(scale != scale_jobs.end(), "convert: fp8 tensor ", t.name, " (", t.file, ") has no weight_scale_inv");
+      check(scale != scale_jobs.end(), "convert: fp8 tensor ", t.name, " (", t.file,
+            ") has no weight_scale_inv");
       const TensorView& s = *jobs[scale->second].src;
-      const std::vector<int64_t> want{ceil_div(t.shape[0], kFp8Block), ceil_div(t.shape[1], kFp8Block)};
-      check(s.dtype == DType::kF32 && s.shape == want, "convert: ", s.name, " (", s.file, ") is ", s.describe(),
-            "; expected F32 ", shape_string(want), " block scales of ", t.name);
+      const std::vector<int64_t> want{ceil_div(t.shape[0], kFp8Block),
+                                      ceil_div(t.shape[1], kFp8Block)};
+      check(s.dtype == DType::kF32 && s.shape == want, "convert: ", s.name, " (", s.file, ") is ",
+            s.describe(), "; expected F32 ", shape_string(want), " block scales of ", t.name);
       job.src_scale = &s;
       dropped.insert(scale->second);
     } else if (scale != scale_jobs.end()) {
-      fail("convert: ", t.name, " is ", dtype_name(t.dtype), " but has a scale tensor (", jobs[scale->second].src->name, ")");
+      fail("convert: ", t.name, " is ", dtype_name(t.dtype), " but has a scale tensor (",
+           jobs[scale->second].src->name, ")");
     }
     job.quant = format;
   }
@@ -346,28 +358,37 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> quantized_shapes(const Job
 // a chunk of rows at a time: each row dequantized exactly to fp32 by dequantize_row (fp8: code
 // value x block scale, the reference's rule), then its slice through quantize_row. A whole tensor
 // for every rank is quantized once and written to each.
-void write_quantized(const Job& job, const std::vector<std::unique_ptr<SafetensorsWriter>>& writers, Progress& progress) {
+void write_quantized(const Job& job, const std::vector<std::unique_ptr<SafetensorsWriter>>& writers,
+                     Progress& progress) {
   const TensorView& t = *job.src;
   const int parts = static_cast<int>(writers.size());
   const int64_t rows = t.shape[0], cols = t.shape[1];
   const size_t elem = dtype_size(t.dtype);
   // the source as the kernels see it: dequantize_row gives the reference's code x scale exactly
-  const WeightMatrix source{t.dtype, rows, cols, t.data,
-                            job.src_scale ? reinterpret_cast<const float*>(job.src_scale->data) : nullptr};
+  const WeightMatrix source{
+      t.dtype, rows, cols, t.data,
+      job.src_scale ? reinterpret_cast<const float*>(job.src_scale->data) : nullptr};
   std::vector<int> ranks;
-  if (job.rank >= 0) ranks = {job.rank};
-  else if (job.dim < 0) ranks = {-1};  // all at once
-  else for (int r = 0; r < parts; ++r) ranks.push_back(r);
+  if (job.rank >= 0)
+    ranks = {job.rank};
+  else if (job.dim < 0)
+    ranks = {-1};  // all at once
+  else
+    for (int r = 0; r < parts; ++r) ranks.push_back(r);
   for (const int rank : ranks) {
     int64_t r0 = 0, r1 = rows, c0 = 0, c1 = cols;
     if (rank >= 0 && job.dim == 0) r0 = rank * (rows / parts), r1 = r0 + rows / parts;
     if (rank >= 0 && job.dim == 1) c0 = rank * (cols / parts), c1 = c0 + cols / parts;
     const int64_t n = c1 - c0, row_bytes = quant_row_bytes(*job.quant, n), groups = quant_groups(n);
     std::vector<SafetensorsWriter*> targets;
-    if (rank >= 0) targets = {writers[rank].get()};
-    else for (const auto& w : writers) targets.push_back(w.get());
-    const int64_t chunk_rows = std::max<int64_t>(1, static_cast<int64_t>(chunk_bytes() / (static_cast<size_t>(cols) * elem)));
-    std::vector<float> row(static_cast<size_t>(cols));  // one whole source row (a column slice takes its part)
+    if (rank >= 0)
+      targets = {writers[rank].get()};
+    else
+      for (const auto& w : writers) targets.push_back(w.get());
+    const int64_t chunk_rows = std::max<int64_t>(
+        1, static_cast<int64_t>(chunk_bytes() / (static_cast<size_t>(cols) * elem)));
+    std::vector<float> row(
+        static_cast<size_t>(cols));  // one whole source row (a column slice takes its part)
     std::vector<uint8_t> packed;
     std::vector<uint16_t> scales;
     for (int64_t rb = r0; rb < r1; rb += chunk_rows) {
@@ -381,18 +402,21 @@ void write_quantized(const Job& job, const std::vector<std::unique_ptr<Safetenso
         const int64_t r = rb + i;
         dequantize_row(source, r, row.data());
         try {
-          quantize_row(*job.quant, row.data() + c0, n, packed.data() + i * row_bytes, scales.data() + i * groups);
+          quantize_row(*job.quant, row.data() + c0, n, packed.data() + i * row_bytes,
+                       scales.data() + i * groups);
         } catch (const Error& e) {
           fail("convert: tensor ", t.name, " (", t.file, ") row ", r, ": ", e.what());
         }
       }
       for (SafetensorsWriter* writer : targets) {
-        writer->write(job.name, static_cast<size_t>((rb - r0) * row_bytes), packed.data(), packed.size());
-        writer->write(job.scale_name, static_cast<size_t>((rb - r0) * groups) * 2, scales.data(), scales.size() * 2);
+        writer->write(job.name, static_cast<size_t>((rb - r0) * row_bytes), packed.data(),
+                      packed.size());
+        writer->write(job.scale_name, static_cast<size_t>((rb - r0) * groups) * 2, scales.data(),
+                      scales.size() * 2);
       }
       // (as copy_range counts: the input bytes once per rank written)
-      progress.advance(static_cast<double>(block_bytes) * static_cast<double>(n) / static_cast<double>(cols) *
-                       static_cast<double>(targets.size()));
+      progress.advance(static_cast<double>(block_bytes) * static_cast<double>(n) /
+                       static_cast<double>(cols) * static_cast<double>(targets.size()));
       convert_detail::release_pages(block, block_bytes);
     }
   }
@@ -462,7 +486,8 @@ void write_job(const Job& job, const std::vector<std::unique_ptr<SafetensorsWrit
 
 // The copied config.json of a quantized checkpoint also says what convert did (the shards' metadata
 // is what the loader holds them to; this is for people and tools reading the directory).
-void write_quantized_config(const std::string& path, const std::string& dir, const Quantization& quantization) {
+void write_quantized_config(const std::string& path, const std::string& dir,
+                            const Quantization& quantization) {
   nlohmann::json config;
   try {
     std::ifstream in(path);
@@ -470,7 +495,9 @@ void write_quantized_config(const std::string& path, const std::string& dir, con
   } catch (const nlohmann::json::exception& e) {
     fail(path, " is not valid JSON (", e.what(), ")");
   }
-  nlohmann::json entry = {{"group_size", kQuantGroup}, {"scale_dtype", "float16"}, {"symmetric", true},
+  nlohmann::json entry = {{"group_size", kQuantGroup},
+                          {"scale_dtype", "float16"},
+                          {"symmetric", true},
                           {"description", quantization.describe()}};
   if (quantization.experts_int4) entry["routed_experts"] = "int4";
   if (quantization.linear_int8) entry["linear"] = "int8";
@@ -507,40 +534,49 @@ void convert_checkpoint(const ConvertOptions& options) {
   // Every rank's headers, from the plan: the shard's, then (--keep-mtp) the MTP file's.
   std::vector<std::vector<SafetensorsWriter::Entry>> entries(parts), mtp_entries(parts);
   double total_bytes = 0;
-  size_t n_mtp = 0, n_tensors = 0;  // n_tensors: of a model shard (a quantized weight brings its scale)
+  size_t n_mtp = 0,
+         n_tensors = 0;  // n_tensors: of a model shard (a quantized weight brings its scale)
   for (const Job& job : jobs) {
     n_mtp += job.mtp;
     if (!job.mtp) n_tensors += job.quant ? 2 : 1;
     for (int rank = 0; rank < parts; ++rank) {
       if (job.rank >= 0 && job.rank != rank) continue;
-      total_bytes += static_cast<double>(job.dim >= 0 ? job.src->n_bytes / parts : job.src->n_bytes);
+      total_bytes +=
+          static_cast<double>(job.dim >= 0 ? job.src->n_bytes / parts : job.src->n_bytes);
       auto& rank_entries = (job.mtp ? mtp_entries : entries)[rank];
       if (job.quant) {
         const auto [weight_shape, scale_shape] = quantized_shapes(job, parts);
-        rank_entries.push_back({job.name, *job.quant == QuantFormat::kInt4 ? kInt4Storage : kInt8Storage, weight_shape});
+        rank_entries.push_back({job.name,
+                                *job.quant == QuantFormat::kInt4 ? kInt4Storage : kInt8Storage,
+                                weight_shape});
         rank_entries.push_back({job.scale_name, DType::kF16, scale_shape});
       } else {
         rank_entries.push_back({job.name, job.src->dtype, sliced_shape(*job.src, job.dim, parts)});
       }
     }
   }
-  check(!options.keep_mtp || n_mtp > 0, "--keep-mtp: ", options.hf_ckpt_path, " has no tensors of layer ",
-        filter.first_skipped, " (num_hidden_layers), so no multi-token-prediction module to keep");
+  check(!options.keep_mtp || n_mtp > 0, "--keep-mtp: ", options.hf_ckpt_path,
+        " has no tensors of layer ", filter.first_skipped,
+        " (num_hidden_layers), so no multi-token-prediction module to keep");
 
   convert_detail::make_output_dir(options.save_path, "--save-path");
   convert_detail::StagedOutputs staged;  // outlives the writers
   std::vector<std::unique_ptr<SafetensorsWriter>> writers, mtp_writers;
   for (int rank = 0; rank < parts; ++rank) {
-    const std::string path = (fs::path(options.save_path) / cat("model", rank, "-mp", parts, ".safetensors")).string();
-    writers.push_back(std::make_unique<SafetensorsWriter>(staged.stage(path), std::move(entries[rank]), quantization.metadata()));
+    const std::string path =
+        (fs::path(options.save_path) / cat("model", rank, "-mp", parts, ".safetensors")).string();
+    writers.push_back(std::make_unique<SafetensorsWriter>(
+        staged.stage(path), std::move(entries[rank]), quantization.metadata()));
     if (n_mtp == 0) continue;
-    const std::string mtp_path = (fs::path(options.save_path) / cat("mtp", rank, "-mp", parts, ".safetensors")).string();
-    mtp_writers.push_back(
-        std::make_unique<SafetensorsWriter>(staged.stage(mtp_path), std::move(mtp_entries[rank]), quantization.metadata()));
+    const std::string mtp_path =
+        (fs::path(options.save_path) / cat("mtp", rank, "-mp", parts, ".safetensors")).string();
+    mtp_writers.push_back(std::make_unique<SafetensorsWriter>(
+        staged.stage(mtp_path), std::move(mtp_entries[rank]), quantization.metadata()));
   }
 
   log_info("convert: ", jobs.size(), " tensors from ", ckpt.files().size(), " files -> ", parts,
-           parts == 1 ? " rank in " : " ranks in ", options.save_path, " (", convert_detail::human_bytes(total_bytes), ")");
+           parts == 1 ? " rank in " : " ranks in ", options.save_path, " (",
+           convert_detail::human_bytes(total_bytes), ")");
   Progress progress("convert", total_bytes);
   std::vector<uint8_t> buffer;
   for (const Job& job : jobs) write_job(job, job.mtp ? mtp_writers : writers, progress, buffer);
@@ -557,20 +593,26 @@ void convert_checkpoint(const ConvertOptions& options) {
       std::find(extras.begin(), extras.end(), config.string()) == extras.end())
     extras.push_back(config.string());
   for (const std::string& path : extras) {
-    if (quantization.any() && path == config.string()) write_quantized_config(path, options.save_path, quantization);
-    else convert_detail::copy_file_into(path, options.save_path);
+    if (quantization.any() && path == config.string())
+      write_quantized_config(path, options.save_path, quantization);
+    else
+      convert_detail::copy_file_into(path, options.save_path);
   }
 
   std::string copied;
-  for (const std::string& path : extras) copied += (copied.empty() ? "" : ", ") + fs::path(path).filename().string();
-  const std::string kept = n_mtp == 0 ? std::string()
-                                       : cat("; kept ", n_mtp, " tensors of layer ", filter.first_skipped,
-                                             " (multi-token prediction) in mtp{0..", parts - 1, "}-mp", parts, ".safetensors");
-  log_info("convert: wrote ", parts, " file", parts == 1 ? "" : "s", " model{0..", parts - 1, "}-mp", parts,
-           ".safetensors (", n_tensors, " tensors", quantization.any() ? "; " + quantization.describe() : std::string(),
-           ", ", convert_detail::human_bytes(total_bytes), " read) to ",
-           options.save_path, " in ", convert_detail::format_seconds(now_seconds() - start), " s", kept,
-           "; skipped ", skipped, " tensors of ", filter.describe(), " (multi-token prediction); copied ",
+  for (const std::string& path : extras)
+    copied += (copied.empty() ? "" : ", ") + fs::path(path).filename().string();
+  const std::string kept =
+      n_mtp == 0
+          ? std::string()
+          : cat("; kept ", n_mtp, " tensors of layer ", filter.first_skipped,
+                " (multi-token prediction) in mtp{0..", parts - 1, "}-mp", parts, ".safetensors");
+  log_info("convert: wrote ", parts, " file", parts == 1 ? "" : "s", " model{0..", parts - 1,
+           "}-mp", parts, ".safetensors (", n_tensors, " tensors",
+           quantization.any() ? "; " + quantization.describe() : std::string(), ", ",
+           convert_detail::human_bytes(total_bytes), " read) to ", options.save_path, " in ",
+           convert_detail::format_seconds(now_seconds() - start), " s", kept, "; skipped ", skipped,
+           " tensors of ", filter.describe(), " (multi-token prediction); copied ",
            copied.empty() ? std::string("no other files") : copied);
 }
 

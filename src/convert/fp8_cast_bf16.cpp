@@ -40,7 +40,8 @@ using convert_detail::chunk_bytes;
 constexpr std::string_view kScaleSuffix = "_scale_inv";
 
 bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 struct Job {
@@ -54,7 +55,9 @@ std::vector<float> read_scales(const TensorView& s) {
   const uint8_t* p = s.data;
   for (size_t i = 0; i < out.size(); ++i) {
     switch (s.dtype) {
-      case DType::kF32: std::memcpy(&out[i], p + 4 * i, 4); break;
+      case DType::kF32:
+        std::memcpy(&out[i], p + 4 * i, 4);
+        break;
       case DType::kBF16: {
         uint16_t bits;
         std::memcpy(&bits, p + 2 * i, 2);
@@ -67,7 +70,9 @@ std::vector<float> read_scales(const TensorView& s) {
         out[i] = f16_to_f32(bits);
         break;
       }
-      default: fail("tensor ", s.name, " (", s.file, "): scale dtype ", dtype_name(s.dtype), " is not a float type");
+      default:
+        fail("tensor ", s.name, " (", s.file, "): scale dtype ", dtype_name(s.dtype),
+             " is not a float type");
     }
   }
   return out;
@@ -79,7 +84,8 @@ void check_dequant(const TensorView& w, const TensorView& scale) {
         " but dtype ", dtype_name(w.dtype), "; only F8_E4M3 weights can be dequantized");
   check(w.shape.size() == 2, "fp8 weight ", w.describe(), " (", w.file,
         ") is not a matrix; weight_dequant needs 2 dimensions");
-  const std::vector<int64_t> want = {ceil_div(w.shape[0], kFp8Block), ceil_div(w.shape[1], kFp8Block)};
+  const std::vector<int64_t> want = {ceil_div(w.shape[0], kFp8Block),
+                                     ceil_div(w.shape[1], kFp8Block)};
   check(scale.shape == want, "scale ", scale.describe(), " (", scale.file, ") does not fit weight ",
         w.describe(), ": expected shape ", shape_string(want), " (one per ", kFp8Block, "x",
         kFp8Block, " block)");
@@ -111,19 +117,22 @@ void dequantize_tensor(SafetensorsWriter& writer, const TensorView& w, const Ten
   for (int64_t row0 = 0; row0 < rows; row0 += rows_per_chunk) {
     const int64_t n_rows = std::min(rows_per_chunk, rows - row0);
     convert_detail::prefetch_pages(w.data + row0 * cols, static_cast<size_t>(n_rows * cols));
-    ThreadPool::global().parallel_for(n_rows, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const int64_t row = row0 + r;
-        const uint8_t* in = w.data + row * cols;
-        uint16_t* out = buffer.data() + r * cols;
-        const float* block_scales = scales.data() + (row / kFp8Block) * scale_cols;
-        for (int64_t c0 = 0; c0 < cols; c0 += kFp8Block) {
-          const float s = block_scales[c0 / kFp8Block];
-          const int64_t c1 = std::min<int64_t>(cols, c0 + kFp8Block);
-          for (int64_t c = c0; c < c1; ++c) out[c] = f32_to_bf16(table[in[c]] * s);
-        }
-      }
-    }, 8);
+    ThreadPool::global().parallel_for(
+        n_rows,
+        [&](int64_t begin, int64_t end) {
+          for (int64_t r = begin; r < end; ++r) {
+            const int64_t row = row0 + r;
+            const uint8_t* in = w.data + row * cols;
+            uint16_t* out = buffer.data() + r * cols;
+            const float* block_scales = scales.data() + (row / kFp8Block) * scale_cols;
+            for (int64_t c0 = 0; c0 < cols; c0 += kFp8Block) {
+              const float s = block_scales[c0 / kFp8Block];
+              const int64_t c1 = std::min<int64_t>(cols, c0 + kFp8Block);
+              for (int64_t c = c0; c < c1; ++c) out[c] = f32_to_bf16(table[in[c]] * s);
+            }
+          }
+        },
+        8);
     const size_t bytes = static_cast<size_t>(n_rows * cols) * 2;
     writer.write(w.name, static_cast<size_t>(row0 * cols) * 2, buffer.data(), bytes);
     progress.advance(static_cast<double>(bytes));
@@ -150,7 +159,8 @@ void fp8_cast_bf16(const std::string& input_dir, const std::string& output_dir) 
   check(fs::is_directory(input_dir, ec), "--input-fp8-hf-path ", input_dir, " is not a directory");
   check(!output_dir.empty(), "--output-bf16-hf-path is empty");
   check(!(fs::exists(output_dir, ec) && fs::equivalent(input_dir, output_dir, ec)),
-        "--output-bf16-hf-path ", output_dir, " is the input directory; write the bf16 copy elsewhere");
+        "--output-bf16-hf-path ", output_dir,
+        " is the input directory; write the bf16 copy elsewhere");
 
   CheckpointDir ckpt(input_dir);  // validates every file and the index against them
   convert_detail::warn_unindexed(ckpt);
@@ -188,20 +198,22 @@ void fp8_cast_bf16(const std::string& input_dir, const std::string& output_dir) 
         }
       }
       entries[f].push_back({view->name, out_dtype, view->shape});
-      total_bytes += static_cast<double>(view->numel()) * static_cast<double>(dtype_size(out_dtype));
+      total_bytes +=
+          static_cast<double>(view->numel()) * static_cast<double>(dtype_size(out_dtype));
       jobs[f].push_back(job);
     }
   }
 
   convert_detail::make_output_dir(output_dir, "--output-bf16-hf-path");
   convert_detail::StagedOutputs staged;
-  log_info("fp8-cast-bf16: ", ckpt.files().size(), " files from ", input_dir, " -> ", output_dir, " (",
-           convert_detail::human_bytes(total_bytes), ")");
+  log_info("fp8-cast-bf16: ", ckpt.files().size(), " files from ", input_dir, " -> ", output_dir,
+           " (", convert_detail::human_bytes(total_bytes), ")");
   Progress progress("fp8-cast-bf16", total_bytes);
   std::vector<uint16_t> buffer;
   for (size_t f = 0; f < ckpt.files().size(); ++f) {
     const std::string name = fs::path(ckpt.files()[f]->path()).filename().string();
-    SafetensorsWriter writer(staged.stage((fs::path(output_dir) / name).string()), std::move(entries[f]));
+    SafetensorsWriter writer(staged.stage((fs::path(output_dir) / name).string()),
+                             std::move(entries[f]));
     for (const Job& job : jobs[f]) {
       if (job.scale)
         dequantize_tensor(writer, *job.src, *job.scale, progress, buffer);
@@ -219,17 +231,23 @@ void fp8_cast_bf16(const std::string& input_dir, const std::string& output_dir) 
     nlohmann::ordered_json out = nlohmann::ordered_json::object();
     out["metadata"] = nlohmann::ordered_json::object();
     out["weight_map"] = std::move(weight_map);
-    const std::string path = staged.stage((fs::path(output_dir) / "model.safetensors.index.json").string());
-    write_file_atomically(path, out.dump(2, ' ', true));  // json.dump(indent=2): ASCII, no final newline
+    const std::string path =
+        staged.stage((fs::path(output_dir) / "model.safetensors.index.json").string());
+    write_file_atomically(path,
+                          out.dump(2, ' ', true));  // json.dump(indent=2): ASCII, no final newline
   }
   staged.commit();
   progress.finish();
-  log_info("fp8-cast-bf16: dequantized ", n_dequantized, " fp8 weights to bf16, dropped ", n_dropped,
-           " scale tensors", n_unscaled ? cat(", copied ", n_unscaled, " fp8 weights without a scale unchanged") : "",
-           "; wrote ", ckpt.files().size(), " files", ckpt.has_index() ? " and the index" : "", " to ",
-           output_dir, " in ", convert_detail::format_seconds(now_seconds() - start), " s");
-  log_info("fp8-cast-bf16: note: like the reference, config.json and the tokenizer files are not copied; "
-           "copy them yourself and delete \"quantization_config\" from config.json so loaders read bf16");
+  log_info("fp8-cast-bf16: dequantized ", n_dequantized, " fp8 weights to bf16, dropped ",
+           n_dropped, " scale tensors",
+           n_unscaled ? cat(", copied ", n_unscaled, " fp8 weights without a scale unchanged") : "",
+           "; wrote ", ckpt.files().size(), " files", ckpt.has_index() ? " and the index" : "",
+           " to ", output_dir, " in ", convert_detail::format_seconds(now_seconds() - start), " s");
+  log_info(
+      "fp8-cast-bf16: note: like the reference, config.json and the tokenizer files are not "
+      "copied; "
+      "copy them yourself and delete \"quantization_config\" from config.json so loaders read "
+      "bf16");
 }
 
 }  // namespace dsinfer

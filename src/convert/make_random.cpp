@@ -49,7 +49,8 @@ struct Layout {
 
 int optional_int(const json& j, const char* key, int fallback, const std::string& origin) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
-  check(j[key].is_number_integer(), origin, ": ", key, " must be an integer, got ", json_excerpt(j[key]));
+  check(j[key].is_number_integer(), origin, ": ", key, " must be an integer, got ",
+        json_excerpt(j[key]));
   return j[key].get<int>();
 }
 
@@ -62,21 +63,24 @@ Layout read_layout(const std::string& text, const std::string& origin) {
   // The engine's reading falls back to ModelArgs' defaults (V2-Lite's sizes) for these; a random
   // checkpoint silently built at the wrong size would mislead a benchmark, so they must be spelled
   // out (q_lora_rank may be null: no low-rank q, as in V2-Lite).
-  for (const char* key : {"moe_intermediate_size", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
-                          "first_k_dense_replace"})
+  for (const char* key : {"moe_intermediate_size", "n_routed_experts", "n_shared_experts",
+                          "num_experts_per_tok", "first_k_dense_replace"})
     check(j.contains(key) && !j[key].is_null(), origin, ": HF config lacks ", key,
           " (make-random does not guess sizes)");
-  check(j.contains("q_lora_rank"), origin, ": HF config lacks q_lora_rank (null for no low-rank q, as in V2-Lite)");
+  check(j.contains("q_lora_rank"), origin,
+        ": HF config lacks q_lora_rank (null for no low-rank q, as in V2-Lite)");
   layout.fp8 = layout.c.dtype == WeightDType::kFP8;
   if (layout.fp8 && j["quantization_config"].contains("weight_block_size")) {
     const json& block = j["quantization_config"]["weight_block_size"];
     check(block == json::array({kFp8Block, kFp8Block}), origin,
-          ": quantization_config.weight_block_size must be [128, 128] (the only fp8 block the engine reads), got ",
+          ": quantization_config.weight_block_size must be [128, 128] (the only fp8 block the "
+          "engine reads), got ",
           json_excerpt(block));
   }
   const int freq = optional_int(j, "moe_layer_freq", 1, origin);
   check(freq == 1, origin, ": moe_layer_freq ", freq,
-        " is not supported (every DeepSeek model has 1: all layers from first_k_dense_replace on are MoE)");
+        " is not supported (every DeepSeek model has 1: all layers from first_k_dense_replace on "
+        "are MoE)");
   layout.router_bias = j.value("topk_method", std::string()) == "noaux_tc";
   layout.mtp_layers = optional_int(j, "num_nextn_predict_layers", 0, origin);
   check(layout.mtp_layers >= 0, origin, ": num_nextn_predict_layers must not be negative");
@@ -102,7 +106,9 @@ class TableBuilder {
   void add(std::string name, DType dtype, std::vector<int64_t> shape, RandomInit init, float std) {
     out_.push_back({std::move(name), dtype, std::move(shape), init, std, ""});
   }
-  void ones(const std::string& name, int64_t n) { add(name, DType::kBF16, {n}, RandomInit::kOnes, 0); }
+  void ones(const std::string& name, int64_t n) {
+    add(name, DType::kBF16, {n}, RandomInit::kOnes, 0);
+  }
   void bf16(const std::string& name, std::vector<int64_t> shape, float std) {
     add(name, DType::kBF16, std::move(shape), RandomInit::kNormal, std);
   }
@@ -111,8 +117,8 @@ class TableBuilder {
     const float std = 1.0f / std::sqrt(static_cast<float>(cols));
     if (!l_.fp8) return bf16(prefix + ".weight", {rows, cols}, std);
     add(prefix + ".weight", DType::kF8E4M3, {rows, cols}, RandomInit::kNormal, std);
-    add(prefix + ".weight_scale_inv", DType::kF32, {ceil_div(rows, kFp8Block), ceil_div(cols, kFp8Block)},
-        RandomInit::kBlockScale, std);
+    add(prefix + ".weight_scale_inv", DType::kF32,
+        {ceil_div(rows, kFp8Block), ceil_div(cols, kFp8Block)}, RandomInit::kBlockScale, std);
   }
   void mlp(const std::string& prefix, int64_t inter) {
     linear(prefix + ".gate_proj", inter, l_.c.dim);
@@ -155,9 +161,11 @@ class TableBuilder {
     bf16(m + ".gate.weight", {c.n_routed_experts, dim}, 1.0f / std::sqrt(static_cast<float>(dim)));
     // Small next to the sigmoid scores (0..1), so it shifts the choice of a few experts only.
     if (l_.router_bias)
-      add(m + ".gate.e_score_correction_bias", DType::kF32, {c.n_routed_experts}, RandomInit::kNormal, 0.01f);
+      add(m + ".gate.e_score_correction_bias", DType::kF32, {c.n_routed_experts},
+          RandomInit::kNormal, 0.01f);
     for (int e = 0; e < c.n_routed_experts; ++e) mlp(cat(m, ".experts.", e), c.moe_inter_dim);
-    if (c.n_shared_experts > 0) mlp(m + ".shared_experts", int64_t{c.n_shared_experts} * c.moe_inter_dim);
+    if (c.n_shared_experts > 0)
+      mlp(m + ".shared_experts", int64_t{c.n_shared_experts} * c.moe_inter_dim);
   }
 
   const Layout& l_;
@@ -188,12 +196,12 @@ inline uint32_t bits16(uint64_t key, uint64_t i) {
 
 // Inverse of the standard normal CDF (Acklam's rational approximation, relative error < 1.2e-9).
 double inverse_normal_cdf(double p) {
-  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
-                             1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00};
+  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
+                             1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
   static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
                              6.680131188771972e+01, -1.328068155288572e+01};
   static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
-                             -2.549732539343734e+00, 4.374664141464968e+00, 2.938163982698783e+00};
+                             -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
   static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
                              3.754408661907416e+00};
   const double low = 0.02425;
@@ -226,7 +234,8 @@ struct NormalTables {
   std::vector<uint8_t> fp8;
   NormalTables() : unit(65536), fp8(65536) {
     std::array<uint8_t, 65536 / 2> half{};
-    for (int u = 0; u < 65536; ++u) unit[u] = static_cast<float>(inverse_normal_cdf((u + 0.5) / 65536.0));
+    for (int u = 0; u < 65536; ++u)
+      unit[u] = static_cast<float>(inverse_normal_cdf((u + 0.5) / 65536.0));
     // Symmetric: encode the upper half once and mirror it (the search is slow-ish).
     for (int u = 0; u < 32768; ++u) half[u] = f32_to_fp8_nearest(unit[32768 + u] * kFp8CodeStd);
     for (int u = 0; u < 32768; ++u) {
@@ -246,7 +255,9 @@ void element_bytes(const RandomTensor& t, uint64_t key, uint64_t i, uint8_t* out
   const NormalTables& nt = tables();
   float value = 0;
   switch (t.init) {
-    case RandomInit::kOnes: value = 1.0f; break;
+    case RandomInit::kOnes:
+      value = 1.0f;
+      break;
     case RandomInit::kNormal:
       if (t.dtype == DType::kF8E4M3) {
         *out = nt.fp8[bits16(key, i)];
@@ -257,29 +268,38 @@ void element_bytes(const RandomTensor& t, uint64_t key, uint64_t i, uint8_t* out
     case RandomInit::kBlockScale:
       value = t.std / kFp8CodeStd * (0.75f + 0.5f * static_cast<float>(bits16(key, i)) / 65536.0f);
       break;
-    default: fail("tensor ", t.name, ": bad init");
+    default:
+      fail("tensor ", t.name, ": bad init");
   }
   switch (t.dtype) {
-    case DType::kF32: std::memcpy(out, &value, 4); break;
+    case DType::kF32:
+      std::memcpy(out, &value, 4);
+      break;
     case DType::kBF16: {
       const uint16_t b = f32_to_bf16(value);
       std::memcpy(out, &b, 2);
       break;
     }
-    case DType::kF8E4M3: *out = f32_to_fp8_nearest(value); break;
-    default: fail("tensor ", t.name, ": make-random cannot write dtype ", dtype_name(t.dtype));
+    case DType::kF8E4M3:
+      *out = f32_to_fp8_nearest(value);
+      break;
+    default:
+      fail("tensor ", t.name, ": make-random cannot write dtype ", dtype_name(t.dtype));
   }
 }
 
 }  // namespace
 
-std::vector<RandomTensor> random_checkpoint_tensors(const std::string& config_text, const std::string& origin) {
+std::vector<RandomTensor> random_checkpoint_tensors(const std::string& config_text,
+                                                    const std::string& origin) {
   const Layout layout = read_layout(config_text, origin);
   return TableBuilder(layout).build();
 }
 
-void random_tensor_bytes(const RandomTensor& t, uint64_t seed, uint64_t begin, uint64_t n, uint8_t* out) {
-  check(begin + n <= t.n_bytes(), "tensor ", t.name, ": bytes ", begin, "+", n, " past its end ", t.n_bytes());
+void random_tensor_bytes(const RandomTensor& t, uint64_t seed, uint64_t begin, uint64_t n,
+                         uint8_t* out) {
+  check(begin + n <= t.n_bytes(), "tensor ", t.name, ": bytes ", begin, "+", n, " past its end ",
+        t.n_bytes());
   const uint64_t key = tensor_key(seed, t.stream.empty() ? t.name : t.stream);
   const size_t es = dtype_size(t.dtype);
   if (t.dtype == DType::kF8E4M3 && t.init == RandomInit::kNormal) {  // the bulk: one byte each
@@ -314,13 +334,15 @@ void make_random_checkpoint(const MakeRandomOptions& options) {
   check(!options.out_dir.empty(), "--out is empty");
   check(options.shard_gb > 0, "--shard-gb must be positive (got ", options.shard_gb, ")");
   std::error_code ec;
-  check(fs::is_regular_file(options.config_path, ec), "--config ", options.config_path, " is not a file");
+  check(fs::is_regular_file(options.config_path, ec), "--config ", options.config_path,
+        " is not a file");
   std::ifstream in(options.config_path, std::ios::binary);
   std::stringstream text;
   text << in.rdbuf();
   check(in.good() || in.eof(), "cannot read --config ", options.config_path);
   const std::string config_text = text.str();
-  const std::vector<RandomTensor> tensors = random_checkpoint_tensors(config_text, options.config_path);
+  const std::vector<RandomTensor> tensors =
+      random_checkpoint_tensors(config_text, options.config_path);
   if (!options.tokenizer_from.empty())
     check(fs::is_directory(options.tokenizer_from, ec), "--tokenizer-from ", options.tokenizer_from,
           " is not a directory");
@@ -332,7 +354,8 @@ void make_random_checkpoint(const MakeRandomOptions& options) {
   double total = 0;
   for (const RandomTensor& t : tensors) {
     const double bytes = static_cast<double>(t.n_bytes());
-    if (!shards.back().empty() && shard_bytes.back() + bytes > limit) shards.emplace_back(), shard_bytes.push_back(0);
+    if (!shards.back().empty() && shard_bytes.back() + bytes > limit)
+      shards.emplace_back(), shard_bytes.push_back(0);
     shards.back().push_back(&t);
     shard_bytes.back() += bytes;
     total += bytes;
@@ -347,12 +370,14 @@ void make_random_checkpoint(const MakeRandomOptions& options) {
   convert_detail::make_output_dir(options.out_dir, "--out");
   const fs::space_info space = fs::space(options.out_dir, ec);
   if (!ec)
-    check(static_cast<double>(space.available) >= total + 1e6, "--out ", options.out_dir, ": the checkpoint needs ",
-          convert_detail::human_bytes(total), " but only ", convert_detail::human_bytes(static_cast<double>(space.available)),
+    check(static_cast<double>(space.available) >= total + 1e6, "--out ", options.out_dir,
+          ": the checkpoint needs ", convert_detail::human_bytes(total), " but only ",
+          convert_detail::human_bytes(static_cast<double>(space.available)),
           " of disk space is free");
 
-  log_info("make-random: ", tensors.size(), " tensors, ", convert_detail::human_bytes(total), " in ", n_shards,
-           n_shards == 1 ? " file" : " files", " -> ", options.out_dir, " (seed ", options.seed, ")");
+  log_info("make-random: ", tensors.size(), " tensors, ", convert_detail::human_bytes(total),
+           " in ", n_shards, n_shards == 1 ? " file" : " files", " -> ", options.out_dir, " (seed ",
+           options.seed, ")");
   convert_detail::StagedOutputs staged;
   Progress progress("make-random", total);
   // A few MB at a time: bounded memory whatever the tensor, and big enough writes to be cheap.
@@ -386,7 +411,8 @@ void make_random_checkpoint(const MakeRandomOptions& options) {
     writer.finish();
   }
 
-  const json index = {{"metadata", {{"total_size", static_cast<uint64_t>(total)}}}, {"weight_map", weight_map}};
+  const json index = {{"metadata", {{"total_size", static_cast<uint64_t>(total)}}},
+                      {"weight_map", weight_map}};
   auto write_text = [&](const std::string& name, const std::string& body) {
     const std::string staged_path = staged.stage((fs::path(options.out_dir) / name).string());
     write_file_atomically(staged_path, body);
@@ -407,11 +433,14 @@ void make_random_checkpoint(const MakeRandomOptions& options) {
     const std::string file = fs::path(path).filename().string();
     bool ours = false;
     for (int s = 0; s < n_shards; ++s) ours = ours || shard_name(s) == file;
-    if (!ours) log_info("make-random: warning: ", path, " is left from an earlier run and not in the new index");
+    if (!ours)
+      log_info("make-random: warning: ", path,
+               " is left from an earlier run and not in the new index");
   }
-  log_info("make-random: wrote ", n_shards, n_shards == 1 ? " file" : " files", " (", tensors.size(), " tensors, ",
-           convert_detail::human_bytes(total), ") to ", options.out_dir, " in ",
-           convert_detail::format_seconds(now_seconds() - start), " s", copied);
+  log_info("make-random: wrote ", n_shards, n_shards == 1 ? " file" : " files", " (",
+           tensors.size(), " tensors, ", convert_detail::human_bytes(total), ") to ",
+           options.out_dir, " in ", convert_detail::format_seconds(now_seconds() - start), " s",
+           copied);
 }
 
 }  // namespace dsinfer

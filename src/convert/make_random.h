@@ -25,15 +25,15 @@ struct MakeRandomOptions {
   std::string config_path;  // an HF config.json
   std::string out_dir;
   uint64_t seed = 0;
-  double shard_gb = 4.0;                // start a new shard file before one would pass this (1e9 bytes)
-  std::string tokenizer_from;           // copy this directory's *token* files beside the weights
+  double shard_gb = 4.0;       // start a new shard file before one would pass this (1e9 bytes)
+  std::string tokenizer_from;  // copy this directory's *token* files beside the weights
 };
 
 // How one tensor's values are drawn.
 enum class RandomInit {
-  kNormal,     // normal(0, std) in the tensor's dtype (fp8: codes of normal(0, kFp8CodeStd))
-  kOnes,       // 1.0 (norm weights)
-  kBlockScale, // fp8 weight_scale_inv: std_of_weight / kFp8CodeStd x a jitter in [0.75, 1.25)
+  kNormal,      // normal(0, std) in the tensor's dtype (fp8: codes of normal(0, kFp8CodeStd))
+  kOnes,        // 1.0 (norm weights)
+  kBlockScale,  // fp8 weight_scale_inv: std_of_weight / kFp8CodeStd x a jitter in [0.75, 1.25)
   kCount
 };
 
@@ -55,11 +55,13 @@ constexpr float kFp8CodeStd = 64.0f;
 // Every tensor of the checkpoint the HF config (JSON text) describes, in file order (embedding,
 // layers in order, final norm, head). Throws Error naming `origin` for a config this family
 // cannot have (missing sizes, moe_layer_freq != 1, a block size other than 128x128, ...).
-std::vector<RandomTensor> random_checkpoint_tensors(const std::string& config_text, const std::string& origin);
+std::vector<RandomTensor> random_checkpoint_tensors(const std::string& config_text,
+                                                    const std::string& origin);
 
 // Fills `out` with bytes [begin, begin + n) of the tensor's data for `seed`: the same bytes
 // whatever the pieces asked for.
-void random_tensor_bytes(const RandomTensor& tensor, uint64_t seed, uint64_t begin, uint64_t n, uint8_t* out);
+void random_tensor_bytes(const RandomTensor& tensor, uint64_t seed, uint64_t begin, uint64_t n,
+                         uint8_t* out);
 
 // Writes out_dir/config.json (the input, byte for byte), model-0000i-of-0000n.safetensors and
 // model.safetensors.index.json, each under "<name>.partial" until all are complete. Memory stays

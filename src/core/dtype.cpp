@@ -15,10 +15,10 @@ struct DTypeInfo {
   size_t size;
 };
 constexpr DTypeInfo kDTypes[] = {
-    {DType::kF32, "F32", 4},      {DType::kF16, "F16", 2},   {DType::kBF16, "BF16", 2},
-    {DType::kF8E4M3, "F8_E4M3", 1}, {DType::kF64, "F64", 8}, {DType::kI64, "I64", 8},
-    {DType::kI32, "I32", 4},      {DType::kI16, "I16", 2},   {DType::kI8, "I8", 1},
-    {DType::kU8, "U8", 1},        {DType::kBool, "BOOL", 1},
+    {DType::kF32, "F32", 4},        {DType::kF16, "F16", 2},   {DType::kBF16, "BF16", 2},
+    {DType::kF8E4M3, "F8_E4M3", 1}, {DType::kF64, "F64", 8},   {DType::kI64, "I64", 8},
+    {DType::kI32, "I32", 4},        {DType::kI16, "I16", 2},   {DType::kI8, "I8", 1},
+    {DType::kU8, "U8", 1},          {DType::kBool, "BOOL", 1},
 };
 static_assert(std::size(kDTypes) == static_cast<size_t>(DType::kCount));
 }  // namespace
@@ -50,7 +50,8 @@ float fp8_e4m3_to_f32_slow(uint8_t code) {
 const float* fp8_e4m3_table() {
   static const std::array<float, 256> table = [] {
     std::array<float, 256> t{};
-    for (int code = 0; code < 256; ++code) t[code] = fp8_e4m3_to_f32_slow(static_cast<uint8_t>(code));
+    for (int code = 0; code < 256; ++code)
+      t[code] = fp8_e4m3_to_f32_slow(static_cast<uint8_t>(code));
     return t;
   }();
   return table.data();
@@ -64,8 +65,8 @@ float f16_to_f32(uint16_t bits) {
   if (exponent == 0) {
     magnitude = std::ldexp(static_cast<float>(mantissa), -24);
   } else if (exponent == 0x1f) {
-    magnitude = mantissa ? std::numeric_limits<float>::quiet_NaN()
-                         : std::numeric_limits<float>::infinity();
+    magnitude =
+        mantissa ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
   } else {
     magnitude = std::ldexp(1.0f + mantissa / 1024.0f, exponent - 15);
   }

@@ -62,7 +62,8 @@ int64_t json_integer(const nlohmann::json& value, int64_t lo, int64_t hi, const 
     ok = true;
     v = value.get<int64_t>();
   }
-  check(ok && v >= lo && v <= hi, what, " must be an integer in [", lo, ", ", hi, "], got ", json_excerpt(value));
+  check(ok && v >= lo && v <= hi, what, " must be an integer in [", lo, ", ", hi, "], got ",
+        json_excerpt(value));
   return v;
 }
 

@@ -11,7 +11,8 @@
 namespace dsinfer {
 
 // Scalars as JSON (strings cut to max_chars); arrays and objects by their size and first few
-// scalar elements or keys, e.g. `[1, 2, ...] (an array of 7)`, `an object of 3 keys ("a", "b", ...)`.
+// scalar elements or keys, e.g. `[1, 2, ...] (an array of 7)`, `an object of 3 keys ("a", "b",
+// ...)`.
 std::string json_excerpt(const nlohmann::json& value, size_t max_chars = 80);
 
 // An integer field read whole and range-checked (get<int>() would cut 2^40 to 0 and 10.7 to 10):

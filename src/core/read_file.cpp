@@ -12,7 +12,8 @@
 
 namespace dsinfer {
 
-std::string read_input_file(const std::string& path, const std::string& what, int64_t max_bytes, bool allow_streams) {
+std::string read_input_file(const std::string& path, const std::string& what, int64_t max_bytes,
+                            bool allow_streams) {
   // O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail(what, " ", path, ": cannot open it (", std::strerror(errno), ")");
@@ -28,7 +29,9 @@ std::string read_input_file(const std::string& path, const std::string& what, in
   if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3)) return {};
   if (!S_ISREG(st.st_mode) && !(allow_streams && stream))
     fail(what, " ", path, " is not a regular file", allow_streams ? " or a pipe" : "",
-         S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? " (a device)" : stream ? " (a pipe)" : "");
+         S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? " (a device)"
+         : stream                                   ? " (a pipe)"
+                                                    : "");
   if (S_ISREG(st.st_mode) && st.st_size > max_bytes)
     fail(what, " ", path, " is ", st.st_size, " bytes, more than the ", max_bytes, " this reads");
   if (stream) {  // now wait for data like an ordinary blocking read

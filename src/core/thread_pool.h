@@ -36,8 +36,7 @@ class ThreadPool {
   // If fn throws, the first exception is rethrown here once every chunk has finished.
   // A call from inside fn (nested) runs serially on the calling thread; calls from several
   // outside threads at once take turns.
-  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
-                    int64_t grain = 1);
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
 
   // A process-wide pool, sized by set_default_threads() or the hardware.
   static ThreadPool& global();

@@ -46,7 +46,8 @@ class TempBeside {
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) fail("cannot write ", target_, ": ", std::strerror(errno));
-    if (::rename(temp_.c_str(), target_.c_str()) != 0) fail("cannot write ", target_, ": ", std::strerror(errno));
+    if (::rename(temp_.c_str(), target_.c_str()) != 0)
+      fail("cannot write ", target_, ": ", std::strerror(errno));
     committed_ = true;
   }
 

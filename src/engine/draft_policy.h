@@ -1,5 +1,5 @@
-// When MTP drafts pay (--mtp auto; docs/MTP.md section 5): on a CPU a verify step reads the union of
-// the experts its rows route to, so a draft costs almost a decode step at batch 1 and more at
+// When MTP drafts pay (--mtp auto; docs/MTP.md section 5): on a CPU a verify step reads the union
+// of the experts its rows route to, so a draft costs almost a decode step at batch 1 and more at
 // larger batches, and pays only while enough drafts are accepted. The policy times pure decode
 // steps with and without drafts per number of decoding sequences (exponential averages), follows
 // the tokens the drafts gain (the acceptance, at one draft a step), and drafts when

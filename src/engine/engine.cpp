@@ -17,10 +17,14 @@ constexpr int64_t kMaxPendingMtp = 512;
 
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    default: return "error";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    default:
+      return "error";
   }
 }
 
@@ -33,7 +37,7 @@ struct Engine::Request {
   int64_t capacity = 0;            // positions it may reach
   int64_t cached = 0;              // positions in its cache (prompt prefix, then generated tokens)
   std::vector<int32_t> generated;  // completion tokens so far (the last one not yet in the cache)
-  Speculation spec;  // with MTP (engine/speculator.h)
+  Speculation spec;                // with MTP (engine/speculator.h)
   // Its full blocks in the prefix index: path[i] is block i's node (the first ones mapped from the
   // index when it was admitted; spec.mtp_indexed of them have their MTP blocks recorded).
   std::vector<PrefixNodeId> path;
@@ -45,7 +49,8 @@ Engine::Engine(Transformer& model, KVCache& cache, EngineOptions options)
     : model_(model), cache_(cache), options_(std::move(options)) {
   check(options_.step_tokens >= 1, "engine: step_tokens must be >= 1");
   check(options_.max_running >= 1, "engine: max_running must be >= 1");
-  if (options_.mtp) speculator_ = std::make_unique<Speculator>(model_, cache_, options_.draft_tokens);
+  if (options_.mtp)
+    speculator_ = std::make_unique<Speculator>(model_, cache_, options_.draft_tokens);
   if (options_.prefix_cache)
     prefix_ = std::make_unique<PrefixCache>(cache_, speculator_ ? &speculator_->cache() : nullptr);
   check(!options_.mtp_auto || options_.mtp, "engine: mtp_auto needs mtp");
@@ -59,11 +64,13 @@ void Engine::check_request(const std::vector<int32_t>& prompt, const SamplingPar
   check(static_cast<int64_t>(prompt.size()) <= c.max_seq_len, "Prompt length (", prompt.size(),
         " tokens) exceeds model maximum sequence length (max_seq_len=", c.max_seq_len, ")");
   for (int32_t t : prompt)
-    check(t >= 0 && t < c.vocab_size, "the prompt holds token id ", t, " outside the vocabulary [0, ", c.vocab_size, ")");
+    check(t >= 0 && t < c.vocab_size, "the prompt holds token id ", t,
+          " outside the vocabulary [0, ", c.vocab_size, ")");
   check_sampling(params);
 }
 
-RequestId Engine::submit(std::vector<int32_t> prompt, const SamplingParams& params, RequestEvents events) {
+RequestId Engine::submit(std::vector<int32_t> prompt, const SamplingParams& params,
+                         RequestEvents events) {
   check(leader(), "engine: rank ", channel_.rank(), " follows rank 0 and takes no submissions");
   check_request(prompt, params);
   check(!events.on_logits || params.prompt_logits || params.token_logits,
@@ -115,9 +122,12 @@ bool Engine::follow() {
   for (;;) {
     const StepOrders orders = channel_.receive();
     switch (orders.kind) {
-      case StepOrders::Kind::kPause: return true;
-      case StepOrders::Kind::kStop: return false;
-      case StepOrders::Kind::kAbort: fail("rank 0 failed: ", orders.reason);
+      case StepOrders::Kind::kPause:
+        return true;
+      case StepOrders::Kind::kStop:
+        return false;
+      case StepOrders::Kind::kAbort:
+        fail("rank 0 failed: ", orders.reason);
       case StepOrders::Kind::kStep:
         apply_orders(orders);
         run_step();
@@ -132,7 +142,8 @@ void Engine::run_all(std::vector<Pending> requests) {
   // a request that ends in error (it can never fit the cache) is this call's Error, on every rank
   std::string first_error;
   for (Pending& p : requests) {
-    p.events.on_finish = [&first_error, then = std::move(p.events.on_finish)](FinishReason reason, const std::string& e) {
+    p.events.on_finish = [&first_error, then = std::move(p.events.on_finish)](
+                             FinishReason reason, const std::string& e) {
       if (reason == FinishReason::kError && first_error.empty()) first_error = e;
       if (then) then(reason, e);
     };
@@ -152,7 +163,8 @@ void Engine::run_all_events(std::vector<Pending>& requests) {
   auto saved = std::move(options_.follower_events);
   options_.follower_events = [&](RequestId id) {
     const RequestId i = id - first;
-    return i >= 0 && i < static_cast<RequestId>(requests.size()) ? requests[i].events : RequestEvents{};
+    return i >= 0 && i < static_cast<RequestId>(requests.size()) ? requests[i].events
+                                                                 : RequestEvents{};
   };
   try {
     follow();
@@ -225,14 +237,16 @@ void Engine::apply_cancels(const std::vector<RequestId>& cancelled) {
 }
 
 void Engine::admit() {
-  KVCache* mtp_cache = speculator_ ? &speculator_->cache() : nullptr;  // mirrors cache_ block for block
+  KVCache* mtp_cache =
+      speculator_ ? &speculator_->cache() : nullptr;  // mirrors cache_ block for block
   // first come, first served: a request that does not fit waits, and so do the ones behind it
   while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_running) {
     Request& r = *waiting_.front();
     // a sequence may grow to its prompt plus max_new_tokens, within max_seq_len; the last token
     // generated is never fed back, so it needs no position
     const int64_t prompt_len = static_cast<int64_t>(r.prompt.size());
-    r.capacity = std::min<int64_t>(model_.config().max_seq_len, prompt_len + r.params.max_new_tokens);
+    r.capacity =
+        std::min<int64_t>(model_.config().max_seq_len, prompt_len + r.params.max_new_tokens);
     if (r.capacity <= prompt_len && !r.params.prompt_logits) {
       // no room for a token: max_new_tokens 0, or the prompt already fills max_seq_len
       finish(r, FinishReason::kLength);
@@ -243,8 +257,8 @@ void Engine::admit() {
     if (blocks > cache_.total_blocks()) {  // it could never fit, whatever finishes
       finish(r, FinishReason::kError,
              "the prompt and its max_new_tokens need " + std::to_string(r.capacity) +
-                 " cache positions; the KV cache holds " + std::to_string(cache_.budget_positions()) +
-                 " (raise --kv-cache-tokens)");
+                 " cache positions; the KV cache holds " +
+                 std::to_string(cache_.budget_positions()) + " (raise --kv-cache-tokens)");
       waiting_.pop_front();
       continue;
     }
@@ -255,10 +269,13 @@ void Engine::admit() {
     // its blocks are held while room is made, so that the eviction leaves them
     auto hold = [&](bool on) {
       for (BlockId b : match.blocks) on ? cache_.retain_block(b) : cache_.release_block(b);
-      for (BlockId b : match.mtp_blocks) on ? mtp_cache->retain_block(b) : mtp_cache->release_block(b);
-      if (match.copy_from >= 0) on ? cache_.retain_block(match.copy_from) : cache_.release_block(match.copy_from);
+      for (BlockId b : match.mtp_blocks)
+        on ? mtp_cache->retain_block(b) : mtp_cache->release_block(b);
+      if (match.copy_from >= 0)
+        on ? cache_.retain_block(match.copy_from) : cache_.release_block(match.copy_from);
       if (match.mtp_copy_from >= 0)
-        on ? mtp_cache->retain_block(match.mtp_copy_from) : mtp_cache->release_block(match.mtp_copy_from);
+        on ? mtp_cache->retain_block(match.mtp_copy_from)
+           : mtp_cache->release_block(match.mtp_copy_from);
     };
     hold(true);
     const int64_t needed = blocks - static_cast<int64_t>(match.blocks.size());
@@ -277,15 +294,17 @@ void Engine::admit() {
       hold(false);
       if (!running_.empty()) break;  // backpressure: wait for running sequences to finish
       finish(r, FinishReason::kError,
-             "the prompt and its max_new_tokens need " + std::to_string(r.capacity) + " cache positions; " +
-                 std::to_string(cache_.free_positions()) + " of the KV cache's " +
-                 std::to_string(cache_.budget_positions()) + " are free (raise --kv-cache-tokens)");
+             "the prompt and its max_new_tokens need " + std::to_string(r.capacity) +
+                 " cache positions; " + std::to_string(cache_.free_positions()) +
+                 " of the KV cache's " + std::to_string(cache_.budget_positions()) +
+                 " are free (raise --kv-cache-tokens)");
       waiting_.pop_front();
       continue;
     }
     r.seq = cache_.create_sharing(match.blocks, match.copy_from, match.copy_positions, r.capacity);
     if (mtp_cache)
-      r.spec.mtp_seq = mtp_cache->create_sharing(match.mtp_blocks, match.mtp_copy_from, match.copy_positions, r.capacity);
+      r.spec.mtp_seq = mtp_cache->create_sharing(match.mtp_blocks, match.mtp_copy_from,
+                                                 match.copy_positions, r.capacity);
     hold(false);
     const int64_t shared = match.positions();
     r.path = std::move(match.path);
@@ -306,15 +325,19 @@ void Engine::index_blocks(Request& r) {
   std::vector<int32_t> tokens(static_cast<size_t>(kKVBlock));
   while ((static_cast<int64_t>(r.path.size()) + 1) * kKVBlock <= settled) {
     const int64_t k = static_cast<int64_t>(r.path.size());
-    for (int64_t j = 0; j < kKVBlock; ++j) tokens[static_cast<size_t>(j)] = token_at(r, k * kKVBlock + j);
+    for (int64_t j = 0; j < kKVBlock; ++j)
+      tokens[static_cast<size_t>(j)] = token_at(r, k * kKVBlock + j);
     r.path.push_back(prefix_->add_block(k == 0 ? kPrefixRoot : r.path.back(), tokens, r.seq, k));
   }
   if (!speculator_ || r.spec.mtp_seq < 0) return;
   // the MTP entry at the block's last position took the token after the block
-  const int64_t mtp_settled = std::min(r.spec.mtp_cached, speculator_->cache().length(r.spec.mtp_seq));
-  while (r.spec.mtp_indexed < static_cast<int64_t>(r.path.size()) && (r.spec.mtp_indexed + 1) * kKVBlock <= mtp_settled) {
+  const int64_t mtp_settled =
+      std::min(r.spec.mtp_cached, speculator_->cache().length(r.spec.mtp_seq));
+  while (r.spec.mtp_indexed < static_cast<int64_t>(r.path.size()) &&
+         (r.spec.mtp_indexed + 1) * kKVBlock <= mtp_settled) {
     const int64_t k = r.spec.mtp_indexed++;
-    prefix_->add_mtp_block(r.path[static_cast<size_t>(k)], r.spec.mtp_seq, k, token_at(r, (k + 1) * kKVBlock));
+    prefix_->add_mtp_block(r.path[static_cast<size_t>(k)], r.spec.mtp_seq, k,
+                           token_at(r, (k + 1) * kKVBlock));
   }
 }
 
@@ -332,7 +355,8 @@ void Engine::retire(Request& r, bool keep) {
       int64_t mtp_positions = 0;
       if (r.spec.mtp_seq >= 0 && r.spec.mtp_indexed == static_cast<int64_t>(r.path.size()))
         mtp_positions = std::clamp<int64_t>(
-            std::min(r.spec.mtp_cached, speculator_->cache().length(r.spec.mtp_seq)) - first, 0, length - first);
+            std::min(r.spec.mtp_cached, speculator_->cache().length(r.spec.mtp_seq)) - first, 0,
+            length - first);
       prefix_->add_tail(r.path.empty() ? kPrefixRoot : r.path.back(), tail, r.seq,
                         static_cast<int64_t>(r.path.size()), r.spec.mtp_seq, mtp_positions,
                         length < known ? token_at(r, length) : -1);
@@ -361,7 +385,8 @@ bool Engine::step() {
 bool Engine::take_token(Request& r, const float* logits, int32_t token, bool report_logits) {
   const int64_t position = r.cached;  // where the new token will sit
   if (report_logits && r.events.on_logits) {
-    check(logits != nullptr, "engine: request ", r.id, " wants logits rows its step did not gather");
+    check(logits != nullptr, "engine: request ", r.id,
+          " wants logits rows its step did not gather");
     r.events.on_logits(position - 1, logits);
   }
   const auto& stops = r.params.stop_ids;
@@ -373,7 +398,8 @@ bool Engine::take_token(Request& r, const float* logits, int32_t token, bool rep
   ++stats_.generated_tokens;
   if (r.events.on_token) r.events.on_token(token);
   // the next token would sit past the reservation (max_seq_len): done, as the reference's loop
-  if (static_cast<int64_t>(r.generated.size()) >= r.params.max_new_tokens || position + 1 >= r.capacity) {
+  if (static_cast<int64_t>(r.generated.size()) >= r.params.max_new_tokens ||
+      position + 1 >= r.capacity) {
     finish(r, FinishReason::kLength);
     return false;
   }
@@ -400,11 +426,14 @@ struct Engine::PlannedStep {
   int64_t drafts() const { return decode_tokens - decode_rows; }
 };
 
-// The tokens drawn from the step's logits: drawn[draw_of_row[row]] for each row a request draws from.
+// The tokens drawn from the step's logits: drawn[draw_of_row[row]] for each row a request draws
+// from.
 struct Engine::DrawnRows {
   std::vector<int32_t> drawn;
   std::vector<int64_t> draw_of_row;
-  int32_t token(int64_t row) const { return drawn[static_cast<size_t>(draw_of_row[static_cast<size_t>(row)])]; }
+  int32_t token(int64_t row) const {
+    return drawn[static_cast<size_t>(draw_of_row[static_cast<size_t>(row)])];
+  }
 };
 
 // With MTP, what each sequence's MTP catches up on after the step: positions [mtp_cached,
@@ -427,8 +456,8 @@ bool Engine::run_step() {
   MtpCatchUp catch_up;
   for (size_t i = 0, row = 0, hidden_row = 0, token_row = 0; i < plan.in_step.size(); ++i) {
     const SeqChunk& chunk = plan.step.chunks[i];
-    commit_chunk(*plan.in_step[i], chunk, plan, out, drawn, static_cast<int64_t>(row), static_cast<int64_t>(hidden_row),
-                 static_cast<int64_t>(token_row), catch_up);
+    commit_chunk(*plan.in_step[i], chunk, plan, out, drawn, static_cast<int64_t>(row),
+                 static_cast<int64_t>(hidden_row), static_cast<int64_t>(token_row), catch_up);
     row += static_cast<size_t>(chunk.all_logits ? chunk.n_tokens : 1);
     hidden_row += static_cast<size_t>(chunk.all_logits || chunk.all_hidden ? chunk.n_tokens : 1);
     token_row += static_cast<size_t>(chunk.n_tokens);
@@ -436,15 +465,17 @@ bool Engine::run_step() {
   if (!catch_up.requests.empty()) {
     const double mtp_start = now_seconds();
     std::vector<DraftTarget> targets;
-    for (Request* r : catch_up.requests) targets.push_back({&r->spec, r->cached, r->prefilling(), max_drafts(*r)});
+    for (Request* r : catch_up.requests)
+      targets.push_back({&r->spec, r->cached, r->prefilling(), max_drafts(*r)});
     speculator_->draft(catch_up.step, catch_up.hidden, targets, draft_);
     stats_.mtp_seconds += now_seconds() - mtp_start;
   }
   record_step(plan, now_seconds() - start, !catch_up.requests.empty());
   for (auto& r : running_)
     if (!r->done) index_blocks(*r);
-  running_.erase(std::remove_if(running_.begin(), running_.end(), [](const auto& r) { return r->done; }),
-                 running_.end());
+  running_.erase(
+      std::remove_if(running_.begin(), running_.end(), [](const auto& r) { return r->done; }),
+      running_.end());
   return true;
 }
 
@@ -454,7 +485,8 @@ Engine::PlannedStep Engine::plan_step() {
   const bool mtp = speculator_ != nullptr;
   std::vector<ScheduleEntry> entries;
   for (auto& r : running_)
-    entries.push_back({r->cached, static_cast<int64_t>(r->prompt.size()), r->prefilling() ? 0 : usable_drafts(*r)});
+    entries.push_back({r->cached, static_cast<int64_t>(r->prompt.size()),
+                       r->prefilling() ? 0 : usable_drafts(*r)});
   PlannedStep plan;
   plan.step.want_hidden = mtp;  // the MTP reads the main model's hidden state of every row
   for (const ScheduledChunk& c : schedule_step(entries, options_.step_tokens)) {
@@ -466,7 +498,8 @@ Engine::PlannedStep Engine::plan_step() {
       plan.decode_tokens += c.n_tokens;
       ++plan.decode_rows;
     } else {
-      plan.step.add(r.seq, c.start, r.prompt.data() + c.start, c.n_tokens, /*all_logits=*/r.params.prompt_logits);
+      plan.step.add(r.seq, c.start, r.prompt.data() + c.start, c.n_tokens,
+                    /*all_logits=*/r.params.prompt_logits);
       plan.prefill_tokens += c.n_tokens;
     }
     plan.step.chunks.back().all_hidden = mtp;
@@ -474,9 +507,11 @@ Engine::PlannedStep Engine::plan_step() {
   }
   // every rank decides alike (from the requests' parameters): whole rows only where a request
   // reads them or its draw needs them
-  plan.step.gather_logits = std::any_of(plan.in_step.begin(), plan.in_step.end(), [](const Request* r) {
-    return r->params.prompt_logits || r->params.token_logits || !race_splits_over_vocab(r->params);
-  });
+  plan.step.gather_logits =
+      std::any_of(plan.in_step.begin(), plan.in_step.end(), [](const Request* r) {
+        return r->params.prompt_logits || r->params.token_logits ||
+               !race_splits_over_vocab(r->params);
+      });
   return plan;
 }
 
@@ -490,12 +525,14 @@ Engine::DrawnRows Engine::draw_rows(const PlannedStep& plan, const StepOutput& o
     const Request& r = *plan.in_step[i];
     const SeqChunk& chunk = plan.step.chunks[i];
     const int64_t rows = chunk.all_logits ? chunk.n_tokens : 1;
-    const bool draws_any = chunk.start_pos + chunk.n_tokens >= static_cast<int64_t>(r.prompt.size()) &&
-                           r.params.max_new_tokens > 0;
+    const bool draws_any =
+        chunk.start_pos + chunk.n_tokens >= static_cast<int64_t>(r.prompt.size()) &&
+        r.params.max_new_tokens > 0;
     // row j holds input position start_pos + n_tokens - rows + j; its token sits one further
     for (int64_t j = r.prefilling() ? rows - 1 : 0; draws_any && j < rows; ++j) {
       result.draw_of_row[row + j] = static_cast<int64_t>(draws.size());
-      draws.push_back({static_cast<int64_t>(row + j), &r.params, chunk.start_pos + chunk.n_tokens - rows + j + 1});
+      draws.push_back({static_cast<int64_t>(row + j), &r.params,
+                       chunk.start_pos + chunk.n_tokens - rows + j + 1});
     }
     row += static_cast<size_t>(rows);
   }
@@ -503,11 +540,12 @@ Engine::DrawnRows Engine::draw_rows(const PlannedStep& plan, const StepOutput& o
   return result;
 }
 
-void Engine::commit_chunk(Request& r, const SeqChunk& chunk, const PlannedStep& plan, const StepOutput& out,
-                          const DrawnRows& drawn, int64_t first_row, int64_t hidden_row, int64_t token_row,
-                          MtpCatchUp& catch_up) {
+void Engine::commit_chunk(Request& r, const SeqChunk& chunk, const PlannedStep& plan,
+                          const StepOutput& out, const DrawnRows& drawn, int64_t first_row,
+                          int64_t hidden_row, int64_t token_row, MtpCatchUp& catch_up) {
   const int64_t dim = model_.config().dim;
-  const int64_t rows = chunk.all_logits ? chunk.n_tokens : 1;  // the chunk's rows of logits: first_row ..
+  const int64_t rows =
+      chunk.all_logits ? chunk.n_tokens : 1;  // the chunk's rows of logits: first_row ..
   auto logits_row = [&](int64_t row) {
     return plan.step.gather_logits ? out.logits.data() + row * out.logit_columns : nullptr;
   };
@@ -533,8 +571,10 @@ void Engine::commit_chunk(Request& r, const SeqChunk& chunk, const PlannedStep& 
     r.cached = chunk.start_pos + 1;
     stats_.drafted += static_cast<int64_t>(drafts.size());
     int accepted = 0;
-    bool going = take_token(r, logits_row(first_row), drawn.token(first_row), /*report_logits=*/true);
-    while (going && accepted < static_cast<int>(drafts.size()) && r.generated.back() == drafts[accepted]) {
+    bool going =
+        take_token(r, logits_row(first_row), drawn.token(first_row), /*report_logits=*/true);
+    while (going && accepted < static_cast<int>(drafts.size()) &&
+           r.generated.back() == drafts[accepted]) {
       ++accepted;
       cache_.set_length(r.seq, chunk.start_pos + 1 + accepted);
       r.cached = chunk.start_pos + 1 + accepted;
@@ -547,14 +587,16 @@ void Engine::commit_chunk(Request& r, const SeqChunk& chunk, const PlannedStep& 
   } else {
     r.cached += chunk.n_tokens;
     if (chunk.all_logits && r.events.on_logits)
-      for (int64_t j = 0; j < rows; ++j) r.events.on_logits(chunk.start_pos + j, logits_row(first_row + j));
+      for (int64_t j = 0; j < rows; ++j)
+        r.events.on_logits(chunk.start_pos + j, logits_row(first_row + j));
     if (!r.prefilling()) {
       if (static_cast<int64_t>(r.generated.size()) >= r.params.max_new_tokens) {
         finish(r, FinishReason::kLength);  // max_new_tokens 0: the prompt was only scored
         return;
       }
       const int64_t last = first_row + rows - 1;
-      if (!take_token(r, logits_row(last), drawn.token(last), /*report_logits=*/!chunk.all_logits)) return;
+      if (!take_token(r, logits_row(last), drawn.token(last), /*report_logits=*/!chunk.all_logits))
+        return;
     }
     // else a prompt chunk that is not the last: nothing to sample yet
   }
@@ -564,17 +606,21 @@ void Engine::commit_chunk(Request& r, const SeqChunk& chunk, const PlannedStep& 
   // does not costs what it costs without MTP), or when too many wait
   const float* chunk_hidden = out.hidden.data() + hidden_row * dim;
   const int64_t settled = r.cached - chunk.start_pos;
-  check(r.spec.mtp_cached + static_cast<int64_t>(r.spec.pending_hidden.size()) / dim == chunk.start_pos,
+  check(r.spec.mtp_cached + static_cast<int64_t>(r.spec.pending_hidden.size()) / dim ==
+            chunk.start_pos,
         "engine: the MTP cache lost step with sequence ", r.id);
-  r.spec.pending_hidden.insert(r.spec.pending_hidden.end(), chunk_hidden, chunk_hidden + settled * dim);
+  r.spec.pending_hidden.insert(r.spec.pending_hidden.end(), chunk_hidden,
+                               chunk_hidden + settled * dim);
   r.spec.drafts.clear();
   const int64_t n = r.cached - r.spec.mtp_cached;
   if (!draft_ && n < kMaxPendingMtp) return;
-  speculator_->cache().truncate(r.spec.mtp_seq, r.spec.mtp_cached);  // what a chained draft wrote past them goes
+  speculator_->cache().truncate(r.spec.mtp_seq,
+                                r.spec.mtp_cached);  // what a chained draft wrote past them goes
   std::vector<int32_t> next(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j) next[j] = token_at(r, r.spec.mtp_cached + j + 1);
   catch_up.step.add(r.spec.mtp_seq, r.spec.mtp_cached, next.data(), n);
-  catch_up.hidden.insert(catch_up.hidden.end(), r.spec.pending_hidden.begin(), r.spec.pending_hidden.end());
+  catch_up.hidden.insert(catch_up.hidden.end(), r.spec.pending_hidden.begin(),
+                         r.spec.pending_hidden.end());
   r.spec.pending_hidden.clear();
   catch_up.requests.push_back(&r);
 }

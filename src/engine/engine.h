@@ -1,6 +1,6 @@
-// The engine of sequences (docs/ENGINE.md): requests join and leave between forward steps, each with
-// its own sampling parameters and keyed random stream, its KV cache positions reserved when it is
-// admitted. The scheduler builds each step from every decoding sequence (one token each) plus
+// The engine of sequences (docs/ENGINE.md): requests join and leave between forward steps, each
+// with its own sampling parameters and keyed random stream, its KV cache positions reserved when it
+// is admitted. The scheduler builds each step from every decoding sequence (one token each) plus
 // chunked prefill within a token budget, so a long prompt never stalls running streams; prompts
 // that do not fit the cache wait. Because the kernels are batch invariant, a request's tokens do
 // not depend on what else runs, how its prompt was chunked or when it arrived.
@@ -26,8 +26,8 @@
 #include "engine/draft_policy.h"
 #include "engine/prefix_cache.h"
 #include "engine/rank_channel.h"
-#include "engine/speculator.h"
 #include "engine/sampling.h"
+#include "engine/speculator.h"
 #include "engine/step_orders.h"
 #include "model/kv_cache.h"
 #include "model/transformer.h"
@@ -54,9 +54,9 @@ struct RequestEvents {
 
 // What one forward step did (EngineOptions::on_step): every rank sees the same steps.
 struct StepReport {
-  int64_t decode_rows = 0;      // sequences that decoded one token
-  int64_t prefill_tokens = 0;   // prompt tokens in prefill chunks
-  double seconds = 0;           // the forward call
+  int64_t decode_rows = 0;     // sequences that decoded one token
+  int64_t prefill_tokens = 0;  // prompt tokens in prefill chunks
+  double seconds = 0;          // the forward call
 };
 
 struct EngineOptions {
@@ -79,8 +79,8 @@ struct EngineOptions {
   // without it, bit for bit (batch invariance); only the speed changes.
   bool mtp = false;
   // Drafts per sequence and step: the first from the module's pass over the settled positions,
-  // each further one from the same module fed its last draft and its own output (docs/MTP.md: chained
-  // drafts lie outside what the module was trained for, so acceptance decays).
+  // each further one from the same module fed its last draft and its own output (docs/MTP.md:
+  // chained drafts lie outside what the module was trained for, so acceptance decays).
   int draft_tokens = 1;
   // With mtp: draft only when it measured faster for this many decoding sequences (--mtp auto,
   // engine/draft_policy.h). Which steps draft never changes a token.
@@ -88,22 +88,31 @@ struct EngineOptions {
 };
 
 struct EngineStats {
-  int64_t steps = 0, prompt_tokens = 0, prefilled_tokens = 0, reused_tokens = 0, generated_tokens = 0;
-  double prefill_seconds = 0;  // steps that held prefill chunks
-  double decode_seconds = 0;   // steps of decode rows only
+  int64_t steps = 0, prompt_tokens = 0, prefilled_tokens = 0, reused_tokens = 0,
+          generated_tokens = 0;
+  double prefill_seconds = 0;         // steps that held prefill chunks
+  double decode_seconds = 0;          // steps of decode rows only
   int64_t drafted = 0, accepted = 0;  // MTP drafts verified, and those the model agreed with
   double mtp_seconds = 0;             // the MTP module's forward calls (in the above too)
-  int64_t draft_steps = 0;            // decode steps that verified drafts (--mtp auto: the ones it chose)
+  int64_t draft_steps = 0;  // decode steps that verified drafts (--mtp auto: the ones it chose)
   // Decode rows over all steps (a sequence decoding in a step), and the tokens they gave: their
   // ratio is what the drafts gain per step (about 1 without them).
   int64_t decode_row_steps = 0, decoded_tokens = 0;
   // What happened between two readings (e.g. one chat turn).
   EngineStats operator-(const EngineStats& o) const {
-    return {steps - o.steps, prompt_tokens - o.prompt_tokens, prefilled_tokens - o.prefilled_tokens,
-            reused_tokens - o.reused_tokens, generated_tokens - o.generated_tokens,
-            prefill_seconds - o.prefill_seconds, decode_seconds - o.decode_seconds,
-            drafted - o.drafted, accepted - o.accepted, mtp_seconds - o.mtp_seconds, draft_steps - o.draft_steps,
-            decode_row_steps - o.decode_row_steps, decoded_tokens - o.decoded_tokens};
+    return {steps - o.steps,
+            prompt_tokens - o.prompt_tokens,
+            prefilled_tokens - o.prefilled_tokens,
+            reused_tokens - o.reused_tokens,
+            generated_tokens - o.generated_tokens,
+            prefill_seconds - o.prefill_seconds,
+            decode_seconds - o.decode_seconds,
+            drafted - o.drafted,
+            accepted - o.accepted,
+            mtp_seconds - o.mtp_seconds,
+            draft_steps - o.draft_steps,
+            decode_row_steps - o.decode_row_steps,
+            decoded_tokens - o.decoded_tokens};
   }
 };
 
@@ -120,7 +129,8 @@ class Engine {
   // Queues a request; an Error for a bad one (empty prompt, token ids outside the vocabulary,
   // longer than max_seq_len, bad parameters), or on a follower. Thread safe.
   RequestId submit(std::vector<int32_t> prompt, const SamplingParams& params, RequestEvents events);
-  // Ends a request (finish reason kCancelled) at the next step; unknown or finished ids are ignored.
+  // Ends a request (finish reason kCancelled) at the next step; unknown or finished ids are
+  // ignored.
   void cancel(RequestId id);
   // Leader: runs one forward step (admitting, prefilling, decoding, finishing) after sending its
   // orders to the followers; false when there was nothing to do.
@@ -172,9 +182,9 @@ class Engine {
   DrawnRows draw_rows(const PlannedStep& plan, const StepOutput& out);
   // Takes what one chunk's rows gave: the tokens drawn (decode, drafts verified, a prompt's end),
   // the logits rows reported; with MTP, queues the positions it settled for the MTP's catch-up.
-  void commit_chunk(Request& r, const SeqChunk& chunk, const PlannedStep& plan, const StepOutput& out,
-                    const DrawnRows& drawn, int64_t first_row, int64_t hidden_row, int64_t token_row,
-                    MtpCatchUp& catch_up);
+  void commit_chunk(Request& r, const SeqChunk& chunk, const PlannedStep& plan,
+                    const StepOutput& out, const DrawnRows& drawn, int64_t first_row,
+                    int64_t hidden_row, int64_t token_row, MtpCatchUp& catch_up);
   void record_step(const PlannedStep& plan, double seconds, bool mtp_ran);
   void admit();
   void run_all_events(std::vector<Pending>& requests);
@@ -207,8 +217,10 @@ class Engine {
   RequestId next_id_ = 0;
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<std::unique_ptr<Request>> running_;
-  std::unique_ptr<Speculator> speculator_;  // with options.mtp (engine/speculator.h): the MTP and its cache
-  std::unique_ptr<PrefixCache> prefix_;  // with options.prefix_cache (after speculator_: it goes first)
+  std::unique_ptr<Speculator>
+      speculator_;  // with options.mtp (engine/speculator.h): the MTP and its cache
+  std::unique_ptr<PrefixCache>
+      prefix_;                // with options.prefix_cache (after speculator_: it goes first)
   DraftPolicy draft_policy_;  // --mtp auto, on rank 0
   bool draft_ = true;  // this step's MTP drafts for the next: rank 0's decision, sent in its orders
 };

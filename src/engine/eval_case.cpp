@@ -16,14 +16,16 @@ using json = nlohmann::json;
 
 namespace {
 
-std::vector<std::vector<int32_t>> token_rows(const json& j, const std::string& what, const std::string& path) {
+std::vector<std::vector<int32_t>> token_rows(const json& j, const std::string& what,
+                                             const std::string& path) {
   check(j.is_array(), path, ": ", what, " must be a list of token-id lists");
   std::vector<std::vector<int32_t>> rows;
   for (const json& row : j) {
     check(row.is_array(), path, ": ", what, " must be a list of token-id lists");
     std::vector<int32_t> ids;
     for (const json& t : row)
-      ids.push_back(static_cast<int32_t>(json_integer(t, 0, INT32_MAX, path + ": a token of " + what)));
+      ids.push_back(
+          static_cast<int32_t>(json_integer(t, 0, INT32_MAX, path + ": a token of " + what)));
     rows.push_back(std::move(ids));
   }
   return rows;
@@ -31,7 +33,9 @@ std::vector<std::vector<int32_t>> token_rows(const json& j, const std::string& w
 
 }  // namespace
 
-EvalCase read_eval_case(const std::string& path) { return parse_eval_case(read_json_file(path, "case file"), path); }
+EvalCase read_eval_case(const std::string& path) {
+  return parse_eval_case(read_json_file(path, "case file"), path);
+}
 
 EvalCase parse_eval_case(const json& j, const std::string& path) {
   check(j.is_object() && (j.contains("prefill_tokens") || j.contains("generate")), path,
@@ -45,16 +49,19 @@ EvalCase parse_eval_case(const json& j, const std::string& path) {
   }
   if (j.contains("decode_tokens")) c.decode = token_rows(j["decode_tokens"], "decode_tokens", path);
   for (const auto& row : c.decode)
-    check(row.size() == c.prefill.size(), path, ": each decode_tokens row needs one token per prefill row (",
-          c.prefill.size(), ")");
+    check(row.size() == c.prefill.size(), path,
+          ": each decode_tokens row needs one token per prefill row (", c.prefill.size(), ")");
   if (j.contains("generate")) {
     const json& g = j["generate"];
     c.has_generate = true;
     check(g.is_object() && g.contains("prompts") && g.contains("max_new_tokens"), path,
           ": generate needs prompts and max_new_tokens");
     c.prompts = token_rows(g["prompts"], "generate.prompts", path);
-    c.max_new_tokens = static_cast<int>(json_integer(g["max_new_tokens"], 0, INT32_MAX, path + ": generate.max_new_tokens"));
-    if (g.contains("eos_id")) c.eos_id = static_cast<int>(json_integer(g["eos_id"], -1, INT32_MAX, path + ": generate.eos_id"));
+    c.max_new_tokens = static_cast<int>(
+        json_integer(g["max_new_tokens"], 0, INT32_MAX, path + ": generate.max_new_tokens"));
+    if (g.contains("eos_id"))
+      c.eos_id =
+          static_cast<int>(json_integer(g["eos_id"], -1, INT32_MAX, path + ": generate.eos_id"));
     if (g.contains("temperature")) {
       check(g["temperature"].is_number(), path, ": generate.temperature must be a number, got ",
             json_excerpt(g["temperature"]));
@@ -64,16 +71,16 @@ EvalCase parse_eval_case(const json& j, const std::string& path) {
   return c;
 }
 
-std::vector<float> eval_case_logits(Transformer& model, const EvalCase& c, const std::string& origin,
-                                    KVDType kv_dtype) {
+std::vector<float> eval_case_logits(Transformer& model, const EvalCase& c,
+                                    const std::string& origin, KVDType kv_dtype) {
   const ModelConfig& config = model.config();
   const int batch = static_cast<int>(c.prefill.size());
   if (batch == 0) return {};
   const int prefill_len = static_cast<int>(c.prefill[0].size());
   const int steps = 1 + static_cast<int>(c.decode.size());
   const int64_t vocab = config.vocab_size;
-  check(prefill_len + steps - 1 <= config.max_seq_len, origin, ": prefill plus decode steps exceed max_seq_len (",
-        config.max_seq_len, ")");
+  check(prefill_len + steps - 1 <= config.max_seq_len, origin,
+        ": prefill plus decode steps exceed max_seq_len (", config.max_seq_len, ")");
   std::vector<float> logits(static_cast<size_t>(steps) * batch * vocab);
   // Row b as one sequence (its prefill then its forced decode tokens), scored in one engine step
   // with every row's logits; batch invariance makes them the bits of the reference's loop of one
@@ -93,7 +100,8 @@ std::vector<float> eval_case_logits(Transformer& model, const EvalCase& c, const
   return logits;
 }
 
-std::vector<LogitsRow> compare_logit_rows(const float* ours, const float* ref, int64_t rows, int64_t vocab) {
+std::vector<LogitsRow> compare_logit_rows(const float* ours, const float* ref, int64_t rows,
+                                          int64_t vocab) {
   std::vector<LogitsRow> out;
   for (int64_t row = 0; row < rows; ++row) {
     const float* a = ours + row * vocab;

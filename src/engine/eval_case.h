@@ -30,22 +30,23 @@ EvalCase parse_eval_case(const nlohmann::json& j, const std::string& origin);
 // The last position's logits after the prefill (rows from position 0) and after each decode
 // step, as the reference golden generator ran it: [1 + decode steps, batch, vocab]. Empty when
 // the case has no prefill. `origin` names the case in errors.
-std::vector<float> eval_case_logits(Transformer& model, const EvalCase& c, const std::string& origin,
-                                    KVDType kv_dtype = KVDType::kF32);
+std::vector<float> eval_case_logits(Transformer& model, const EvalCase& c,
+                                    const std::string& origin, KVDType kv_dtype = KVDType::kF32);
 
 // Row by row (rows of `vocab` logits): max|ours - ref| / max|ref| and whether the argmax agrees.
 struct LogitsRow {
   double ratio;
   bool same_argmax;
 };
-std::vector<LogitsRow> compare_logit_rows(const float* ours, const float* ref, int64_t rows, int64_t vocab);
+std::vector<LogitsRow> compare_logit_rows(const float* ours, const float* ref, int64_t rows,
+                                          int64_t vocab);
 
 // The same, summarised.
 struct LogitsComparison {
   int rows = 0;
   double median_ratio = 0;
   double worst_ratio = 0;
-  int far_rows = 0;          // rows with a ratio over 0.1 (e.g. a flipped expert choice)
+  int far_rows = 0;  // rows with a ratio over 0.1 (e.g. a flipped expert choice)
   int argmax_mismatches = 0;
 };
 LogitsComparison summarize(const std::vector<LogitsRow>& rows);

@@ -8,22 +8,24 @@
 
 namespace dsinfer {
 
-void check_prompts(const ModelConfig& c, const std::vector<std::vector<int32_t>>& prompts, bool lockstep) {
+void check_prompts(const ModelConfig& c, const std::vector<std::vector<int32_t>>& prompts,
+                   bool lockstep) {
   check(!prompts.empty(), "no prompts given");
-  check(!lockstep || static_cast<int>(prompts.size()) <= c.max_batch_size, "Number of prompts (", prompts.size(),
-        ") exceeds maximum batch size (max_batch_size=", c.max_batch_size, ")");
+  check(!lockstep || static_cast<int>(prompts.size()) <= c.max_batch_size, "Number of prompts (",
+        prompts.size(), ") exceeds maximum batch size (max_batch_size=", c.max_batch_size, ")");
   for (size_t i = 0; i < prompts.size(); ++i) {
     check(!prompts[i].empty(), "prompt ", i, " is empty");
     check(static_cast<int64_t>(prompts[i].size()) <= c.max_seq_len, "Prompt ", i, " length (",
-          prompts[i].size(), " tokens) exceeds model maximum sequence length (max_seq_len=",
-          c.max_seq_len, ")");
+          prompts[i].size(),
+          " tokens) exceeds model maximum sequence length (max_seq_len=", c.max_seq_len, ")");
     for (int32_t t : prompts[i])
       check(t >= 0 && t < c.vocab_size, "prompt ", i, " holds token id ", t,
             " outside the vocabulary [0, ", c.vocab_size, ")");
   }
 }
 
-std::vector<std::vector<int32_t>> generate(Transformer& model, const std::vector<std::vector<int32_t>>& prompts,
+std::vector<std::vector<int32_t>> generate(Transformer& model,
+                                           const std::vector<std::vector<int32_t>>& prompts,
                                            const GenerateOptions& options, Sampler& sampler,
                                            const TokenCallback& on_token, GenerateStats* stats) {
   const ModelConfig& c = model.config();
@@ -39,7 +41,8 @@ std::vector<std::vector<int32_t>> generate(Transformer& model, const std::vector
   std::vector<int64_t> reserved;
   int64_t prompt_tokens = 0;
   for (const auto& p : prompts) {
-    const int64_t capacity = std::min<int64_t>(c.max_seq_len, static_cast<int64_t>(p.size()) + options.max_new_tokens);
+    const int64_t capacity =
+        std::min<int64_t>(c.max_seq_len, static_cast<int64_t>(p.size()) + options.max_new_tokens);
     reserved.push_back(KVCache::blocks_of(capacity));
     prompt_tokens += static_cast<int64_t>(p.size());
   }
@@ -49,8 +52,9 @@ std::vector<std::vector<int32_t>> generate(Transformer& model, const std::vector
   for (int i = 0; i < running; ++i) budget += reserved[static_cast<size_t>(i)];
   KVCache cache(c, budget, options.kv_dtype);
   EngineOptions engine_options;
-  engine_options.step_tokens = lockstep ? std::max<int64_t>(prompt_tokens, 1)
-                               : options.step_tokens > 0 ? options.step_tokens : EngineOptions{}.step_tokens;
+  engine_options.step_tokens = lockstep                  ? std::max<int64_t>(prompt_tokens, 1)
+                               : options.step_tokens > 0 ? options.step_tokens
+                                                         : EngineOptions{}.step_tokens;
   engine_options.max_running = running;
   engine_options.prefix_cache = false;
   engine_options.mtp = options.mtp;

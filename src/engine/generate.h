@@ -21,9 +21,9 @@ struct GenerateOptions {
   // next prompt joins as soon as one finishes. Batch invariance makes the completions the same.
   int max_running = 0;
   int64_t step_tokens = 0;  // with max_running: the step's token budget (chunked prefill); 0: 256
-  bool mtp = false;         // speculative decoding with the model's MTP module (loaded): same tokens
-  bool mtp_auto = false;    // with mtp: draft only where it measured faster (EngineOptions::mtp_auto)
-  int draft_tokens = 1;     // with mtp: drafts per sequence and step
+  bool mtp = false;       // speculative decoding with the model's MTP module (loaded): same tokens
+  bool mtp_auto = false;  // with mtp: draft only where it measured faster (EngineOptions::mtp_auto)
+  int draft_tokens = 1;   // with mtp: drafts per sequence and step
   KVDType kv_dtype = KVDType::kF32;  // the KV cache's element type (--kv-cache-dtype)
 };
 
@@ -33,7 +33,8 @@ struct GenerateStats {
   double prefill_seconds = 0;
   double decode_seconds = 0;
   int64_t drafted = 0, accepted = 0;  // MTP drafts verified and accepted
-  int64_t decode_row_steps = 0, decoded_tokens = 0;  // EngineStats': their ratio is the drafts' gain
+  int64_t decode_row_steps = 0,
+          decoded_tokens = 0;  // EngineStats': their ratio is the drafts' gain
 };
 
 // Called for each newly generated (not prompt) token of a row, in order.
@@ -51,6 +52,7 @@ std::vector<std::vector<int32_t>> generate(Transformer& model,
 
 // Checks the batch limits generate() enforces (shared with other front ends); max_batch_size only
 // when `lockstep`.
-void check_prompts(const ModelConfig& config, const std::vector<std::vector<int32_t>>& prompts, bool lockstep = true);
+void check_prompts(const ModelConfig& config, const std::vector<std::vector<int32_t>>& prompts,
+                   bool lockstep = true);
 
 }  // namespace dsinfer

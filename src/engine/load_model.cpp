@@ -45,11 +45,13 @@ std::string shard_fingerprint(const SafetensorsFile& file) {
       key.replace(begin, end - begin, "*");
     }
     lines.push_back(t.describe().replace(0, name.size(), key));
-    if (name.size() >= 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0) norms = fnv1a(t.data, t.n_bytes, norms);
+    if (name.size() >= 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0)
+      norms = fnv1a(t.data, t.n_bytes, norms);
   }
   std::sort(lines.begin(), lines.end());
   uint64_t h = fnv1a("", 0);
-  for (const std::string& line : lines) h = fnv1a(line.data(), line.size() + 1, h);  // with the '\0'
+  for (const std::string& line : lines)
+    h = fnv1a(line.data(), line.size() + 1, h);  // with the '\0'
   return hex(h) + hex(norms);
 }
 
@@ -65,15 +67,18 @@ ModelConfig::Fields fields_of(const json& j) {
 // differs from rank 0's.
 void check_ranks_agree(Comm& comm, const json& mine) {
   std::vector<json> all;
-  for (const std::string& bytes : comm.all_gather_bytes(mine.dump())) all.push_back(json::parse(bytes));
+  for (const std::string& bytes : comm.all_gather_bytes(mine.dump()))
+    all.push_back(json::parse(bytes));
   for (size_t r = 0; r < all.size(); ++r)
     if (all[r].contains("error"))
-      fail("rank ", r, " of ", all.size(), " failed to load the model: ", all[r]["error"].get<std::string>());
+      fail("rank ", r, " of ", all.size(),
+           " failed to load the model: ", all[r]["error"].get<std::string>());
   const json& zero = all[0];
   if (!zero.contains("args")) return;  // only errors were exchanged
   auto where = [&](size_t r) {
     const json& a = all[r];
-    std::string s = cat("rank ", r, ": ", a["shard"].get<std::string>(), " with config ", a["config"].get<std::string>());
+    std::string s = cat("rank ", r, ": ", a["shard"].get<std::string>(), " with config ",
+                        a["config"].get<std::string>());
     if (a["host"] != zero["host"] || r == 0) s += " on " + a["host"].get<std::string>();
     return s;
   };
@@ -81,24 +86,27 @@ void check_ranks_agree(Comm& comm, const json& mine) {
     const json& a = all[r];
     std::string what;
     if (a["args"] != zero["args"])
-      what = cat("the configs differ: ", config_differences(fields_of(zero["args"]), fields_of(a["args"]))[0],
-                 " on rank ", r);
+      what =
+          cat("the configs differ: ",
+              config_differences(fields_of(zero["args"]), fields_of(a["args"]))[0], " on rank ", r);
     else if (a["quantization"] != zero["quantization"])
-      what = cat("rank 0's shard holds ", zero["quantization"].get<std::string>(), ", rank ", r, "'s ",
-                 a["quantization"].get<std::string>(), " (shards of different converts)");
+      what = cat("rank 0's shard holds ", zero["quantization"].get<std::string>(), ", rank ", r,
+                 "'s ", a["quantization"].get<std::string>(), " (shards of different converts)");
     else if (a["tensors"] != zero["tensors"])
       what = "the shards' tensors (names, dtypes, shapes or norm weights) differ";
     else
       continue;
-    fail("rank ", r, " loaded a different checkpoint or config than rank 0 (", where(0), "; ", where(r), "): ", what);
+    fail("rank ", r, " loaded a different checkpoint or config than rank 0 (", where(0), "; ",
+         where(r), "): ", what);
   }
 }
 
 }  // namespace
 
-std::unique_ptr<Transformer> load_model_on_ranks(const ModelConfig& config, const std::string& ckpt_path,
-                                                 const std::string& config_path, Comm& comm, const KernelConfig& kernels,
-                                                 bool with_mtp) {
+std::unique_ptr<Transformer> load_model_on_ranks(const ModelConfig& config,
+                                                 const std::string& ckpt_path,
+                                                 const std::string& config_path, Comm& comm,
+                                                 const KernelConfig& kernels, bool with_mtp) {
   if (comm.world_size() == 1) {
     shard_path(ckpt_path, 0, 1);  // throws naming the missing shard
     auto model = Transformer::load(config, ckpt_path, comm, ThreadPool::global(), kernels);
@@ -110,7 +118,8 @@ std::unique_ptr<Transformer> load_model_on_ranks(const ModelConfig& config, cons
   // with the same message instead of failing alone and leaving the others waiting.
   json mine;
   try {
-    const std::string shard = shard_path(ckpt_path, comm.rank(), comm.world_size());  // names a missing shard
+    const std::string shard =
+        shard_path(ckpt_path, comm.rank(), comm.world_size());  // names a missing shard
     const SafetensorsFile file(shard);
     mine = {{"shard", std::filesystem::absolute(shard).string()},
             {"config", std::filesystem::absolute(config_path).string()},

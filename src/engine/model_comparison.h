@@ -11,12 +11,12 @@
 namespace dsinfer {
 
 struct ModelComparison {
-  int64_t positions = 0;            // scored positions (each sequence's last one predicts nothing)
-  double reference_mean_nll = 0;    // of the true next token, natural log
-  double mean_nll = 0;              // the candidate's
-  double mean_kl = 0;               // KL(reference || candidate) per position, natural log
+  int64_t positions = 0;          // scored positions (each sequence's last one predicts nothing)
+  double reference_mean_nll = 0;  // of the true next token, natural log
+  double mean_nll = 0;            // the candidate's
+  double mean_kl = 0;             // KL(reference || candidate) per position, natural log
   double max_kl = 0;
-  double top1_agreement = 0;        // share of positions whose argmax is the same token
+  double top1_agreement = 0;  // share of positions whose argmax is the same token
 };
 
 // Both models must have the same vocabulary; sequences as for score_sequences.

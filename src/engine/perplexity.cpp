@@ -23,7 +23,8 @@ std::vector<double> sequence_nll(Transformer& model, const std::vector<int32_t>&
   check(static_cast<int64_t>(tokens.size()) <= c.max_seq_len, "sequence of ", tokens.size(),
         " tokens exceeds max_seq_len (", c.max_seq_len, ")");
   for (int32_t t : tokens)
-    check(t >= 0 && t < c.vocab_size, "token id ", t, " is outside the vocabulary [0, ", c.vocab_size, ")");
+    check(t >= 0 && t < c.vocab_size, "token id ", t, " is outside the vocabulary [0, ",
+          c.vocab_size, ")");
   const int64_t n = static_cast<int64_t>(tokens.size());
   std::vector<double> nll(static_cast<size_t>(n - 1));
   score_sequences(model, {tokens}, [&](int, int64_t position, const float* logits) {
@@ -32,14 +33,16 @@ std::vector<double> sequence_nll(Transformer& model, const std::vector<int32_t>&
   return nll;
 }
 
-std::vector<std::vector<int32_t>> parse_perplexity_case(const nlohmann::json& j, const std::string& path) {
+std::vector<std::vector<int32_t>> parse_perplexity_case(const nlohmann::json& j,
+                                                        const std::string& path) {
   check(j.is_object() && j.contains("tokens") && j["tokens"].is_array(), path,
         ": expected {\"tokens\": [[ids...], ...]}");
   std::vector<std::vector<int32_t>> sequences;
   for (const nlohmann::json& row : j["tokens"]) {
     check(row.is_array(), path, ": tokens must be a list of token-id lists");
     std::vector<int32_t> ids;
-    for (const nlohmann::json& t : row) ids.push_back(static_cast<int32_t>(json_integer(t, 0, INT32_MAX, path + ": a token")));
+    for (const nlohmann::json& t : row)
+      ids.push_back(static_cast<int32_t>(json_integer(t, 0, INT32_MAX, path + ": a token")));
     sequences.push_back(std::move(ids));
   }
   return sequences;

@@ -18,7 +18,8 @@ std::vector<double> sequence_nll(Transformer& model, const std::vector<int32_t>&
 
 // The token sequences of a perplexity case ({"tokens": [[ids...], ...]}, the golden ppl schema),
 // checked; `origin` names it in errors.
-std::vector<std::vector<int32_t>> parse_perplexity_case(const nlohmann::json& j, const std::string& origin);
+std::vector<std::vector<int32_t>> parse_perplexity_case(const nlohmann::json& j,
+                                                        const std::string& origin);
 
 // -log softmax(logits)[target] in double.
 double token_nll(const float* logits, int64_t vocab, int32_t target);

@@ -6,7 +6,8 @@
 
 namespace dsinfer {
 
-PrefixCache::PrefixCache(KVCache& cache, KVCache* mtp_cache) : cache_(cache), mtp_cache_(mtp_cache) {}
+PrefixCache::PrefixCache(KVCache& cache, KVCache* mtp_cache)
+    : cache_(cache), mtp_cache_(mtp_cache) {}
 
 PrefixCache::~PrefixCache() { clear(); }
 
@@ -34,14 +35,16 @@ PrefixNodeId PrefixCache::find_full(PrefixNodeId parent, std::span<const int32_t
   auto [begin, end] = full_index_.equal_range(key(parent, tokens));
   for (auto it = begin; it != end; ++it) {
     const Node& n = nodes_.at(it->second);
-    if (n.parent == parent && std::equal(n.tokens.begin(), n.tokens.end(), tokens.begin(), tokens.end()))
+    if (n.parent == parent &&
+        std::equal(n.tokens.begin(), n.tokens.end(), tokens.begin(), tokens.end()))
       return it->second;
   }
   return kNoPrefixNode;
 }
 
 int64_t PrefixCache::usable(const Node& n, std::span<const int32_t> rest) const {
-  const int64_t limit = std::min<int64_t>(static_cast<int64_t>(n.tokens.size()), static_cast<int64_t>(rest.size()) - 1);
+  const int64_t limit = std::min<int64_t>(static_cast<int64_t>(n.tokens.size()),
+                                          static_cast<int64_t>(rest.size()) - 1);
   int64_t m = 0;
   while (m < limit && n.tokens[m] == rest[m]) ++m;
   if (!mtp_cache_) return m;
@@ -63,8 +66,8 @@ void PrefixCache::set_used(PrefixNodeId id, uint64_t used) {
 }
 
 PrefixCache::Match PrefixCache::lookup(std::span<const int32_t> tokens, int64_t limit) {
-  check(limit >= 0 && limit < static_cast<int64_t>(tokens.size()), "prefix cache: lookup limit ", limit, " of ",
-        tokens.size(), " tokens");
+  check(limit >= 0 && limit < static_cast<int64_t>(tokens.size()), "prefix cache: lookup limit ",
+        limit, " of ", tokens.size(), " tokens");
   Match match;
   PrefixNodeId parent = kPrefixRoot;
   int64_t pos = 0;
@@ -84,7 +87,8 @@ PrefixCache::Match PrefixCache::lookup(std::span<const int32_t> tokens, int64_t 
   PrefixNodeId best = kNoPrefixNode;
   int64_t best_positions = 0;
   for (PrefixNodeId c : children(parent)) {
-    const int64_t n = std::min<int64_t>(usable(nodes_.at(c), tokens.subspan(pos, limit - pos + 1)), kKVBlock - 1);
+    const int64_t n =
+        std::min<int64_t>(usable(nodes_.at(c), tokens.subspan(pos, limit - pos + 1)), kKVBlock - 1);
     if (n > best_positions) {
       best = c;
       best_positions = n;
@@ -123,8 +127,10 @@ PrefixNodeId PrefixCache::insert(Node node) {
   return id;
 }
 
-PrefixNodeId PrefixCache::add_block(PrefixNodeId parent, std::span<const int32_t> tokens, SeqId seq, int64_t index) {
-  check(static_cast<int64_t>(tokens.size()) == kKVBlock, "prefix cache: a full block has ", kKVBlock, " tokens");
+PrefixNodeId PrefixCache::add_block(PrefixNodeId parent, std::span<const int32_t> tokens, SeqId seq,
+                                    int64_t index) {
+  check(static_cast<int64_t>(tokens.size()) == kKVBlock, "prefix cache: a full block has ",
+        kKVBlock, " tokens");
   if (const PrefixNodeId existing = find_full(parent, tokens); existing != kNoPrefixNode) {
     cache_.replace_block(seq, index, nodes_.at(existing).block);
     return existing;
@@ -158,14 +164,16 @@ void PrefixCache::add_mtp_block(PrefixNodeId id, SeqId mtp_seq, int64_t index, i
   }
 }
 
-void PrefixCache::add_tail(PrefixNodeId parent, std::span<const int32_t> tokens, SeqId seq, int64_t index,
-                           SeqId mtp_seq, int64_t mtp_positions, int32_t next_token) {
+void PrefixCache::add_tail(PrefixNodeId parent, std::span<const int32_t> tokens, SeqId seq,
+                           int64_t index, SeqId mtp_seq, int64_t mtp_positions,
+                           int32_t next_token) {
   const int64_t n_tokens = static_cast<int64_t>(tokens.size());
   check(n_tokens < kKVBlock, "prefix cache: a tail has fewer than ", kKVBlock, " tokens");
   if (n_tokens == 0) return;
   if (!mtp_cache_) mtp_positions = 0;
   auto covers = [](std::span<const int32_t> longer, std::span<const int32_t> shorter) {
-    return longer.size() >= shorter.size() && std::equal(shorter.begin(), shorter.end(), longer.begin());
+    return longer.size() >= shorter.size() &&
+           std::equal(shorter.begin(), shorter.end(), longer.begin());
   };
   const std::vector<PrefixNodeId> siblings = children(parent);
   for (PrefixNodeId c : siblings) {
@@ -174,8 +182,7 @@ void PrefixCache::add_tail(PrefixNodeId parent, std::span<const int32_t> tokens,
   }
   for (PrefixNodeId c : siblings) {
     const Node& n = nodes_.at(c);
-    if (!n.full() && covers(tokens, n.tokens) &&
-        mtp_positions >= n.mtp_positions)
+    if (!n.full() && covers(tokens, n.tokens) && mtp_positions >= n.mtp_positions)
       erase(c);  // the new tail extends it
   }
   Node node;
@@ -193,7 +200,8 @@ void PrefixCache::add_tail(PrefixNodeId parent, std::span<const int32_t> tokens,
 }
 
 bool PrefixCache::evictable(const Node& n) const {
-  return n.children.empty() && cache_.refs(n.block) == 1 && (n.mtp_block < 0 || mtp_cache_->refs(n.mtp_block) == 1);
+  return n.children.empty() && cache_.refs(n.block) == 1 &&
+         (n.mtp_block < 0 || mtp_cache_->refs(n.mtp_block) == 1);
 }
 
 void PrefixCache::erase(PrefixNodeId id) {

@@ -47,11 +47,13 @@ class PrefixCache {
   // The longest cached prefix of tokens[0, limit) (limit < tokens.size(): with MTP the token
   // after the last one is read).
   struct Match {
-    std::vector<PrefixNodeId> path;             // the full nodes matched, in order
-    std::vector<BlockId> blocks, mtp_blocks;    // their blocks (mtp_blocks with an MTP cache)
+    std::vector<PrefixNodeId> path;              // the full nodes matched, in order
+    std::vector<BlockId> blocks, mtp_blocks;     // their blocks (mtp_blocks with an MTP cache)
     BlockId copy_from = -1, mtp_copy_from = -1;  // the block the next positions are copied from
     int64_t copy_positions = 0;
-    int64_t positions() const { return static_cast<int64_t>(blocks.size()) * kKVBlock + copy_positions; }
+    int64_t positions() const {
+      return static_cast<int64_t>(blocks.size()) * kKVBlock + copy_positions;
+    }
   };
   // Marks the path used (it becomes the most recently used).
   Match lookup(std::span<const int32_t> tokens, int64_t limit);
@@ -59,7 +61,8 @@ class PrefixCache {
   // Registers full block `index` of a sequence (tokens: its kKVBlock tokens) under `parent`
   // (the node of block index - 1, kPrefixRoot for block 0); returns its node. When the node
   // exists already, the sequence's block is replaced by the indexed one.
-  PrefixNodeId add_block(PrefixNodeId parent, std::span<const int32_t> tokens, SeqId seq, int64_t index);
+  PrefixNodeId add_block(PrefixNodeId parent, std::span<const int32_t> tokens, SeqId seq,
+                         int64_t index);
   // Records the MTP entries of a full node, from block `index` of the MTP sequence `mtp_seq`,
   // valid for prompts whose token after the block is `next_token` (when the node has none yet,
   // else the MTP sequence takes the node's block when its next token agrees).
@@ -68,8 +71,8 @@ class PrefixCache {
   // seq, under `parent`; mtp_positions of them valid in the MTP sequence's block, with
   // `next_token` the token after the last (-1: unknown). Tails the new one extends are dropped;
   // one that an indexed node already covers is not added.
-  void add_tail(PrefixNodeId parent, std::span<const int32_t> tokens, SeqId seq, int64_t index, SeqId mtp_seq,
-                int64_t mtp_positions, int32_t next_token);
+  void add_tail(PrefixNodeId parent, std::span<const int32_t> tokens, SeqId seq, int64_t index,
+                SeqId mtp_seq, int64_t mtp_positions, int32_t next_token);
   // Marks a path used (a sequence that finished).
   void touch(std::span<const PrefixNodeId> path);
 
@@ -87,10 +90,10 @@ class PrefixCache {
     PrefixNodeId parent = kPrefixRoot;
     std::vector<int32_t> tokens;  // kKVBlock for a full node, fewer for a tail
     BlockId block = -1, mtp_block = -1;
-    int64_t mtp_positions = 0;   // leading positions whose MTP entries are recorded
-    int32_t next_token = -1;     // the token after the node's last one, where the MTP saw it
+    int64_t mtp_positions = 0;  // leading positions whose MTP entries are recorded
+    int32_t next_token = -1;    // the token after the node's last one, where the MTP saw it
     int64_t depth = 0;
-    uint64_t used = 0;           // the tick of its last use
+    uint64_t used = 0;  // the tick of its last use
     std::vector<PrefixNodeId> children;
     bool full() const { return static_cast<int64_t>(tokens.size()) == kKVBlock; }
   };
@@ -100,7 +103,9 @@ class PrefixCache {
     int64_t neg_depth;
     PrefixNodeId id;
     bool operator<(const Order& o) const {
-      return used != o.used ? used < o.used : neg_depth != o.neg_depth ? neg_depth < o.neg_depth : id < o.id;
+      return used != o.used             ? used < o.used
+             : neg_depth != o.neg_depth ? neg_depth < o.neg_depth
+                                        : id < o.id;
     }
   };
   static uint64_t key(PrefixNodeId parent, std::span<const int32_t> tokens);

@@ -23,9 +23,10 @@ double unit(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }  // namespace
 
 void check_sampling(const SamplingParams& p) {
-  check(std::isfinite(p.temperature) && p.temperature >= 0, "temperature must be a finite number >= 0, got ",
-        p.temperature);
-  check(std::isfinite(p.top_p) && p.top_p > 0 && p.top_p <= 1, "top_p must be in (0, 1], got ", p.top_p);
+  check(std::isfinite(p.temperature) && p.temperature >= 0,
+        "temperature must be a finite number >= 0, got ", p.temperature);
+  check(std::isfinite(p.top_p) && p.top_p > 0 && p.top_p <= 1, "top_p must be in (0, 1], got ",
+        p.top_p);
   check(p.top_k >= 0, "top_k must be >= 0, got ", p.top_k);
   check(p.max_new_tokens >= 0, "max_new_tokens must be >= 0, got ", p.max_new_tokens);
   check(p.choice >= 0, "choice must be >= 0");
@@ -44,8 +45,8 @@ uint64_t stream_key(const SamplingParams& p, int64_t position) {
 // bit (a skipped id could not have won, nor tied), at a fraction of the cost (two libm calls
 // per id were ~2% of a decode step on the bench slice).
 template <class Keep>
-RaceCandidate race(const float* logits, int64_t n, int64_t first, const SamplingParams& p, int64_t position,
-                   Keep&& keep, bool prune = true) {
+RaceCandidate race(const float* logits, int64_t n, int64_t first, const SamplingParams& p,
+                   int64_t position, Keep&& keep, bool prune = true) {
   RaceCandidate best{std::nan(""), first};
   if (p.temperature <= 0) {
     // keep_better's rule on the logits themselves, as a plain scan (NaN compares false)
@@ -68,13 +69,15 @@ RaceCandidate race(const float* logits, int64_t n, int64_t first, const Sampling
     const float x = logits[i] / t;  // as the softmax's input
     const uint64_t bits = mix(key ^ static_cast<uint64_t>(first + i));
     if (prune && (bits >> 11) != 0) {
-      const double bound = static_cast<double>(x) + (53 - (63 - std::countl_zero(bits >> 11))) * kLn2;
+      const double bound =
+          static_cast<double>(x) + (53 - (63 - std::countl_zero(bits >> 11))) * kLn2;
       // (the margin covers the libm calls' and the subtraction's rounding many times over; a
       // NaN x or best compares false and takes the full computation)
       if (bound + 1e-6 + 1e-12 * std::fabs(bound) < best.value) continue;
     }
     const double e = -std::log1p(-unit(bits));  // ~ Exponential(1)
-    keep_better(best, {static_cast<double>(x) - std::log(e), first + i});  // e = 0 (u = 0): +inf wins
+    keep_better(best,
+                {static_cast<double>(x) - std::log(e), first + i});  // e = 0 (u = 0): +inf wins
   }
   return best;
 }
@@ -89,14 +92,16 @@ RaceCandidate race_candidate(const float* logits, int64_t n, int64_t first, cons
   return race(logits, n, first, p, position, [](int64_t) { return true; });
 }
 
-RaceCandidate race_candidate_exhaustive(const float* logits, int64_t n, int64_t first, const SamplingParams& p,
-                                        int64_t position) {
-  return race(logits, n, first, p, position, [](int64_t) { return true; }, /*prune=*/false);
+RaceCandidate race_candidate_exhaustive(const float* logits, int64_t n, int64_t first,
+                                        const SamplingParams& p, int64_t position) {
+  return race(
+      logits, n, first, p, position, [](int64_t) { return true; }, /*prune=*/false);
 }
 
 int64_t sample_keyed(const float* logits, int64_t n, const SamplingParams& p, int64_t position,
                      std::vector<float>& probs) {
-  if (race_splits_over_vocab(p) || (p.top_k >= n && p.top_p >= 1)) return race_candidate(logits, n, 0, p, position).index;
+  if (race_splits_over_vocab(p) || (p.top_k >= n && p.top_p >= 1))
+    return race_candidate(logits, n, 0, p, position).index;
   const float t = std::max(p.temperature, 1e-5f);
   probs.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) probs[i] = logits[i] / t;
@@ -106,7 +111,9 @@ int64_t sample_keyed(const float* logits, int64_t n, const SamplingParams& p, in
   order.resize(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
   const int64_t k = p.top_k > 0 ? std::min<int64_t>(p.top_k, n) : n;
-  auto more_likely = [&](int64_t a, int64_t b) { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); };
+  auto more_likely = [&](int64_t a, int64_t b) {
+    return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
+  };
   std::partial_sort(order.begin(), order.begin() + k, order.end(), more_likely);
   int64_t keep = k;
   if (p.top_p < 1) {

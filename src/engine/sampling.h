@@ -1,6 +1,6 @@
-// Per-sequence sampling parameters and the keyed random stream (docs/ENGINE.md): the token a sequence
-// draws at position p depends only on (its logits, its parameters, seed, p, choice), never on
-// what else runs in the engine or on how many draws came before, so a request's sampled text is
+// Per-sequence sampling parameters and the keyed random stream (docs/ENGINE.md): the token a
+// sequence draws at position p depends only on (its logits, its parameters, seed, p, choice), never
+// on what else runs in the engine or on how many draws came before, so a request's sampled text is
 // the same alone, in a batch or under continuous batching.
 #pragma once
 
@@ -15,7 +15,8 @@ struct SamplingParams {
   float top_p = 1.0f;        // nucleus: the smallest set of tokens whose probability reaches top_p
   int top_k = 0;             // 0: no limit
   int max_new_tokens = 200;
-  std::vector<int32_t> stop_ids;  // ends the sequence (finish reason "stop"); not part of the completion
+  std::vector<int32_t>
+      stop_ids;  // ends the sequence (finish reason "stop"); not part of the completion
   uint64_t seed = 965;
   int choice = 0;  // which of several completions of one request (n > 1) this is
   // Also compute the logits of every prompt position (RequestEvents::on_logits): scoring
@@ -52,11 +53,11 @@ struct RaceCandidate {
   double value;
   int64_t index;
 };
-RaceCandidate race_candidate(const float* logits, int64_t n, int64_t first, const SamplingParams& params,
-                             int64_t position);
+RaceCandidate race_candidate(const float* logits, int64_t n, int64_t first,
+                             const SamplingParams& params, int64_t position);
 // The same, computing every id's value (race_candidate skips ids that provably lose): for tests.
-RaceCandidate race_candidate_exhaustive(const float* logits, int64_t n, int64_t first, const SamplingParams& params,
-                                        int64_t position);
+RaceCandidate race_candidate_exhaustive(const float* logits, int64_t n, int64_t first,
+                                        const SamplingParams& params, int64_t position);
 // best becomes c when c beats it (a greater value; a number beats NaN).
 inline void keep_better(RaceCandidate& best, const RaceCandidate& c) {
   if (!std::isnan(c.value) && (std::isnan(best.value) || c.value > best.value)) best = c;

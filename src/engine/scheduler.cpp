@@ -4,7 +4,8 @@
 
 namespace dsinfer {
 
-std::vector<ScheduledChunk> schedule_step(std::span<const ScheduleEntry> running, int64_t step_tokens) {
+std::vector<ScheduledChunk> schedule_step(std::span<const ScheduleEntry> running,
+                                          int64_t step_tokens) {
   std::vector<ScheduledChunk> chunks;
   int64_t decode_tokens = 0;
   for (size_t i = 0; i < running.size(); ++i) {

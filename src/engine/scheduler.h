@@ -15,9 +15,9 @@ namespace dsinfer {
 
 // A running sequence as the scheduler sees it.
 struct ScheduleEntry {
-  int64_t cached = 0;       // positions in its cache
-  int64_t prompt_len = 0;   // prefilling while cached < prompt_len
-  int64_t drafts = 0;       // decoding: drafted tokens it may verify this step
+  int64_t cached = 0;      // positions in its cache
+  int64_t prompt_len = 0;  // prefilling while cached < prompt_len
+  int64_t drafts = 0;      // decoding: drafted tokens it may verify this step
   bool prefilling() const { return cached < prompt_len; }
 };
 
@@ -33,6 +33,7 @@ struct ScheduledChunk {
 // The chunks of the next step, decode chunks first (in `running` order), then prefill chunks.
 // Decode chunks are never cut by the budget; prefill takes what it leaves (at least one token
 // when nothing decodes).
-std::vector<ScheduledChunk> schedule_step(std::span<const ScheduleEntry> running, int64_t step_tokens);
+std::vector<ScheduledChunk> schedule_step(std::span<const ScheduleEntry> running,
+                                          int64_t step_tokens);
 
 }  // namespace dsinfer

@@ -6,9 +6,10 @@
 
 namespace dsinfer {
 
-void score_sequences(Transformer& model, const std::vector<std::vector<int32_t>>& sequences,
-                     const std::function<void(int sequence, int64_t position, const float* logits)>& on_logits,
-                     KVDType kv_dtype) {
+void score_sequences(
+    Transformer& model, const std::vector<std::vector<int32_t>>& sequences,
+    const std::function<void(int sequence, int64_t position, const float* logits)>& on_logits,
+    KVDType kv_dtype) {
   int64_t positions = 0, tokens = 0;
   for (const auto& s : sequences) {
     positions += KVCache::blocks_of(static_cast<int64_t>(s.size()));
@@ -27,7 +28,9 @@ void score_sequences(Transformer& model, const std::vector<std::vector<int32_t>>
   for (size_t i = 0; i < sequences.size(); ++i) {
     RequestEvents events;
     const int index = static_cast<int>(i);
-    events.on_logits = [&on_logits, index](int64_t position, const float* row) { on_logits(index, position, row); };
+    events.on_logits = [&on_logits, index](int64_t position, const float* row) {
+      on_logits(index, position, row);
+    };
     requests.push_back({sequences[i], params, std::move(events)});
   }
   engine.run_all(std::move(requests));

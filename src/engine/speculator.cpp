@@ -6,14 +6,16 @@
 namespace dsinfer {
 
 Speculator::Speculator(Transformer& model, const KVCache& main_cache, int draft_tokens)
-    : model_(model), cache_(model.make_mtp_cache(main_cache.budget_positions(), main_cache.dtype())),
+    : model_(model),
+      cache_(model.make_mtp_cache(main_cache.budget_positions(), main_cache.dtype())),
       draft_tokens_(draft_tokens) {
-  check(model_.has_mtp(), "engine: --mtp needs the multi-token-prediction module (convert --keep-mtp, then load it)");
+  check(model_.has_mtp(),
+        "engine: --mtp needs the multi-token-prediction module (convert --keep-mtp, then load it)");
   check(draft_tokens_ >= 1, "engine: draft_tokens must be >= 1");
 }
 
-void Speculator::draft(Step& catch_up, const std::vector<float>& hidden_in, std::vector<DraftTarget>& targets,
-                       bool draft) {
+void Speculator::draft(Step& catch_up, const std::vector<float>& hidden_in,
+                       std::vector<DraftTarget>& targets, bool draft) {
   const int64_t vocab = model_.config().vocab_size, dim = model_.config().dim;
   StepOutput out;
   // the catch-up: every settled position; its last row drafts the token after the last generated
@@ -51,14 +53,16 @@ void Speculator::draft(Step& catch_up, const std::vector<float>& hidden_in, std:
       DraftTarget& t = *chain[c];
       if (static_cast<int64_t>(t.spec->drafts.size()) >= t.max_drafts) continue;
       next.add(t.spec->mtp_seq, t.cached + k - 1, &t.spec->drafts.back(), 1);
-      next_hidden.insert(next_hidden.end(), hidden.begin() + static_cast<int64_t>(hidden_of[c]) * dim,
+      next_hidden.insert(next_hidden.end(),
+                         hidden.begin() + static_cast<int64_t>(hidden_of[c]) * dim,
                          hidden.begin() + static_cast<int64_t>(hidden_of[c] + 1) * dim);
       going.push_back(&t);
     }
     if (going.empty()) break;
     model_.forward_mtp(next, next_hidden.data(), cache_, out);
     draws.clear();
-    for (size_t c = 0; c < going.size(); ++c) draws.push_back({static_cast<int64_t>(c), &kGreedy, 0});
+    for (size_t c = 0; c < going.size(); ++c)
+      draws.push_back({static_cast<int64_t>(c), &kGreedy, 0});
     const std::vector<int32_t> drafted = draw_tokens(out, vocab, draws, model_.collectives());
     for (size_t c = 0; c < going.size(); ++c) going[c]->spec->drafts.push_back(drafted[c]);
     chain = going;

@@ -21,8 +21,9 @@ struct Speculation {
   SeqId mtp_seq = -1;
   int64_t mtp_cached = 0;
   std::vector<int32_t> drafts;
-  std::vector<float> pending_hidden;  // [main cached - mtp_cached, dim] rows the MTP has yet to take
-  int64_t mtp_indexed = 0;            // its first full blocks whose MTP blocks the prefix index holds
+  std::vector<float>
+      pending_hidden;       // [main cached - mtp_cached, dim] rows the MTP has yet to take
+  int64_t mtp_indexed = 0;  // its first full blocks whose MTP blocks the prefix index holds
 };
 
 // A sequence in the drafting after a step: its state, the main cache's settled positions, and how
@@ -44,7 +45,8 @@ class Speculator {
   // `hidden` [its rows, dim] the main model's hidden states there), whose last rows draft each
   // decoding target's next token, then draft_tokens - 1 chained steps of the module on its own
   // drafts. With `draft` false (rank 0's call under --mtp auto) the catch-up only fills the cache.
-  void draft(Step& catch_up, const std::vector<float>& hidden, std::vector<DraftTarget>& targets, bool draft);
+  void draft(Step& catch_up, const std::vector<float>& hidden, std::vector<DraftTarget>& targets,
+             bool draft);
 
  private:
   Transformer& model_;

@@ -47,7 +47,8 @@ class Reader {
  private:
   void take(void* dst, size_t n) {
     check(n <= bytes_.size() - at_, "step orders from rank 0 are cut short");
-    if (n > 0) std::memcpy(dst, bytes_.data() + at_, n);  // (memcpy of nothing to a null vector is UB)
+    if (n > 0)
+      std::memcpy(dst, bytes_.data() + at_, n);  // (memcpy of nothing to a null vector is UB)
     at_ += n;
   }
   const std::string& bytes_;
@@ -89,9 +90,12 @@ StepOrders decode_orders(const std::string& bytes) {
   StepOrders orders;
   orders.kind = r.get<StepOrders::Kind>();
   switch (orders.kind) {
-    case StepOrders::Kind::kAbort: orders.reason = r.rest(); return orders;
+    case StepOrders::Kind::kAbort:
+      orders.reason = r.rest();
+      return orders;
     case StepOrders::Kind::kPause:
-    case StepOrders::Kind::kStop: break;
+    case StepOrders::Kind::kStop:
+      break;
     case StepOrders::Kind::kStep: {
       const uint64_t n = r.get<uint64_t>();
       check(n <= bytes.size(), "step orders from rank 0 are cut short");
@@ -115,7 +119,8 @@ StepOrders decode_orders(const std::string& bytes) {
       orders.draft = r.get<uint8_t>() != 0;
       break;
     }
-    default: fail("step orders from rank 0 have an unknown kind ", static_cast<int>(orders.kind));
+    default:
+      fail("step orders from rank 0 have an unknown kind ", static_cast<int>(orders.kind));
   }
   check(r.done(), "step orders from rank 0 carry ", bytes.size(), " bytes, more than they hold");
   return orders;

@@ -26,8 +26,8 @@ struct StepOrders {
   Kind kind = Kind::kStep;
   std::vector<Submission> submissions;  // kStep: in submission order
   std::vector<RequestId> cancels;       // kStep
-  bool draft = true;                    // kStep: the step's MTP drafts for the next (--mtp auto decides on rank 0)
-  std::string reason;                   // kAbort: rank 0's error
+  bool draft = true;   // kStep: the step's MTP drafts for the next (--mtp auto decides on rank 0)
+  std::string reason;  // kAbort: rank 0's error
 };
 
 std::string encode_orders(const StepOrders& orders);

@@ -25,8 +25,8 @@ RaceCandidate get(const float* wire) {
 }
 }  // namespace
 
-std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab, const std::vector<RowDraw>& draws,
-                                 Comm& ranks) {
+std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab,
+                                 const std::vector<RowDraw>& draws, Comm& ranks) {
   const int64_t n = static_cast<int64_t>(draws.size()), columns = out.logit_columns;
   std::vector<int32_t> tokens(static_cast<size_t>(n));
   const bool whole = out.vocab_offset == 0 && columns == vocab;
@@ -36,8 +36,9 @@ std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab, const std
   if (whole) {
     std::vector<float> scratch;
     for (int64_t i = 0; i < n; ++i)
-      tokens[i] = static_cast<int32_t>(
-          sample_keyed(out.logits.data() + draws[i].row * columns, vocab, *draws[i].params, draws[i].position, scratch));
+      tokens[i] =
+          static_cast<int32_t>(sample_keyed(out.logits.data() + draws[i].row * columns, vocab,
+                                            *draws[i].params, draws[i].position, scratch));
     return tokens;
   }
   if (n == 0) return tokens;
@@ -45,8 +46,10 @@ std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab, const std
   std::vector<float> mine(static_cast<size_t>(n * kWireFloats));  // [n, 3]
   for (int64_t i = 0; i < n; ++i) {
     const RowDraw& d = draws[i];
-    check(race_splits_over_vocab(*d.params), "engine: a top_k / top_p draw needs the whole row of logits");
-    put(race_candidate(out.logits.data() + d.row * columns, columns, out.vocab_offset, *d.params, d.position),
+    check(race_splits_over_vocab(*d.params),
+          "engine: a top_k / top_p draw needs the whole row of logits");
+    put(race_candidate(out.logits.data() + d.row * columns, columns, out.vocab_offset, *d.params,
+                       d.position),
         mine.data() + i * kWireFloats);
   }
   const int world = ranks.world_size();
@@ -55,7 +58,8 @@ std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab, const std
   for (int64_t i = 0; i < n; ++i) {
     // ranks hold the vocabulary in id order: rank order keeps the lowest id on ties
     RaceCandidate best = get(all.data() + i * kWireFloats);
-    for (int r = 1; r < world; ++r) keep_better(best, get(all.data() + (static_cast<int64_t>(r) * n + i) * kWireFloats));
+    for (int r = 1; r < world; ++r)
+      keep_better(best, get(all.data() + (static_cast<int64_t>(r) * n + i) * kWireFloats));
     tokens[i] = static_cast<int32_t>(best.index);
   }
   return tokens;

@@ -15,13 +15,14 @@
 namespace dsinfer {
 
 struct RowDraw {
-  int64_t row = 0;                          // a row of the step's logits
+  int64_t row = 0;                         // a row of the step's logits
   const SamplingParams* params = nullptr;  // race_splits_over_vocab(*params) for a slice
-  int64_t position = 0;                     // where the token will sit (keys its stream)
+  int64_t position = 0;                    // where the token will sit (keys its stream)
 };
 
 // draws[i]'s token at [i]. `ranks` is the model's (its world holds the slices); every rank
 // calls this with the same draws, which is a collective only for sliced logits at world > 1.
-std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab, const std::vector<RowDraw>& draws, Comm& ranks);
+std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab,
+                                 const std::vector<RowDraw>& draws, Comm& ranks);
 
 }  // namespace dsinfer

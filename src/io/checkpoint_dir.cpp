@@ -45,22 +45,25 @@ std::vector<std::string> list_files(const std::string& dir, const std::string& s
 }
 
 std::vector<std::string> list_files_containing(const std::string& dir, const std::string& part) {
-  return list_matching(dir, [&](const std::string& name) { return name.find(part) != std::string::npos; });
+  return list_matching(
+      dir, [&](const std::string& name) { return name.find(part) != std::string::npos; });
 }
 
-std::map<std::string, std::string> parse_weight_map(const std::string& text, const std::string& origin) {
+std::map<std::string, std::string> parse_weight_map(const std::string& text,
+                                                    const std::string& origin) {
   const json index = parse_json(text, origin);
-  check(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(), origin,
-        " has no weight_map object");
+  check(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(),
+        origin, " has no weight_map object");
   std::map<std::string, std::string> weight_map;
   for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
-    check(it.value().is_string(), origin, ": weight_map entry ", json_excerpt(json(it.key())), " is not a file name");
+    check(it.value().is_string(), origin, ": weight_map entry ", json_excerpt(json(it.key())),
+          " is not a file name");
     const std::string& file = it.value().get_ref<const std::string&>();
     // a name like "../x" or "/x" would read a file outside the checkpoint
     check(!file.empty() && file != "." && file != ".." && file.find('/') == std::string::npos &&
               file.find('\0') == std::string::npos,
-          origin, ": weight_map entry ", json_excerpt(json(it.key())), " names ", json_excerpt(it.value(), 400),
-          ", not a file of the checkpoint directory");
+          origin, ": weight_map entry ", json_excerpt(json(it.key())), " names ",
+          json_excerpt(it.value(), 400), ", not a file of the checkpoint directory");
     weight_map[it.key()] = file;
   }
   return weight_map;
@@ -73,7 +76,8 @@ CheckpointDir::CheckpointDir(const std::string& dir) : dir_(dir) {
   std::error_code ec;
   if (fs::exists(index_path, ec)) {
     has_index_ = true;
-    weight_map = parse_weight_map(read_input_file(index_path.string(), "index", 256 << 20), index_path.string());
+    weight_map = parse_weight_map(read_input_file(index_path.string(), "index", 256 << 20),
+                                  index_path.string());
     std::set<std::string> names;
     for (const auto& [tensor, file] : weight_map) names.insert(file);
     for (const std::string& name : names) {

@@ -34,7 +34,8 @@ class CheckpointDir {
 
 // The weight_map of a model.safetensors.index.json (tensor name -> file name), checked: valid
 // JSON, string values, each a plain file name inside the directory. `origin` names it in errors.
-std::map<std::string, std::string> parse_weight_map(const std::string& text, const std::string& origin);
+std::map<std::string, std::string> parse_weight_map(const std::string& text,
+                                                    const std::string& origin);
 
 // Sorted paths of the files directly in `dir` whose name matches `suffix` at the end.
 std::vector<std::string> list_files(const std::string& dir, const std::string& suffix);

@@ -54,11 +54,14 @@ void on_sigbus(int sig, siginfo_t* info, void* context) {
   for (const MapSlot& slot : g_maps) {
     if (info->si_code <= 0) break;
     const uintptr_t begin = slot.begin.load(std::memory_order_acquire);
-    if (begin == 0 || address < begin || address >= slot.end.load(std::memory_order_acquire)) continue;
+    if (begin == 0 || address < begin || address >= slot.end.load(std::memory_order_acquire))
+      continue;
     write_stderr("error: ");
     write_stderr(slot.path);
-    write_stderr(" changed while dsinfer had it mapped (truncated or rewritten in place by another program); "
-                 "its data can no longer be read: restart once the file is complete\n");
+    write_stderr(
+        " changed while dsinfer had it mapped (truncated or rewritten in place by another "
+        "program); "
+        "its data can no longer be read: restart once the file is complete\n");
     ::_exit(1);
   }
   // Not one of ours: what would have happened without this handler.
@@ -145,18 +148,21 @@ void set_read_into_huge_pages(HugePages mode, int local_processes) {
   g_local_processes = std::max(1, local_processes);
 }
 
-bool auto_reads_into_huge_pages(size_t file_bytes, size_t mem_available, int local_processes, bool thp_on,
-                                std::string* why_not) {
+bool auto_reads_into_huge_pages(size_t file_bytes, size_t mem_available, int local_processes,
+                                bool thp_on, std::string* why_not) {
   auto no = [&](const std::string& why) {
     if (why_not) *why_not = why;
     return false;
   };
   if (file_bytes < kAutoMinBytes) return no("smaller than 256 MB");
-  if (!thp_on) return no("transparent huge pages are off (/sys/kernel/mm/transparent_hugepage/enabled)");
+  if (!thp_on)
+    return no("transparent huge pages are off (/sys/kernel/mm/transparent_hugepage/enabled)");
   const size_t share = mem_available / static_cast<size_t>(std::max(1, local_processes));
   if (file_bytes + kAutoSpareBytes > share)
-    return no("it needs " + gb(file_bytes) + " and this process's share of the available memory is " + gb(share) +
-              (local_processes > 1 ? " (" + std::to_string(local_processes) + " ranks on this host)" : ""));
+    return no("it needs " + gb(file_bytes) +
+              " and this process's share of the available memory is " + gb(share) +
+              (local_processes > 1 ? " (" + std::to_string(local_processes) + " ranks on this host)"
+                                   : ""));
   return true;
 }
 
@@ -166,8 +172,10 @@ bool auto_reads_into_huge_pages(size_t file_bytes, size_t mem_available, int loc
 // short; kept, the next run loads without the disk).
 void MappedFile::read_into_anonymous(int fd) {
   mapped_bytes_ = (size_ + kHugePage - 1) / kHugePage * kHugePage;
-  void* addr = ::mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (addr == MAP_FAILED) fail("cannot allocate ", mapped_bytes_, " bytes for ", path_, ": ", std::strerror(errno));
+  void* addr =
+      ::mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (addr == MAP_FAILED)
+    fail("cannot allocate ", mapped_bytes_, " bytes for ", path_, ": ", std::strerror(errno));
   auto* bytes = static_cast<uint8_t*>(addr);
   ::madvise(addr, mapped_bytes_, MADV_HUGEPAGE);  // best effort: THP "never" leaves 4 KB pages
   for (size_t done = 0; done < size_;) {
@@ -204,16 +212,23 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   size_ = static_cast<size_t>(st.st_size);
   bool copy = false;
   switch (g_huge_pages.load()) {
-    case HugePages::kOff: break;
-    case HugePages::kOn: copy = size_ > 0; break;
+    case HugePages::kOff:
+      break;
+    case HugePages::kOn:
+      copy = size_ > 0;
+      break;
     case HugePages::kAuto: {
       std::string why_not;
-      copy = auto_reads_into_huge_pages(size_, mem_available_bytes(), g_local_processes.load(), thp_enabled(), &why_not);
+      copy = auto_reads_into_huge_pages(size_, mem_available_bytes(), g_local_processes.load(),
+                                        thp_enabled(), &why_not);
       if (copy)
-        log_info("huge pages: reading ", path_, " (", gb(size_), ") into 2 MB pages (--no-huge-pages maps it instead)");
+        log_info("huge pages: reading ", path_, " (", gb(size_),
+                 ") into 2 MB pages (--no-huge-pages maps it instead)");
       else if (size_ >= kAutoMinBytes)
-        log_info("huge pages: mapping ", path_, " in the page cache's 4 KB pages (decode is slower), not reading it "
-                 "into 2 MB pages: ", why_not);
+        log_info("huge pages: mapping ", path_,
+                 " in the page cache's 4 KB pages (decode is slower), not reading it "
+                 "into 2 MB pages: ",
+                 why_not);
       break;
     }
   }

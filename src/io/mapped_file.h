@@ -26,8 +26,8 @@ void set_read_into_huge_pages(HugePages mode, int local_processes = 1);
 // kAuto's rule: copy a file of file_bytes when it is at least 256 MB, transparent huge pages are
 // on for anonymous memory, and it fits in mem_available_bytes / local_processes with 1 GB to
 // spare; else why not (for the log), in *why_not.
-bool auto_reads_into_huge_pages(size_t file_bytes, size_t mem_available_bytes, int local_processes, bool thp_on,
-                                std::string* why_not = nullptr);
+bool auto_reads_into_huge_pages(size_t file_bytes, size_t mem_available_bytes, int local_processes,
+                                bool thp_on, std::string* why_not = nullptr);
 
 class MappedFile {
  public:
@@ -47,7 +47,7 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   size_t mapped_bytes_ = 0;  // what munmap releases (the anonymous copy is rounded up to 2 MB)
-  int slot_ = -1;  // in the SIGBUS handler's table of maps
+  int slot_ = -1;            // in the SIGBUS handler's table of maps
 };
 
 }  // namespace dsinfer

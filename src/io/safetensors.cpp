@@ -53,7 +53,8 @@ std::string TensorView::describe() const {
   return cat(name, " ", shape_string(shape), " ", dtype_name(dtype));
 }
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_unique<MappedFile>(path)) {
+SafetensorsFile::SafetensorsFile(const std::string& path)
+    : file_(std::make_unique<MappedFile>(path)) {
   SafetensorsContents contents = parse_safetensors(file_->data(), file_->size(), path);
   tensors_ = std::move(contents.tensors);
   metadata_ = std::move(contents.metadata);
@@ -61,7 +62,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_uniq
 
 SafetensorsContents parse_safetensors(const uint8_t* base, uint64_t size, const std::string& path) {
   SafetensorsContents contents;
-  check(size >= 8, path, ": not a safetensors file (", size, " bytes, shorter than the header length)");
+  check(size >= 8, path, ": not a safetensors file (", size,
+        " bytes, shorter than the header length)");
   const uint64_t header_len = read_u64_le(base);
   check(header_len <= kMaxHeaderBytes, path, ": corrupt safetensors header length ", header_len);
   check(8 + header_len <= size, path, ": truncated: header of ", header_len,
@@ -111,7 +113,8 @@ SafetensorsContents parse_safetensors(const uint8_t* base, uint64_t size, const 
       check(d.is_number_unsigned(), where(), ": shape ", json_excerpt(shape),
             " has a non-natural dimension");
       const uint64_t dim = d.get<uint64_t>();
-      check(dim == 0 || numel <= max_numel / dim, where(), ": shape ", json_excerpt(shape), " overflows");
+      check(dim == 0 || numel <= max_numel / dim, where(), ": shape ", json_excerpt(shape),
+            " overflows");
       numel *= dim;
       view.shape.push_back(static_cast<int64_t>(dim));
     }
@@ -166,7 +169,8 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<Entry>
             " shape ", shape_string(e.shape), " overflows");
       bytes *= static_cast<uint64_t>(d);
     }
-    header[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape},
+    header[e.name] = {{"dtype", dtype_name(e.dtype)},
+                      {"shape", e.shape},
                       {"data_offsets", {offset, offset + bytes}}};
     Slot& slot = slots_[e.name];
     slot.begin = offset;

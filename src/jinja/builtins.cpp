@@ -16,14 +16,16 @@ namespace dsinfer::jinja {
 Params::Params(std::string function, CallArgs& args, std::vector<const char*> names)
     : function_(std::move(function)), slots_(names.size(), nullptr) {
   if (args.args.size() > names.size())
-    throw RuntimeError(function_ + "() takes at most " + std::to_string(names.size()) + " arguments (" +
-                       std::to_string(args.args.size()) + " given)");
+    throw RuntimeError(function_ + "() takes at most " + std::to_string(names.size()) +
+                       " arguments (" + std::to_string(args.args.size()) + " given)");
   for (size_t k = 0; k < args.args.size(); ++k) slots_[k] = &args.args[k];
   for (auto& [key, value] : args.kwargs) {
     size_t k = 0;
     while (k < names.size() && key != names[k]) ++k;
-    if (k == names.size()) throw RuntimeError(function_ + "() got an unexpected keyword argument '" + key + "'");
-    if (slots_[k]) throw RuntimeError(function_ + "() got multiple values for argument '" + key + "'");
+    if (k == names.size())
+      throw RuntimeError(function_ + "() got an unexpected keyword argument '" + key + "'");
+    if (slots_[k])
+      throw RuntimeError(function_ + "() got multiple values for argument '" + key + "'");
     slots_[k] = &value;
   }
 }
@@ -35,8 +37,8 @@ int64_t Params::get_int(size_t k, int64_t fallback) const {
   if (!v || v->is_none()) return fallback;
   if (v->kind == Kind::Int) return v->i;
   if (v->kind == Kind::Bool) return v->b ? 1 : 0;
-  throw RuntimeError(function_ + "(): argument " + std::to_string(k + 1) + " must be an integer, not " +
-                     type_name(*v));
+  throw RuntimeError(function_ + "(): argument " + std::to_string(k + 1) +
+                     " must be an integer, not " + type_name(*v));
 }
 
 bool Params::get_bool(size_t k, bool fallback) const {
@@ -92,8 +94,11 @@ Value call_global(const std::string& name, CallArgs& args) {
     if (!args.kwargs.empty()) throw RuntimeError("range() takes no keyword arguments");
     for (const Value& a : args.args)
       if (a.kind != Kind::Int && a.kind != Kind::Bool)
-        throw RuntimeError("range(): '" + type_name(a) + "' object cannot be interpreted as an integer");
-    auto iv = [&](size_t k) { return args.args[k].kind == Kind::Int ? args.args[k].i : int64_t(args.args[k].b); };
+        throw RuntimeError("range(): '" + type_name(a) +
+                           "' object cannot be interpreted as an integer");
+    auto iv = [&](size_t k) {
+      return args.args[k].kind == Kind::Int ? args.args[k].i : int64_t(args.args[k].b);
+    };
     int64_t start = 0, stop = 0, step = 1;
     if (args.args.size() == 1) {
       stop = iv(0);
@@ -108,7 +113,8 @@ Value call_global(const std::string& name, CallArgs& args) {
     ValueList out;
     for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
       if (int64_t(out.size()) >= kMaxRange)
-        throw RuntimeError("range too big, the sandbox allows at most " + std::to_string(kMaxRange) + " items");
+        throw RuntimeError("range too big, the sandbox allows at most " +
+                           std::to_string(kMaxRange) + " items");
       out.push_back(Value::integer(k));
       if ((step > 0 && k > INT64_MAX - step) || (step < 0 && k < INT64_MIN - step)) break;
     }
@@ -134,8 +140,8 @@ Value call_global(const std::string& name, CallArgs& args) {
 }  // namespace
 
 Value lookup_global(const std::string& name) {
-  static const char* const kGlobals[] = {"range",  "dict",  "namespace", "raise_exception",
-                                         "cycler", "joiner", "lipsum",   "strftime_now"};
+  static const char* const kGlobals[] = {"range",  "dict",   "namespace", "raise_exception",
+                                         "cycler", "joiner", "lipsum",    "strftime_now"};
   for (const char* g : kGlobals)
     if (name == g) return callable(name);
   return Value::undefined("'" + name + "' is undefined");
@@ -151,7 +157,8 @@ void release_namespaces() {
 
 Value call_value(const Value& fn, CallArgs& args) {
   if (fn.is_undefined()) throw RuntimeError(*fn.str());
-  if (fn.kind != Kind::Callable) throw RuntimeError("'" + type_name(fn) + "' object is not callable");
+  if (fn.kind != Kind::Callable)
+    throw RuntimeError("'" + type_name(fn) + "' object is not callable");
   if (fn.fn()->name.find('.') != std::string::npos) return call_method(*fn.fn(), args);
   return call_global(fn.fn()->name, args);
 }
@@ -160,21 +167,19 @@ Value call_value(const Value& fn, CallArgs& args) {
 
 namespace {
 
-const char* const kTests[] = {"defined", "undefined", "none",     "boolean",  "false",    "true",
-                              "integer", "float",     "number",   "string",   "mapping",  "iterable",
-                              "sequence", "callable", "escaped",  "odd",      "even",     "divisibleby",
-                              "eq",      "equalto",   "==",       "ne",       "!=",       "lt",
-                              "lessthan", "<",        "le",       "<=",       "gt",       "greaterthan",
-                              ">",       "ge",        ">=",       "in",       "sameas",   "lower",
-                              "upper",   "filter",    "test"};
+const char* const kTests[] = {
+    "defined",  "undefined",   "none",    "boolean",  "false",    "true",        "integer", "float",
+    "number",   "string",      "mapping", "iterable", "sequence", "callable",    "escaped", "odd",
+    "even",     "divisibleby", "eq",      "equalto",  "==",       "ne",          "!=",      "lt",
+    "lessthan", "<",           "le",      "<=",       "gt",       "greaterthan", ">",       "ge",
+    ">=",       "in",          "sameas",  "lower",    "upper",    "filter",      "test"};
 
-const char* const kFilters[] = {"abs",    "attr",     "capitalize", "count",   "d",       "default",
-                                "dictsort", "e",      "escape",     "first",   "float",   "indent",
-                                "int",    "items",    "join",       "last",    "length",  "list",
-                                "lower",  "map",      "max",        "min",     "reject",  "rejectattr",
-                                "replace", "reverse", "round",      "safe",    "select",  "selectattr",
-                                "sort",   "string",   "sum",        "title",   "tojson",  "trim",
-                                "unique", "upper"};
+const char* const kFilters[] = {
+    "abs",     "attr",    "capitalize", "count",  "d",      "default",    "dictsort", "e",
+    "escape",  "first",   "float",      "indent", "int",    "items",      "join",     "last",
+    "length",  "list",    "lower",      "map",    "max",    "min",        "reject",   "rejectattr",
+    "replace", "reverse", "round",      "safe",   "select", "selectattr", "sort",     "string",
+    "sum",     "title",   "tojson",     "trim",   "unique", "upper"};
 
 int64_t int_or_fail(const Value& v, const char* what) {
   if (v.is_undefined()) throw RuntimeError(*v.str());
@@ -234,8 +239,8 @@ bool apply_test(const std::string& name, const Value& v, CallArgs& args) {
   if (name == "string") return k == Kind::String;
   if (name == "mapping") return k == Kind::Dict;
   if (name == "iterable" || name == "sequence")
-    return k == Kind::String || k == Kind::List || k == Kind::Tuple || k == Kind::Dict || k == Kind::Undefined ||
-           (name == "iterable" && k == Kind::Loop);
+    return k == Kind::String || k == Kind::List || k == Kind::Tuple || k == Kind::Dict ||
+           k == Kind::Undefined || (name == "iterable" && k == Kind::Loop);
   if (name == "callable") return k == Kind::Callable || k == Kind::Undefined || k == Kind::Loop;
   if (name == "escaped") return k == Kind::String && v.markup;
   if (name == "odd") return is_odd(v);
@@ -250,15 +255,23 @@ bool apply_test(const std::string& name, const Value& v, CallArgs& args) {
     if (v.kind != o.kind) return false;
     switch (k) {
       case Kind::None:
-      case Kind::Undefined: return true;
-      case Kind::Bool: return v.b == o.b;
-      case Kind::Int: return v.i == o.i;
-      case Kind::Float: return v.f == o.f;
-      case Kind::String: return v.str() == o.str() || *v.str() == *o.str();
+      case Kind::Undefined:
+        return true;
+      case Kind::Bool:
+        return v.b == o.b;
+      case Kind::Int:
+        return v.i == o.i;
+      case Kind::Float:
+        return v.f == o.f;
+      case Kind::String:
+        return v.str() == o.str() || *v.str() == *o.str();
       case Kind::List:
-      case Kind::Tuple: return v.items() == o.items();
-      case Kind::Dict: return v.dict() == o.dict();
-      default: return equals(v, o);
+      case Kind::Tuple:
+        return v.items() == o.items();
+      case Kind::Dict:
+        return v.dict() == o.dict();
+      default:
+        return equals(v, o);
     }
   }
   if (name == "lower" || name == "upper") {
@@ -281,8 +294,10 @@ Value attr_path(const Value& item, const std::string& path) {
   size_t start = 0;
   while (true) {
     size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    bool digits = !part.empty() && std::all_of(part.begin(), part.end(),
+                                               [](char c) { return c >= '0' && c <= '9'; });
     cur = get_item(cur, digits ? Value::integer(std::stoll(part)) : Value::string(part));
     if (dot == std::string::npos) return cur;
     start = dot + 1;
@@ -341,8 +356,10 @@ Value map_filter(const Value& v, CallArgs& args) {
       if (!args.args.empty()) throw RuntimeError("map(): attribute= takes no positional arguments");
       const Value* dflt = nullptr;
       for (const auto& [k2, v2] : args.kwargs) {
-        if (k2 == "default") dflt = &v2;
-        else if (k2 != "attribute") throw RuntimeError("map() got an unexpected keyword argument '" + k2 + "'");
+        if (k2 == "default")
+          dflt = &v2;
+        else if (k2 != "attribute")
+          throw RuntimeError("map() got an unexpected keyword argument '" + k2 + "'");
       }
       for (const Value& item : items) {
         Value x = attr_path(item, to_str(val));
@@ -389,13 +406,19 @@ Value tojson_filter(const Value& v, CallArgs& args) {
 
 Value length_of(const Value& v) {
   switch (v.kind) {
-    case Kind::String: return Value::integer(int64_t(count_code_points(*v.str())));
+    case Kind::String:
+      return Value::integer(int64_t(count_code_points(*v.str())));
     case Kind::List:
-    case Kind::Tuple: return Value::integer(int64_t(v.items()->size()));
-    case Kind::Dict: return Value::integer(int64_t(v.dict()->entries.size()));
-    case Kind::Undefined: return Value::integer(0);
-    case Kind::Loop: return Value::integer(int64_t(v.loop()->items.size()));
-    default: throw RuntimeError("object of type '" + type_name(v) + "' has no len()");
+    case Kind::Tuple:
+      return Value::integer(int64_t(v.items()->size()));
+    case Kind::Dict:
+      return Value::integer(int64_t(v.dict()->entries.size()));
+    case Kind::Undefined:
+      return Value::integer(0);
+    case Kind::Loop:
+      return Value::integer(int64_t(v.loop()->items.size()));
+    default:
+      throw RuntimeError("object of type '" + type_name(v) + "' has no len()");
   }
 }
 
@@ -430,24 +453,28 @@ Value number_filter(const std::string& name, const Value& v, CallArgs& args) {
     Params p("int", args, {"default", "base"});
     Value dflt = p.has(0) ? *p.get(0) : Value::integer(0);
     int64_t base = p.get_int(1, 10);
-    if (v.kind == Kind::Int || v.kind == Kind::Bool) return Value::integer(v.kind == Kind::Int ? v.i : v.b);
+    if (v.kind == Kind::Int || v.kind == Kind::Bool)
+      return Value::integer(v.kind == Kind::Int ? v.i : v.b);
     if (v.kind == Kind::Float) {
       if (std::isnan(v.f)) return dflt;
-      if (std::isinf(v.f) || std::fabs(v.f) >= 9.2e18) throw RuntimeError("cannot convert float to a 64-bit integer");
+      if (std::isinf(v.f) || std::fabs(v.f) >= 9.2e18)
+        throw RuntimeError("cannot convert float to a 64-bit integer");
       return Value::integer(int64_t(v.f));
     }
     if (v.is_string()) {
       int64_t i;
       if (parse_int(*v.str(), int(base), i)) return Value::integer(i);
       double d;
-      if (parse_float(*v.str(), d) && std::isfinite(d) && std::fabs(d) < 9.2e18) return Value::integer(int64_t(d));
+      if (parse_float(*v.str(), d) && std::isfinite(d) && std::fabs(d) < 9.2e18)
+        return Value::integer(int64_t(d));
     }
     return dflt;
   }
   if (name == "float") {
     Params p("float", args, {"default"});
     Value dflt = p.has(0) ? *p.get(0) : Value::number(0.0);
-    if (v.is_number()) return Value::number(v.kind == Kind::Float ? v.f : double(v.kind == Kind::Int ? v.i : v.b));
+    if (v.is_number())
+      return Value::number(v.kind == Kind::Float ? v.f : double(v.kind == Kind::Int ? v.i : v.b));
     double d;
     if (v.is_string() && parse_float(*v.str(), d)) return Value::number(d);
     return dflt;
@@ -463,7 +490,8 @@ Value number_filter(const std::string& name, const Value& v, CallArgs& args) {
   int64_t precision = p.get_int(0, 0);
   std::string method = p.get_string(1, "common");
   if (!v.is_number()) throw RuntimeError("round(): expected a number, got '" + type_name(v) + "'");
-  if (method == "common" && v.kind != Kind::Float) return Value::integer(v.kind == Kind::Int ? v.i : v.b);
+  if (method == "common" && v.kind != Kind::Float)
+    return Value::integer(v.kind == Kind::Int ? v.i : v.b);
   double x = v.kind == Kind::Float ? v.f : double(v.kind == Kind::Int ? v.i : v.b);
   if (method == "common") {
     if (!std::isfinite(x) || precision > 300) return Value::number(x);
@@ -475,14 +503,16 @@ Value number_filter(const std::string& name, const Value& v, CallArgs& args) {
     std::snprintf(buf, sizeof buf, "%.*f", int(precision), x);  // exact, ties to even, as Python
     return Value::number(std::strtod(buf, nullptr));
   }
-  if (method != "floor" && method != "ceil") throw RuntimeError("round(): method must be common, ceil or floor");
+  if (method != "floor" && method != "ceil")
+    throw RuntimeError("round(): method must be common, ceil or floor");
   double scale = std::pow(10.0, double(precision));
   double r = method == "floor" ? std::floor(x * scale) : std::ceil(x * scale);
   return Value::number(r / scale);
 }
 
 std::string indent_text(const std::string& s, const Value& width, bool first, bool blank) {
-  std::string ind = width.is_string() ? *width.str() : std::string(size_t(std::max<int64_t>(0, width.i)), ' ');
+  std::string ind =
+      width.is_string() ? *width.str() : std::string(size_t(std::max<int64_t>(0, width.i)), ' ');
   std::vector<std::string> lines = py_splitlines(s + "\n");
   std::string out;
   for (size_t k = 0; k < lines.size(); ++k) {
@@ -533,7 +563,8 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& args) {
     bool word_start = true;
     for (size_t k = 0; k < cps.size(); ++k) {
       char32_t c = cps[k];
-      bool sep = name == "title" && (is_py_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<');
+      bool sep = name == "title" &&
+                 (is_py_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<');
       std::string one;
       append_utf8(one, c);
       bool up = name == "title" ? word_start : k == 0;
@@ -545,12 +576,14 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& args) {
   if (name == "replace") {
     Params p(name, args, {"old", "new", "count"});
     if (!p.has(0) || !p.has(1)) throw RuntimeError("replace() needs the old and new strings");
-    return Value::string(py_replace(to_str(v), to_str(*p.get(0)), to_str(*p.get(1)), p.get_int(2, -1)));
+    return Value::string(
+        py_replace(to_str(v), to_str(*p.get(0)), to_str(*p.get(1)), p.get_int(2, -1)));
   }
   if (name == "indent") {
     Params p(name, args, {"width", "first", "blank"});
     Value width = p.has(0) ? *p.get(0) : Value::integer(4);
-    if (!width.is_string() && width.kind != Kind::Int) throw RuntimeError("indent(): width must be an int or a string");
+    if (!width.is_string() && width.kind != Kind::Int)
+      throw RuntimeError("indent(): width must be an int or a string");
     if (v.is_undefined()) throw RuntimeError(*v.str());
     if (!v.is_string())  // jinja2 appends "\n" to the value itself
       throw RuntimeError("unsupported operand type(s) for +=: '" + type_name(v) + "' and 'str'");
@@ -564,7 +597,8 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& args) {
   if (name == "first" || name == "last") {
     noargs();
     ValueList items = iterate(v);
-    if (items.empty()) return Value::undefined(std::string("No ") + name + " item, sequence was empty.");
+    if (items.empty())
+      return Value::undefined(std::string("No ") + name + " item, sequence was empty.");
     return name == "first" ? items.front() : items.back();
   }
   if (name == "list") {
@@ -589,7 +623,8 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& args) {
     ValueList items = iterate(v);
     for (size_t k = 0; k < items.size(); ++k) {
       if (k) out += sep;
-      out += to_str(p.has(1) && !p.get(1)->is_none() ? attr_path(items[k], to_str(*p.get(1))) : items[k]);
+      out += to_str(p.has(1) && !p.get(1)->is_none() ? attr_path(items[k], to_str(*p.get(1)))
+                                                     : items[k]);
       if (out.size() > value_limits().max_string_bytes) break;  // Value::string reports it
     }
     return Value::string(std::move(out));
@@ -605,9 +640,11 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& args) {
   if (name == "dictsort") {
     Params p(name, args, {"case_sensitive", "by", "reverse"});
     if (v.is_undefined()) throw RuntimeError(*v.str());
-    if (v.kind != Kind::Dict) throw RuntimeError("dictsort(): expected a mapping, got '" + type_name(v) + "'");
+    if (v.kind != Kind::Dict)
+      throw RuntimeError("dictsort(): expected a mapping, got '" + type_name(v) + "'");
     std::string by = p.get_string(1, "key");
-    if (by != "key" && by != "value") throw RuntimeError("You can only sort by either \"key\" or \"value\"");
+    if (by != "key" && by != "value")
+      throw RuntimeError("You can only sort by either \"key\" or \"value\"");
     Value index = Value::integer(by == "key" ? 0 : 1);
     ValueList pairs;
     for (const auto& [k, val] : v.dict()->entries) pairs.push_back(Value::tuple({k, val}));
@@ -636,7 +673,8 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& args) {
     Params p(name, args, {"case_sensitive", "attribute"});
     ValueList items = sorted(iterate(v), p.get(1), p.get_bool(0, false), false);
     if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
-    // Python's max() returns the first maximal item; a stable ascending sort puts it first among equals.
+    // Python's max() returns the first maximal item; a stable ascending sort puts it first among
+    // equals.
     if (name == "min") return items.front();
     Value best = items.back();
     Value best_key = sort_key(best, p.get(1), p.get_bool(0, false));
@@ -648,7 +686,8 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& args) {
     Params p(name, args, {"attribute", "start"});
     Value total = p.has(1) ? *p.get(1) : Value::integer(0);
     for (const Value& item : iterate(v))
-      total = binary_op("+", total, p.has(0) && !p.get(0)->is_none() ? attr_path(item, to_str(*p.get(0))) : item);
+      total = binary_op(
+          "+", total, p.has(0) && !p.get(0)->is_none() ? attr_path(item, to_str(*p.get(0))) : item);
     return total;
   }
   if (name == "map") return map_filter(v, args);
@@ -665,7 +704,8 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& args) {
     }
     return get_attr(v, attr);
   }
-  if (name == "int" || name == "float" || name == "abs" || name == "round") return number_filter(name, v, args);
+  if (name == "int" || name == "float" || name == "abs" || name == "round")
+    return number_filter(name, v, args);
   throw RuntimeError("unsupported filter '" + name + "'");
 }
 

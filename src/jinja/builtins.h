@@ -23,15 +23,16 @@ struct CallArgs {
 void release_namespaces();
 
 Value binary_op(const std::string& op, const Value& a, const Value& b);  // + - * / // % **
-Value unary_op(bool minus, const Value& v);                             // -v, +v
-Value get_attr(const Value& obj, const std::string& name);              // obj.name
-Value get_item(const Value& obj, const Value& key);                     // obj[key]
+Value unary_op(bool minus, const Value& v);                              // -v, +v
+Value get_attr(const Value& obj, const std::string& name);               // obj.name
+Value get_item(const Value& obj, const Value& key);                      // obj[key]
 Value slice_value(const Value& obj, const Value& start, const Value& stop, const Value& step);
-Value call_method(const Callable& fn, CallArgs& args);                   // bound methods
-std::string case_map(const std::string& s, bool upper);                 // str.upper() / str.lower()
+Value call_method(const Callable& fn, CallArgs& args);   // bound methods
+std::string case_map(const std::string& s, bool upper);  // str.upper() / str.lower()
 std::string py_strip(const std::string& s, const Value& chars, bool left, bool right);
 ValueList py_split(const std::string& s, const Value& sep, int64_t maxsplit, bool from_right);
-std::string py_replace(const std::string& s, const std::string& old, const std::string& repl, int64_t count);
+std::string py_replace(const std::string& s, const std::string& old, const std::string& repl,
+                       int64_t count);
 std::vector<std::string> py_splitlines(const std::string& s);
 
 // --- builtins.cpp ---

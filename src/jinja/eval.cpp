@@ -31,11 +31,14 @@ class Renderer {
  private:
   enum class Flow { Normal, Break, Continue };
 
-  [[noreturn]] void fail(size_t pos, const std::string& message) const { fail_at(src_, pos, message); }
+  [[noreturn]] void fail(size_t pos, const std::string& message) const {
+    fail_at(src_, pos, message);
+  }
 
   void emit(const std::string& s) {
     if (out_.size() + s.size() > limits_.max_output_bytes)
-      throw RuntimeError("rendered output exceeds the limit of " + std::to_string(limits_.max_output_bytes) + " bytes");
+      throw RuntimeError("rendered output exceeds the limit of " +
+                         std::to_string(limits_.max_output_bytes) + " bytes");
     out_ += s;
   }
 
@@ -69,7 +72,9 @@ class Renderer {
 
   Flow exec_stmt_inner(const Stmt& s) {
     switch (s.kind) {
-      case StmtKind::Text: emit(s.text); return Flow::Normal;
+      case StmtKind::Text:
+        emit(s.text);
+        return Flow::Normal;
       case StmtKind::Print:
         for (const ExprPtr& e : s.exprs) emit(to_str(eval(*e)));
         return Flow::Normal;
@@ -78,8 +83,11 @@ class Renderer {
           if (truthy(eval(*s.exprs[k]))) return exec(s.bodies[k]);
         if (s.bodies.size() > s.exprs.size()) return exec(s.bodies.back());
         return Flow::Normal;
-      case StmtKind::For: return exec_for(s);
-      case StmtKind::Set: assign(s, eval(*s.exprs[0])); return Flow::Normal;
+      case StmtKind::For:
+        return exec_for(s);
+      case StmtKind::Set:
+        assign(s, eval(*s.exprs[0]));
+        return Flow::Normal;
       case StmtKind::SetBlock: {
         std::string saved = std::move(out_);
         out_.clear();
@@ -95,9 +103,12 @@ class Renderer {
         assign(s, block);
         return Flow::Normal;
       }
-      case StmtKind::Break: return Flow::Break;
-      case StmtKind::Continue: return Flow::Continue;
-      case StmtKind::Scope: return exec(s.bodies[0]);
+      case StmtKind::Break:
+        return Flow::Break;
+      case StmtKind::Continue:
+        return Flow::Continue;
+      case StmtKind::Scope:
+        return exec(s.bodies[0]);
     }
     return Flow::Normal;
   }
@@ -112,15 +123,16 @@ class Renderer {
     if (parts.size() > want)
       throw RuntimeError("too many values to unpack (expected " + std::to_string(want) + ")");
     if (parts.size() < want)
-      throw RuntimeError("not enough values to unpack (expected " + std::to_string(want) + ", got " +
-                         std::to_string(parts.size()) + ")");
+      throw RuntimeError("not enough values to unpack (expected " + std::to_string(want) +
+                         ", got " + std::to_string(parts.size()) + ")");
     for (size_t k = 0; k < want; ++k) scope[s.targets[k]] = parts[k];
   }
 
   void assign(const Stmt& s, const Value& v) {
     if (!s.ns_name.empty()) {
       Value ns = lookup(s.ns_name);
-      if (ns.kind != Kind::Namespace) throw RuntimeError("cannot assign attribute on non-namespace object");
+      if (ns.kind != Kind::Namespace)
+        throw RuntimeError("cannot assign attribute on non-namespace object");
       ns.ns()->attrs.set(Value::string(s.ns_attr), v);
       return;
     }
@@ -176,7 +188,8 @@ class Renderer {
 
   void count_iteration(const Stmt& s) {
     if (++iterations_ > limits_.max_loop_iterations)
-      fail(s.pos, "loop iterations exceed the limit of " + std::to_string(limits_.max_loop_iterations));
+      fail(s.pos,
+           "loop iterations exceed the limit of " + std::to_string(limits_.max_loop_iterations));
   }
 
   // --- expressions ---
@@ -211,8 +224,8 @@ class Renderer {
     if (a.is_undefined()) throw RuntimeError(*a.str());
     if (b.is_undefined()) throw RuntimeError(*b.str());
     if (!orderable(a, b))
-      throw RuntimeError("'" + op + "' not supported between instances of '" + type_name(a) + "' and '" +
-                         type_name(b) + "'");
+      throw RuntimeError("'" + op + "' not supported between instances of '" + type_name(a) +
+                         "' and '" + type_name(b) + "'");
     if (op == "<") return less(a, b);
     if (op == "<=") return less(a, b) || equals(a, b);
     if (op == ">") return less(b, a);
@@ -221,14 +234,18 @@ class Renderer {
 
   Value eval_inner(const Expr& e) {
     switch (e.kind) {
-      case ExprKind::Const: return e.value;
-      case ExprKind::Name: return lookup(e.name);
-      case ExprKind::BlockValue: return block_value_;
+      case ExprKind::Const:
+        return e.value;
+      case ExprKind::Name:
+        return lookup(e.name);
+      case ExprKind::BlockValue:
+        return block_value_;
       case ExprKind::List:
       case ExprKind::Tuple: {
         ValueList items;
         for (const ExprPtr& c : e.children) items.push_back(eval(*c));
-        return e.kind == ExprKind::List ? Value::list(std::move(items)) : Value::tuple(std::move(items));
+        return e.kind == ExprKind::List ? Value::list(std::move(items))
+                                        : Value::tuple(std::move(items));
       }
       case ExprKind::Dict: {
         Dict d;
@@ -241,7 +258,8 @@ class Renderer {
         }
         return Value::dictionary(std::move(d));
       }
-      case ExprKind::GetAttr: return get_attr(eval(*e.children[0]), e.name);
+      case ExprKind::GetAttr:
+        return get_attr(eval(*e.children[0]), e.name);
       case ExprKind::GetItem: {
         Value obj = eval(*e.children[0]);
         return get_item(obj, eval(*e.children[1]));
@@ -249,7 +267,8 @@ class Renderer {
       case ExprKind::Slice: {
         Value obj = eval(*e.children[0]);
         Value part[3];
-        for (int k = 0; k < 3; ++k) part[k] = e.children[size_t(k) + 1] ? eval(*e.children[size_t(k) + 1]) : Value::none();
+        for (int k = 0; k < 3; ++k)
+          part[k] = e.children[size_t(k) + 1] ? eval(*e.children[size_t(k) + 1]) : Value::none();
         return slice_value(obj, part[0], part[1], part[2]);
       }
       case ExprKind::Call: {
@@ -268,8 +287,10 @@ class Renderer {
         return Value::boolean(apply_test(e.name, target, args) != e.negated);
       }
       case ExprKind::Neg:
-      case ExprKind::Pos: return unary_op(e.kind == ExprKind::Neg, eval(*e.children[0]));
-      case ExprKind::Not: return Value::boolean(!truthy(eval(*e.children[0])));
+      case ExprKind::Pos:
+        return unary_op(e.kind == ExprKind::Neg, eval(*e.children[0]));
+      case ExprKind::Not:
+        return Value::boolean(!truthy(eval(*e.children[0])));
       case ExprKind::And: {
         Value l = eval(*e.children[0]);
         return truthy(l) ? eval(*e.children[1]) : l;
@@ -303,7 +324,8 @@ class Renderer {
       case ExprKind::CondExpr:
         if (truthy(eval(*e.children[0]))) return eval(*e.children[1]);
         if (e.children[2]) return eval(*e.children[2]);
-        return Value::undefined("the inline if-expression evaluated to false and no else section was defined.");
+        return Value::undefined(
+            "the inline if-expression evaluated to false and no else section was defined.");
     }
     throw RuntimeError("internal error: unknown expression");
   }
@@ -318,7 +340,8 @@ class Renderer {
 
 }  // namespace
 
-std::string render(const std::string& source, const Body& body, const Value& context, const RenderLimits& limits) {
+std::string render(const std::string& source, const Body& body, const Value& context,
+                   const RenderLimits& limits) {
   ValueLimits vl;
   vl.max_string_bytes = limits.max_output_bytes;
   vl.max_depth = 2 * limits.max_depth;

@@ -48,7 +48,8 @@ void fail_at(const std::string& source, size_t pos, const std::string& message) 
 
 namespace {
 
-// Decodes the code point that ends just before byte `end` (end > 0); sets `start` to its first byte.
+// Decodes the code point that ends just before byte `end` (end > 0); sets `start` to its first
+// byte.
 char32_t code_point_before(const std::string& s, size_t end, size_t& start) {
   start = end - 1;
   while (start > 0 && (static_cast<unsigned char>(s[start]) & 0xc0) == 0x80) --start;
@@ -88,7 +89,9 @@ size_t skip_ws(const std::string& s, size_t pos) {
   return pos;
 }
 
-bool all_ws(const std::string& s, size_t from) { return from < s.size() && skip_ws(s, from) == s.size(); }
+bool all_ws(const std::string& s, size_t from) {
+  return from < s.size() && skip_ws(s, from) == s.size();
+}
 
 bool starts_with_at(const std::string& s, size_t pos, std::string_view what) {
   return s.compare(pos, what.size(), what) == 0;
@@ -113,7 +116,8 @@ class Lexer {
       }
       const char kind = src_[tag + 1];  // '{', '%' or '#'
       char sign = 0;
-      if (tag + 2 < src_.size() && (src_[tag + 2] == '-' || src_[tag + 2] == '+')) sign = src_[tag + 2];
+      if (tag + 2 < src_.size() && (src_[tag + 2] == '-' || src_[tag + 2] == '+'))
+        sign = src_[tag + 2];
       std::string text = src_.substr(pos, tag - pos);
       if (sign == '-') {
         text = rstrip_ws(text);
@@ -212,7 +216,8 @@ class Lexer {
     std::vector<char> brackets;
     while (true) {
       if (pos >= src_.size())
-        fail_at(src_, tag, kind == '%' ? "missing end of block tag '%}'" : "missing end of variable tag '}}'");
+        fail_at(src_, tag,
+                kind == '%' ? "missing end of block tag '%}'" : "missing end of variable tag '}}'");
       if (brackets.empty()) {
         if (size_t n = match_end(kind, pos)) {
           push(kind == '%' ? Tok::BlockEnd : Tok::VarEnd, pos);
@@ -264,7 +269,8 @@ class Lexer {
     } else if (c == ')' || c == ']' || c == '}') {
       if (brackets.empty()) fail_at(src_, pos, std::string("unexpected '") + c + "'");
       if (brackets.back() != c)
-        fail_at(src_, pos, std::string("unexpected '") + c + "', expected '" + brackets.back() + "'");
+        fail_at(src_, pos,
+                std::string("unexpected '") + c + "', expected '" + brackets.back() + "'");
       brackets.pop_back();
     }
     push(Tok::Op, pos, std::string(1, c));
@@ -301,7 +307,9 @@ class Lexer {
             ++k;
             continue;
           }
-          int v = is_digit(d) ? d - '0' : (d | 0x20) >= 'a' && (d | 0x20) <= 'f' ? (d | 0x20) - 'a' + 10 : 99;
+          int v = is_digit(d)                              ? d - '0'
+                  : (d | 0x20) >= 'a' && (d | 0x20) <= 'f' ? (d | 0x20) - 'a' + 10
+                                                           : 99;
           if (v >= base) break;
           digits += d;
           ++k;
@@ -374,17 +382,38 @@ class Lexer {
       char e = src_[k + 1];
       k += 2;
       switch (e) {
-        case '\n': break;  // line continuation
-        case '\\': out += '\\'; break;
-        case '\'': out += '\''; break;
-        case '"': out += '"'; break;
-        case 'a': out += '\a'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'v': out += '\v'; break;
+        case '\n':
+          break;  // line continuation
+        case '\\':
+          out += '\\';
+          break;
+        case '\'':
+          out += '\'';
+          break;
+        case '"':
+          out += '"';
+          break;
+        case 'a':
+          out += '\a';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'v':
+          out += '\v';
+          break;
         case 'x':
         case 'u':
         case 'U': {
@@ -392,8 +421,11 @@ class Lexer {
           uint32_t v = 0;
           for (size_t m = 0; m < need; ++m) {
             char h = k + m < src_.size() ? src_[k + m] : 0;
-            int d = is_digit(h) ? h - '0' : (h | 0x20) >= 'a' && (h | 0x20) <= 'f' ? (h | 0x20) - 'a' + 10 : -1;
-            if (d < 0) fail_at(src_, k - 2, std::string("truncated \\") + e + " escape in string literal");
+            int d = is_digit(h)                              ? h - '0'
+                    : (h | 0x20) >= 'a' && (h | 0x20) <= 'f' ? (h | 0x20) - 'a' + 10
+                                                             : -1;
+            if (d < 0)
+              fail_at(src_, k - 2, std::string("truncated \\") + e + " escape in string literal");
             v = v * 16 + uint32_t(d);
           }
           if (v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
@@ -402,7 +434,8 @@ class Lexer {
           k += need;
           break;
         }
-        case 'N': fail_at(src_, k - 2, "unsupported \\N{...} escape in string literal");
+        case 'N':
+          fail_at(src_, k - 2, "unsupported \\N{...} escape in string literal");
         default:
           if (e >= '0' && e <= '7') {
             uint32_t v = uint32_t(e - '0');

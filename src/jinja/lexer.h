@@ -16,10 +16,10 @@ enum class Tok : uint8_t {
   BlockBegin,  // {%
   BlockEnd,    // %}
   Name,
-  String,      // text = the decoded literal
+  String,  // text = the decoded literal
   Int,
   Float,
-  Op,          // text = the operator: + - * / // % ** ~ == != < <= > >= = . , : | ( ) [ ] { } ;
+  Op,  // text = the operator: + - * / // % ** ~ == != < <= > >= = . , : | ( ) [ ] { } ;
   Eof,
 };
 

@@ -23,18 +23,23 @@ double dbl_of(const Value& v) { return v.kind == Kind::Float ? v.f : double(int_
 }
 
 Value repeat(const Value& seq, int64_t n) {
-  if (n <= 0) return seq.kind == Kind::String ? Value::string("") : (seq.kind == Kind::Tuple ? Value::tuple({}) : Value::list({}));
+  if (n <= 0)
+    return seq.kind == Kind::String
+               ? Value::string("")
+               : (seq.kind == Kind::Tuple ? Value::tuple({}) : Value::list({}));
   const ValueLimits& lim = value_limits();
   if (seq.kind == Kind::String) {
     if (!seq.str()->empty() && uint64_t(n) > lim.max_string_bytes / seq.str()->size())
-      throw RuntimeError("string repetition exceeds the limit of " + std::to_string(lim.max_string_bytes) + " bytes");
+      throw RuntimeError("string repetition exceeds the limit of " +
+                         std::to_string(lim.max_string_bytes) + " bytes");
     std::string out;
     out.reserve(seq.str()->size() * size_t(n));
     for (int64_t k = 0; k < n; ++k) out += *seq.str();
     return Value::string(std::move(out), seq.markup);
   }
   if (!seq.items()->empty() && uint64_t(n) > lim.max_list_items / seq.items()->size())
-    throw RuntimeError("list repetition exceeds the limit of " + std::to_string(lim.max_list_items) + " items");
+    throw RuntimeError("list repetition exceeds the limit of " +
+                       std::to_string(lim.max_list_items) + " items");
   ValueList out;
   for (int64_t k = 0; k < n; ++k) out.insert(out.end(), seq.items()->begin(), seq.items()->end());
   return seq.kind == Kind::Tuple ? Value::tuple(std::move(out)) : Value::list(std::move(out));
@@ -89,7 +94,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       return a.kind == Kind::Tuple ? Value::tuple(std::move(out)) : Value::list(std::move(out));
     }
     if ((a.is_string() && !a.markup) || a.is_sequence())
-      throw RuntimeError("can only concatenate " + type_name(a) + " (not \"" + type_name(b) + "\") to " + type_name(a));
+      throw RuntimeError("can only concatenate " + type_name(a) + " (not \"" + type_name(b) +
+                         "\") to " + type_name(a));
     type_error("+", a, b);
   }
   if (op == "-") {
@@ -122,7 +128,9 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (!nums) type_error(op, a, b);
     if (ints) {
       int64_t x = int_of(a), y = int_of(b);
-      if (y == 0) throw RuntimeError(op == "%" ? "integer modulo by zero" : "integer division or modulo by zero");
+      if (y == 0)
+        throw RuntimeError(op == "%" ? "integer modulo by zero"
+                                     : "integer division or modulo by zero");
       if (x == INT64_MIN && y == -1) {
         if (op == "%") return Value::integer(0);
         overflow();
@@ -168,7 +176,8 @@ Value unary_op(bool minus, const Value& v) {
     return Value::integer(minus ? -x : x);
   }
   if (v.kind == Kind::Float) return Value::number(minus ? -v.f : v.f);
-  throw RuntimeError(std::string("bad operand type for unary ") + (minus ? "-" : "+") + ": '" + type_name(v) + "'");
+  throw RuntimeError(std::string("bad operand type for unary ") + (minus ? "-" : "+") + ": '" +
+                     type_name(v) + "'");
 }
 
 // --- attribute and item access -------------------------------------------------------------------
@@ -176,18 +185,20 @@ Value unary_op(bool minus, const Value& v) {
 namespace {
 
 const char* const kStrMethods[] = {
-    "capitalize", "casefold", "center", "count", "encode", "endswith", "expandtabs", "find",
-    "format", "format_map", "index", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit",
-    "isidentifier", "islower", "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join",
-    "ljust", "lower", "lstrip", "maketrans", "partition", "removeprefix", "removesuffix", "replace",
-    "rfind", "rindex", "rjust", "rpartition", "rsplit", "rstrip", "split", "splitlines",
-    "startswith", "strip", "swapcase", "title", "translate", "upper", "zfill"};
+    "capitalize",   "casefold",    "center",    "count",      "encode",       "endswith",
+    "expandtabs",   "find",        "format",    "format_map", "index",        "isalnum",
+    "isalpha",      "isascii",     "isdecimal", "isdigit",    "isidentifier", "islower",
+    "isnumeric",    "isprintable", "isspace",   "istitle",    "isupper",      "join",
+    "ljust",        "lower",       "lstrip",    "maketrans",  "partition",    "removeprefix",
+    "removesuffix", "replace",     "rfind",     "rindex",     "rjust",        "rpartition",
+    "rsplit",       "rstrip",      "split",     "splitlines", "startswith",   "strip",
+    "swapcase",     "title",       "translate", "upper",      "zfill"};
 const char* const kDictMethods[] = {"clear", "copy",    "fromkeys",   "get",    "items", "keys",
                                     "pop",   "popitem", "setdefault", "update", "values"};
-const char* const kListMethods[] = {"append", "clear",  "copy",    "count", "extend",
-                                    "index",  "insert", "pop",     "remove", "reverse", "sort"};
-const char* const kUnsafe[] = {"append", "clear", "extend", "insert", "pop", "popitem",
-                               "remove", "reverse", "setdefault", "sort", "update"};
+const char* const kListMethods[] = {"append", "clear", "copy",   "count",   "extend", "index",
+                                    "insert", "pop",   "remove", "reverse", "sort"};
+const char* const kUnsafe[] = {"append", "clear",   "extend",     "insert", "pop",   "popitem",
+                               "remove", "reverse", "setdefault", "sort",   "update"};
 
 template <size_t N>
 bool in_list(const char* const (&list)[N], const std::string& name) {
@@ -198,7 +209,8 @@ bool in_list(const char* const (&list)[N], const std::string& name) {
 
 Value bound(const std::string& type, const std::string& name, const Value& self) {
   if (in_list(kUnsafe, name))
-    return Value::undefined("access to attribute '" + name + "' of '" + type + "' object is unsafe.");
+    return Value::undefined("access to attribute '" + name + "' of '" + type +
+                            "' object is unsafe.");
   auto fn = std::make_shared<Callable>();
   fn->name = type + "." + name;
   fn->self = self;
@@ -225,12 +237,14 @@ bool method_of(const Value& obj, const std::string& name, Value& out) {
       return false;
     case Kind::List:
     case Kind::Tuple:
-      if (in_list(kListMethods, name) && (obj.kind == Kind::List || name == "count" || name == "index")) {
+      if (in_list(kListMethods, name) &&
+          (obj.kind == Kind::List || name == "count" || name == "index")) {
         out = bound(type_name(obj), name, obj);
         return true;
       }
       return false;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -253,8 +267,10 @@ Value loop_attr(const LoopState& l, const std::string& name, const Value& self) 
   if (name == "length") return Value::integer(int64_t(n));
   if (name == "depth") return Value::integer(1);
   if (name == "depth0") return Value::integer(0);
-  if (name == "previtem") return k > 0 ? l.items[k - 1] : Value::undefined("there is no previous item");
-  if (name == "nextitem") return k + 1 < n ? l.items[k + 1] : Value::undefined("there is no next item");
+  if (name == "previtem")
+    return k > 0 ? l.items[k - 1] : Value::undefined("there is no previous item");
+  if (name == "nextitem")
+    return k + 1 < n ? l.items[k + 1] : Value::undefined("there is no next item");
   if (name == "cycle") return bound("loop", "cycle", self);
   if (name == "changed") throw RuntimeError("unsupported 'loop.changed'");
   return Value::undefined("'LoopContext object' has no attribute '" + name + "'");
@@ -265,7 +281,8 @@ Value loop_attr(const LoopState& l, const std::string& name, const Value& self) 
 Value get_attr(const Value& obj, const std::string& name) {
   if (obj.is_undefined()) throw RuntimeError(*obj.str());
   if (!name.empty() && name[0] == '_')
-    return Value::undefined("access to attribute '" + name + "' of '" + type_name(obj) + "' object is unsafe.");
+    return Value::undefined("access to attribute '" + name + "' of '" + type_name(obj) +
+                            "' object is unsafe.");
   Value m;
   if (method_of(obj, name, m)) return m;
   switch (obj.kind) {
@@ -275,8 +292,10 @@ Value get_attr(const Value& obj, const std::string& name) {
     case Kind::Namespace:
       if (const Value* v = obj.ns()->attrs.find(std::string_view(name))) return *v;
       break;
-    case Kind::Loop: return loop_attr(*obj.loop(), name, obj);
-    default: break;
+    case Kind::Loop:
+      return loop_attr(*obj.loop(), name, obj);
+    default:
+      break;
   }
   return undefined_item(obj, Value::string(name));
 }
@@ -306,7 +325,8 @@ Value get_item(const Value& obj, const Value& key) {
         return (*obj.items())[size_t(k)];
       }
       break;
-    default: break;
+    default:
+      break;
   }
   if (key.is_string()) {  // jinja2 falls back to the attribute of that name
     if (obj.kind == Kind::Dict) {
@@ -336,7 +356,8 @@ Value slice_value(const Value& obj, const Value& start, const Value& stop, const
     return int_of(v);
   };
   bool has_start, has_stop, has_step;
-  int64_t a = bound_of(start, has_start), b = bound_of(stop, has_stop), s = bound_of(step, has_step);
+  int64_t a = bound_of(start, has_start), b = bound_of(stop, has_stop),
+          s = bound_of(step, has_step);
   if (!has_step) s = 1;
   if (s == 0) throw RuntimeError("slice step cannot be zero");
   std::vector<char32_t> cps;
@@ -382,7 +403,8 @@ char32_t upper_cp(char32_t c) {
   if (c == 0xff) return 0x178;
   if (c == 0xb5) return 0x39c;
   if (c >= 0x100 && c <= 0x17f) {
-    if ((c <= 0x137 || (c >= 0x14a && c <= 0x177)) && c != 0x130 && c != 0x131) return (c & 1) ? c - 1 : c;
+    if ((c <= 0x137 || (c >= 0x14a && c <= 0x177)) && c != 0x130 && c != 0x131)
+      return (c & 1) ? c - 1 : c;
     if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e)) return (c & 1) ? c : c - 1;
     if (c == 0x131) return 'I';
     if (c == 0x17f) return 'S';
@@ -404,7 +426,8 @@ char32_t lower_cp(char32_t c) {
   if (c >= 0xc0 && c <= 0xde && c != 0xd7) return c + 32;
   if (c == 0x178) return 0xff;
   if (c >= 0x100 && c <= 0x17f) {
-    if ((c <= 0x137 || (c >= 0x14a && c <= 0x177)) && c != 0x130 && c != 0x131) return (c & 1) ? c : c + 1;
+    if ((c <= 0x137 || (c >= 0x14a && c <= 0x177)) && c != 0x130 && c != 0x131)
+      return (c & 1) ? c : c + 1;
     if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e)) return (c & 1) ? c + 1 : c;
     return c;
   }
@@ -447,7 +470,8 @@ const std::string& str_arg(const Value& v, const std::string& what) {
 }
 
 // Code point range [start, end) of s selected by optional Python-style start/end arguments.
-void sub_range(const std::vector<char32_t>& cps, const Params& p, size_t first, size_t& b, size_t& e) {
+void sub_range(const std::vector<char32_t>& cps, const Params& p, size_t first, size_t& b,
+               size_t& e) {
   const int64_t n = int64_t(cps.size());
   auto norm = [&](const Value* x, int64_t dflt) {
     if (!x || x->is_none()) return dflt;
@@ -542,7 +566,8 @@ ValueList py_split(const std::string& s, const Value& sep, int64_t maxsplit, boo
   return out;
 }
 
-std::string py_replace(const std::string& s, const std::string& old, const std::string& repl, int64_t count) {
+std::string py_replace(const std::string& s, const std::string& old, const std::string& repl,
+                       int64_t count) {
   if (count < 0) count = INT64_MAX;
   std::string out;
   if (old.empty()) {
@@ -576,8 +601,8 @@ std::vector<std::string> py_splitlines(const std::string& s) {
   size_t start = 0, k = 0;
   while (k < c.size()) {
     char32_t x = c[k];
-    bool brk = x == '\n' || x == '\r' || x == 0x0b || x == 0x0c || x == 0x1c || x == 0x1d || x == 0x1e ||
-               x == 0x85 || x == 0x2028 || x == 0x2029;
+    bool brk = x == '\n' || x == '\r' || x == 0x0b || x == 0x0c || x == 0x1c || x == 0x1d ||
+               x == 0x1e || x == 0x85 || x == 0x2028 || x == 0x2029;
     if (!brk) {
       ++k;
       continue;
@@ -599,11 +624,13 @@ Value str_method(const std::string& m, const Value& self, CallArgs& args) {
   const std::string fn = "str." + m;
   if (m == "split" || m == "rsplit") {
     Params p(fn, args, {"sep", "maxsplit"});
-    return Value::list(py_split(s, p.has(0) ? *p.get(0) : Value::none(), p.get_int(1, -1), m == "rsplit"));
+    return Value::list(
+        py_split(s, p.has(0) ? *p.get(0) : Value::none(), p.get_int(1, -1), m == "rsplit"));
   }
   if (m == "strip" || m == "lstrip" || m == "rstrip") {
     Params p(fn, args, {"chars"});
-    return Value::string(py_strip(s, p.has(0) ? *p.get(0) : Value::none(), m != "rstrip", m != "lstrip"));
+    return Value::string(
+        py_strip(s, p.has(0) ? *p.get(0) : Value::none(), m != "rstrip", m != "lstrip"));
   }
   if (m == "startswith" || m == "endswith") {
     Params p(fn, args, {"prefix", "start", "end"});
@@ -618,12 +645,14 @@ Value str_method(const std::string& m, const Value& self, CallArgs& args) {
     } else if (p.get(0)->is_string()) {
       cands.push_back(*p.get(0));
     } else {
-      throw RuntimeError(m + " first arg must be str or a tuple of str, not " + type_name(*p.get(0)));
+      throw RuntimeError(m + " first arg must be str or a tuple of str, not " +
+                         type_name(*p.get(0)));
     }
     for (const Value& c : cands) {
       const std::string& x = str_arg(c, m + " item");
       if (x.size() > sub.size()) continue;
-      if (m == "startswith" ? sub.compare(0, x.size(), x) == 0 : sub.compare(sub.size() - x.size(), x.size(), x) == 0)
+      if (m == "startswith" ? sub.compare(0, x.size(), x) == 0
+                            : sub.compare(sub.size() - x.size(), x.size(), x) == 0)
         return Value::boolean(true);
     }
     return Value::boolean(false);
@@ -696,12 +725,15 @@ Value str_method(const std::string& m, const Value& self, CallArgs& args) {
     Params p(fn, args, {"affix"});
     if (!p.has(0)) throw RuntimeError(fn + "() takes exactly one argument");
     const std::string& a = str_arg(*p.get(0), fn + "() argument");
-    if (m == "removeprefix" && s.compare(0, a.size(), a) == 0) return Value::string(s.substr(a.size()));
-    if (m == "removesuffix" && !a.empty() && s.size() >= a.size() && s.compare(s.size() - a.size(), a.size(), a) == 0)
+    if (m == "removeprefix" && s.compare(0, a.size(), a) == 0)
+      return Value::string(s.substr(a.size()));
+    if (m == "removesuffix" && !a.empty() && s.size() >= a.size() &&
+        s.compare(s.size() - a.size(), a.size(), a) == 0)
       return Value::string(s.substr(0, s.size() - a.size()));
     return Value::string(s);
   }
-  if (m == "isspace" || m == "isdigit" || m == "isalpha" || m == "isalnum" || m == "isupper" || m == "islower") {
+  if (m == "isspace" || m == "isdigit" || m == "isalpha" || m == "isalnum" || m == "isupper" ||
+      m == "islower") {
     Params p(fn, args, {});
     std::vector<char32_t> cps = decode_utf8(s);
     if (cps.empty()) return Value::boolean(false);
@@ -710,7 +742,8 @@ Value str_method(const std::string& m, const Value& self, CallArgs& args) {
       for (char32_t c : cps) {
         if (!is_cased(c)) continue;
         any = true;
-        if (m == "isupper" ? lower_cp(c) == c && c != 0xdf : upper_cp(c) == c) return Value::boolean(false);
+        if (m == "isupper" ? lower_cp(c) == c && c != 0xdf : upper_cp(c) == c)
+          return Value::boolean(false);
       }
       return Value::boolean(any);
     }
@@ -718,7 +751,10 @@ Value str_method(const std::string& m, const Value& self, CallArgs& args) {
       bool digit = (c >= '0' && c <= '9') || (c >= 0xff10 && c <= 0xff19);
       bool alpha = is_cased(c) || (c >= 0x4e00 && c <= 0x9fff) || (c >= 0x3041 && c <= 0x30ff) ||
                    (c >= 0xac00 && c <= 0xd7a3) || c == 0xaa || c == 0xba;
-      bool ok = m == "isspace" ? is_py_space(c) : m == "isdigit" ? digit : m == "isalpha" ? alpha : (alpha || digit);
+      bool ok = m == "isspace"   ? is_py_space(c)
+                : m == "isdigit" ? digit
+                : m == "isalpha" ? alpha
+                                 : (alpha || digit);
       if (!ok) return Value::boolean(false);
     }
     return Value::boolean(true);
@@ -755,7 +791,8 @@ Value call_method(const Callable& fn, CallArgs& args) {
         throw RuntimeError("unsupported method '" + name + "'");
       }
     }
-    if (m != "items" && m != "keys" && m != "values") throw RuntimeError("unsupported method '" + name + "'");
+    if (m != "items" && m != "keys" && m != "values")
+      throw RuntimeError("unsupported method '" + name + "'");
     return Value::list(std::move(out));
   }
   if (type == "list" || type == "tuple") {

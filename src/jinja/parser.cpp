@@ -7,17 +7,18 @@ namespace dsinfer::jinja {
 
 namespace {
 
-const char* const kUnsupportedTags[] = {"block",  "endblock", "extends",     "include", "import",
-                                        "from",   "macro",    "endmacro",    "call",    "endcall",
-                                        "filter", "endfilter", "with",       "endwith", "autoescape",
-                                        "endautoescape", "raw", "endraw",    "do",      "trans",
-                                        "endtrans", "pluralize"};
+const char* const kUnsupportedTags[] = {
+    "block", "endblock", "extends",    "include",       "import", "from",
+    "macro", "endmacro", "call",       "endcall",       "filter", "endfilter",
+    "with",  "endwith",  "autoescape", "endautoescape", "raw",    "endraw",
+    "do",    "trans",    "endtrans",   "pluralize"};
 
 const char* const kEndTags[] = {"endif", "endfor", "endset", "elif", "else", "endgeneration"};
 
 class Parser {
  public:
-  Parser(const std::string& src, int max_depth) : src_(src), tokens_(tokenize(src)), max_depth_(max_depth) {}
+  Parser(const std::string& src, int max_depth)
+      : src_(src), tokens_(tokenize(src)), max_depth_(max_depth) {}
 
   Body parse() {
     Body body = subparse({});
@@ -48,28 +49,41 @@ class Parser {
 
   std::string describe(const Token& t) const {
     switch (t.type) {
-      case Tok::Data: return "template text";
-      case Tok::VarBegin: return "'{{'";
-      case Tok::VarEnd: return "end of print statement '}}'";
-      case Tok::BlockBegin: return "'{%'";
-      case Tok::BlockEnd: return "end of statement block '%}'";
-      case Tok::Name: return "'" + t.text + "'";
-      case Tok::String: return "string literal";
+      case Tok::Data:
+        return "template text";
+      case Tok::VarBegin:
+        return "'{{'";
+      case Tok::VarEnd:
+        return "end of print statement '}}'";
+      case Tok::BlockBegin:
+        return "'{%'";
+      case Tok::BlockEnd:
+        return "end of statement block '%}'";
+      case Tok::Name:
+        return "'" + t.text + "'";
+      case Tok::String:
+        return "string literal";
       case Tok::Int:
-      case Tok::Float: return "number '" + t.text + "'";
-      case Tok::Op: return "'" + t.text + "'";
-      case Tok::Eof: return "end of template";
+      case Tok::Float:
+        return "number '" + t.text + "'";
+      case Tok::Op:
+        return "'" + t.text + "'";
+      case Tok::Eof:
+        return "end of template";
     }
     return "token";
   }
 
-  [[noreturn]] void fail(const Token& t, const std::string& message) const { fail_at(src_, t.pos, message); }
+  [[noreturn]] void fail(const Token& t, const std::string& message) const {
+    fail_at(src_, t.pos, message);
+  }
 
   void expect_op(const char* op) {
     if (!skip_op(op)) fail(cur(), std::string("expected '") + op + "', got " + describe(cur()));
   }
   void expect(Tok type, const char* what) {
-    if (cur().type != type) fail(cur(), std::string("expected ") + what + ", got " + describe(cur()));
+    if (cur().type != type)
+      fail(cur(), std::string("expected ") + what + ", got " + describe(cur()));
     next();
   }
   std::string expect_name() {
@@ -218,8 +232,8 @@ class Parser {
     while (true) {
       const Token& t = cur();
       std::string name = expect_name();
-      if (name == "true" || name == "false" || name == "none" || name == "True" || name == "False" ||
-          name == "None")
+      if (name == "true" || name == "false" || name == "none" || name == "True" ||
+          name == "False" || name == "None")
         fail(t, "cannot assign to '" + name + "'");
       if (allow_namespace && !paren && s.targets.empty() && is_op(".")) {
         next();
@@ -291,7 +305,8 @@ class Parser {
     return false;
   }
 
-  ExprPtr parse_tuple(bool with_condexpr, const std::vector<std::string>& extra_end, bool explicit_parens) {
+  ExprPtr parse_tuple(bool with_condexpr, const std::vector<std::string>& extra_end,
+                      bool explicit_parens) {
     const size_t start = cur().pos;
     std::vector<ExprPtr> args;
     bool is_tuple = false;
@@ -377,8 +392,9 @@ class Parser {
     while (true) {
       std::string op;
       size_t pos = cur().pos;
-      if (cur().type == Tok::Op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
-                                    cur().text == "<=" || cur().text == ">" || cur().text == ">=")) {
+      if (cur().type == Tok::Op &&
+          (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == "<=" ||
+           cur().text == ">" || cur().text == ">=")) {
         op = next().text;
       } else if (is_name("in")) {
         next();
@@ -525,7 +541,8 @@ class Parser {
           return e;
         }
         break;
-      default: break;
+      default:
+        break;
     }
     fail(t, "unexpected " + describe(t));
   }
@@ -626,7 +643,8 @@ class Parser {
         expect_op(",");
         if (is_op(")")) break;
       }
-      if (is_op("*") || is_op("**")) fail(cur(), "unsupported '" + cur().text + "' argument unpacking");
+      if (is_op("*") || is_op("**"))
+        fail(cur(), "unsupported '" + cur().text + "' argument unpacking");
       if (cur().type == Tok::Name && peek().type == Tok::Op && peek().text == "=") {
         std::string key = next().text;
         next();

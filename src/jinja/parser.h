@@ -14,25 +14,25 @@
 namespace dsinfer::jinja {
 
 enum class ExprKind : uint8_t {
-  Const,       // value
-  Name,        // name
-  List,        // children = items
-  Tuple,       // children = items
-  Dict,        // children = key, value, key, value, ...
-  GetAttr,     // children[0] . name
-  GetItem,     // children[0] [ children[1] ]
-  Slice,       // children[0] [ children[1] : children[2] : children[3] ] (null = omitted)
-  Call,        // children[0] ( children[1..], kwargs )
-  Filter,      // children[0] | name ( children[1..], kwargs ); children[0] null in {% set x | f %}
-  Test,        // children[0] is [not] name ( children[1..], kwargs )
-  Neg,         // - children[0]
-  Pos,         // + children[0]
-  Not,         // not children[0]
-  And,         // children[0] and children[1]
-  Or,          // children[0] or children[1]
-  Binary,      // children[0] name children[1], name one of + - * / // % **
-  Concat,      // children joined with ~
-  Compare,     // children[0] ops[0] children[1] ops[1] children[2] ... (ops: == != < <= > >= in notin)
+  Const,    // value
+  Name,     // name
+  List,     // children = items
+  Tuple,    // children = items
+  Dict,     // children = key, value, key, value, ...
+  GetAttr,  // children[0] . name
+  GetItem,  // children[0] [ children[1] ]
+  Slice,    // children[0] [ children[1] : children[2] : children[3] ] (null = omitted)
+  Call,     // children[0] ( children[1..], kwargs )
+  Filter,   // children[0] | name ( children[1..], kwargs ); children[0] null in {% set x | f %}
+  Test,     // children[0] is [not] name ( children[1..], kwargs )
+  Neg,      // - children[0]
+  Pos,      // + children[0]
+  Not,      // not children[0]
+  And,      // children[0] and children[1]
+  Or,       // children[0] or children[1]
+  Binary,   // children[0] name children[1], name one of + - * / // % **
+  Concat,   // children joined with ~
+  Compare,  // children[0] ops[0] children[1] ops[1] children[2] ... (ops: == != < <= > >= in notin)
   CondExpr,    // children[1] if children[0] else children[2] (children[2] null when omitted)
   BlockValue,  // the rendered body of a {% set x | filter %}...{% endset %} block
 };
@@ -60,7 +60,7 @@ enum class StmtKind : uint8_t {
   SetBlock,  // targets = rendered bodies[0], through exprs[0] (a Filter chain) when present
   Break,
   Continue,
-  Scope,     // bodies[0] rendered in place ({% generation %})
+  Scope,  // bodies[0] rendered in place ({% generation %})
 };
 
 struct Stmt;

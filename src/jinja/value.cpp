@@ -18,7 +18,8 @@ struct DepthGuard {
   explicit DepthGuard(int& depth) : depth_(depth) {
     if (++depth_ > g_limits.max_depth) {
       --depth_;
-      throw RuntimeError("values nested deeper than " + std::to_string(g_limits.max_depth) + " levels");
+      throw RuntimeError("values nested deeper than " + std::to_string(g_limits.max_depth) +
+                         " levels");
     }
   }
   ~DepthGuard() { --depth_; }
@@ -188,18 +189,30 @@ Value from_json(const nlohmann::ordered_json& j) { return convert_json(j); }
 
 std::string type_name(const Value& v) {
   switch (v.kind) {
-    case Kind::Undefined: return "Undefined";
-    case Kind::None: return "NoneType";
-    case Kind::Bool: return "bool";
-    case Kind::Int: return "int";
-    case Kind::Float: return "float";
-    case Kind::String: return v.markup ? "Markup" : "str";
-    case Kind::List: return "list";
-    case Kind::Tuple: return "tuple";
-    case Kind::Dict: return "dict";
-    case Kind::Namespace: return "Namespace";
-    case Kind::Callable: return "builtin_function_or_method";
-    case Kind::Loop: return "LoopContext";
+    case Kind::Undefined:
+      return "Undefined";
+    case Kind::None:
+      return "NoneType";
+    case Kind::Bool:
+      return "bool";
+    case Kind::Int:
+      return "int";
+    case Kind::Float:
+      return "float";
+    case Kind::String:
+      return v.markup ? "Markup" : "str";
+    case Kind::List:
+      return "list";
+    case Kind::Tuple:
+      return "tuple";
+    case Kind::Dict:
+      return "dict";
+    case Kind::Namespace:
+      return "Namespace";
+    case Kind::Callable:
+      return "builtin_function_or_method";
+    case Kind::Loop:
+      return "LoopContext";
   }
   return "object";
 }
@@ -213,15 +226,23 @@ Value make_undefined_attr(const Value& obj, const std::string& attr) {
 bool truthy(const Value& v) {
   switch (v.kind) {
     case Kind::Undefined:
-    case Kind::None: return false;
-    case Kind::Bool: return v.b;
-    case Kind::Int: return v.i != 0;
-    case Kind::Float: return v.f != 0.0;
-    case Kind::String: return !v.str()->empty();
+    case Kind::None:
+      return false;
+    case Kind::Bool:
+      return v.b;
+    case Kind::Int:
+      return v.i != 0;
+    case Kind::Float:
+      return v.f != 0.0;
+    case Kind::String:
+      return !v.str()->empty();
     case Kind::List:
-    case Kind::Tuple: return !v.items()->empty();
-    case Kind::Dict: return !v.dict()->entries.empty();
-    default: return true;
+    case Kind::Tuple:
+      return !v.items()->empty();
+    case Kind::Dict:
+      return !v.dict()->entries.empty();
+    default:
+      return true;
   }
 }
 
@@ -270,7 +291,8 @@ namespace {
 bool py_printable(char32_t c) {
   if (c < 0x20 || c == 0x7f) return false;
   if (c >= 0x80 && c <= 0xa0) return false;
-  if (c == 0xad || c == 0x1680 || c == 0x180e || c == 0x061c || c == 0x06dd || c == 0x070f) return false;
+  if (c == 0xad || c == 0x1680 || c == 0x180e || c == 0x061c || c == 0x06dd || c == 0x070f)
+    return false;
   if (c >= 0x0600 && c <= 0x0605) return false;
   if (c >= 0x2000 && c <= 0x200f) return false;
   if (c >= 0x2028 && c <= 0x202f) return false;
@@ -323,33 +345,52 @@ void append_repr(std::string& out, const Value& v);
 
 void append_str(std::string& out, const Value& v) {
   switch (v.kind) {
-    case Kind::Undefined: return;
-    case Kind::None: out += "None"; return;
-    case Kind::Bool: out += v.b ? "True" : "False"; return;
-    case Kind::Int: out += std::to_string(v.i); return;
-    case Kind::Float: out += float_repr(v.f); return;
-    case Kind::String: out += *v.str(); return;
+    case Kind::Undefined:
+      return;
+    case Kind::None:
+      out += "None";
+      return;
+    case Kind::Bool:
+      out += v.b ? "True" : "False";
+      return;
+    case Kind::Int:
+      out += std::to_string(v.i);
+      return;
+    case Kind::Float:
+      out += float_repr(v.f);
+      return;
+    case Kind::String:
+      out += *v.str();
+      return;
     case Kind::Namespace: {
       out += "<Namespace ";
       Value d;
       d.kind = Kind::Dict;
-      d.ptr = std::shared_ptr<const Dict>(std::static_pointer_cast<const NamespaceObj>(v.ptr), &v.ns()->attrs);
+      d.ptr = std::shared_ptr<const Dict>(std::static_pointer_cast<const NamespaceObj>(v.ptr),
+                                          &v.ns()->attrs);
       append_repr(out, d);
       out += ">";
       return;
     }
-    case Kind::Callable: out += "<built-in function " + v.fn()->name + ">"; return;
-    case Kind::Loop: out += "<LoopContext " + std::to_string(v.loop()->index0 + 1) + "/" +
-                            std::to_string(v.loop()->items.size()) + ">";
+    case Kind::Callable:
+      out += "<built-in function " + v.fn()->name + ">";
       return;
-    default: append_repr(out, v); return;
+    case Kind::Loop:
+      out += "<LoopContext " + std::to_string(v.loop()->index0 + 1) + "/" +
+             std::to_string(v.loop()->items.size()) + ">";
+      return;
+    default:
+      append_repr(out, v);
+      return;
   }
 }
 
 void append_repr(std::string& out, const Value& v) {
   DepthGuard guard(g_depth);
   switch (v.kind) {
-    case Kind::Undefined: out += "Undefined"; return;
+    case Kind::Undefined:
+      out += "Undefined";
+      return;
     case Kind::String:
       if (v.markup) {
         out += "Markup(" + string_repr(*v.str()) + ")";
@@ -382,7 +423,9 @@ void append_repr(std::string& out, const Value& v) {
       out += '}';
       return;
     }
-    default: append_str(out, v); return;
+    default:
+      append_str(out, v);
+      return;
   }
 }
 
@@ -423,8 +466,10 @@ bool equals(const Value& a, const Value& b) {
   if (a.kind != b.kind) return false;
   switch (a.kind) {
     case Kind::Undefined:
-    case Kind::None: return true;
-    case Kind::String: return *a.str() == *b.str();
+    case Kind::None:
+      return true;
+    case Kind::String:
+      return *a.str() == *b.str();
     case Kind::List:
     case Kind::Tuple: {
       if (a.items() == b.items()) return true;
@@ -446,10 +491,14 @@ bool equals(const Value& a, const Value& b) {
       }
       return true;
     }
-    case Kind::Namespace: return a.ns() == b.ns();
-    case Kind::Callable: return a.fn() == b.fn();
-    case Kind::Loop: return a.loop() == b.loop();
-    default: return false;
+    case Kind::Namespace:
+      return a.ns() == b.ns();
+    case Kind::Callable:
+      return a.fn() == b.fn();
+    case Kind::Loop:
+      return a.loop() == b.loop();
+    default:
+      return false;
   }
 }
 
@@ -493,7 +542,8 @@ bool contains(const Value& container, const Value& item) {
       if (item.kind == Kind::List || item.kind == Kind::Dict || item.kind == Kind::Namespace)
         throw RuntimeError("unhashable type: '" + type_name(item) + "'");
       return container.dict()->find(item) != nullptr;
-    case Kind::Undefined: return false;
+    case Kind::Undefined:
+      return false;
     default:
       throw RuntimeError("argument of type '" + type_name(container) + "' is not iterable");
   }
@@ -504,7 +554,8 @@ ValueList iterate(const Value& v) {
   if (v.kind == Kind::Dict) charge(16 * v.dict()->entries.size());
   switch (v.kind) {
     case Kind::List:
-    case Kind::Tuple: return *v.items();
+    case Kind::Tuple:
+      return *v.items();
     case Kind::Dict: {
       ValueList keys;
       keys.reserve(v.dict()->entries.size());
@@ -520,8 +571,10 @@ ValueList iterate(const Value& v) {
       }
       return chars;
     }
-    case Kind::Undefined: return {};
-    default: throw RuntimeError("'" + type_name(v) + "' object is not iterable");
+    case Kind::Undefined:
+      return {};
+    default:
+      throw RuntimeError("'" + type_name(v) + "' object is not iterable");
   }
 }
 
@@ -534,14 +587,29 @@ void json_string(std::string& out, std::string_view s, bool ensure_ascii) {
   for (char32_t c : decode_utf8(s)) {
     char buf[16];
     switch (c) {
-      case '"': out += "\\\""; continue;
-      case '\\': out += "\\\\"; continue;
-      case '\n': out += "\\n"; continue;
-      case '\r': out += "\\r"; continue;
-      case '\t': out += "\\t"; continue;
-      case '\b': out += "\\b"; continue;
-      case '\f': out += "\\f"; continue;
-      default: break;
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      default:
+        break;
     }
     if (c < 0x20 || (ensure_ascii && c >= 0x7f)) {
       if (c >= 0x10000) {
@@ -574,13 +642,24 @@ void json_value(std::string& out, const Value& v, const JsonOptions& o, int leve
   DepthGuard guard(g_depth);
   charge(1);
   if (out.size() > g_limits.max_string_bytes)
-    throw RuntimeError("tojson output exceeds the limit of " + std::to_string(g_limits.max_string_bytes) + " bytes");
+    throw RuntimeError("tojson output exceeds the limit of " +
+                       std::to_string(g_limits.max_string_bytes) + " bytes");
   switch (v.kind) {
-    case Kind::None: out += "null"; return;
-    case Kind::Bool: out += v.b ? "true" : "false"; return;
-    case Kind::Int: out += std::to_string(v.i); return;
-    case Kind::Float: out += json_float(v.f); return;
-    case Kind::String: json_string(out, *v.str(), o.ensure_ascii); return;
+    case Kind::None:
+      out += "null";
+      return;
+    case Kind::Bool:
+      out += v.b ? "true" : "false";
+      return;
+    case Kind::Int:
+      out += std::to_string(v.i);
+      return;
+    case Kind::Float:
+      out += json_float(v.f);
+      return;
+    case Kind::String:
+      json_string(out, *v.str(), o.ensure_ascii);
+      return;
     case Kind::List:
     case Kind::Tuple: {
       if (v.items()->empty()) {
@@ -607,11 +686,25 @@ void json_value(std::string& out, const Value& v, const JsonOptions& o, int leve
       for (const auto& [k, val] : v.dict()->entries) {
         std::string key;
         switch (k.kind) {
-          case Kind::String: key = *k.str(); break;
-          case Kind::Int: key = std::to_string(k.i); all_strings = false; break;
-          case Kind::Float: key = json_float(k.f); all_strings = false; break;
-          case Kind::Bool: key = k.b ? "true" : "false"; all_strings = false; break;
-          case Kind::None: key = "null"; all_strings = false; break;
+          case Kind::String:
+            key = *k.str();
+            break;
+          case Kind::Int:
+            key = std::to_string(k.i);
+            all_strings = false;
+            break;
+          case Kind::Float:
+            key = json_float(k.f);
+            all_strings = false;
+            break;
+          case Kind::Bool:
+            key = k.b ? "true" : "false";
+            all_strings = false;
+            break;
+          case Kind::None:
+            key = "null";
+            all_strings = false;
+            break;
           default:
             throw RuntimeError("keys must be str, int, float, bool or None, not " + type_name(k));
         }
@@ -686,20 +779,31 @@ size_t count_code_points(std::string_view s) {
 
 bool is_py_space(char32_t c) {
   return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202f || c == 0x205f || c == 0x3000;
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f ||
+         c == 0x205f || c == 0x3000;
 }
 
 std::string html_escape(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;

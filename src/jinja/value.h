@@ -7,13 +7,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/utf8.h"
 
@@ -124,13 +123,14 @@ void charge(uint64_t units);  // throws RuntimeError past max_work
 // --- conversions ---------------------------------------------------------------------------
 Value from_json(const nlohmann::json& j);
 Value from_json(const nlohmann::ordered_json& j);
-std::string type_name(const Value& v);  // Python's type name: "str", "int", "dict", "Undefined", ...
+std::string type_name(
+    const Value& v);  // Python's type name: "str", "int", "dict", "Undefined", ...
 
 // --- Python semantics ----------------------------------------------------------------------
 bool truthy(const Value& v);
-std::string to_str(const Value& v);   // str(v); Undefined -> ""
-std::string repr(const Value& v);     // repr(v), as str() of a container prints its items
-std::string float_repr(double d);     // Python repr(float): shortest round-trip, "1e-05", "1.0"
+std::string to_str(const Value& v);  // str(v); Undefined -> ""
+std::string repr(const Value& v);    // repr(v), as str() of a container prints its items
+std::string float_repr(double d);    // Python repr(float): shortest round-trip, "1e-05", "1.0"
 std::string string_repr(std::string_view s);
 bool equals(const Value& a, const Value& b);  // Python ==; Undefined == Undefined only
 bool less(const Value& a, const Value& b);    // Python <, RuntimeError where Python raises

@@ -8,7 +8,9 @@
 
 namespace dsinfer {
 
-const char* quant_format_name(QuantFormat format) { return format == QuantFormat::kInt4 ? "int4" : "int8"; }
+const char* quant_format_name(QuantFormat format) {
+  return format == QuantFormat::kInt4 ? "int4" : "int8";
+}
 
 uint16_t f32_to_f16(float value) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);
@@ -25,9 +27,11 @@ uint16_t f32_to_f16(float value) {
   return sign | static_cast<uint16_t>((rebiased + 0xfffu + ((rebiased >> 13) & 1u)) >> 13);
 }
 
-void quantize_row(QuantFormat format, const float* w, int64_t cols, uint8_t* out, uint16_t* scales) {
+void quantize_row(QuantFormat format, const float* w, int64_t cols, uint8_t* out,
+                  uint16_t* scales) {
   const int qmax = format == QuantFormat::kInt4 ? 7 : 127;
-  if (format == QuantFormat::kInt4) std::fill_n(out, quant_row_bytes(format, cols), uint8_t{0x88});  // q = 0
+  if (format == QuantFormat::kInt4)
+    std::fill_n(out, quant_row_bytes(format, cols), uint8_t{0x88});  // q = 0
   for (int64_t g = 0; g < quant_groups(cols); ++g) {
     const int64_t begin = g * kQuantGroup, end = std::min(cols, begin + kQuantGroup);
     float amax = 0.0f;
@@ -36,25 +40,30 @@ void quantize_row(QuantFormat format, const float* w, int64_t cols, uint8_t* out
       amax = std::max(amax, std::fabs(w[k]));
     }
     const uint16_t scale_bits = f32_to_f16(amax / static_cast<float>(qmax));
-    check((scale_bits & 0x7c00u) != 0x7c00u, "quantize: weight magnitude ", amax, " is too large for an fp16 scale");
+    check((scale_bits & 0x7c00u) != 0x7c00u, "quantize: weight magnitude ", amax,
+          " is too large for an fp16 scale");
     scales[g] = scale_bits;
     const float scale = f16_to_f32(scale_bits);
     for (int64_t k = begin; k < end; ++k) {
-      const int q = scale == 0.0f ? 0
-                                  : static_cast<int>(std::clamp(std::nearbyint(w[k] / scale), static_cast<float>(-qmax),
-                                                                static_cast<float>(qmax)));
+      const int q =
+          scale == 0.0f
+              ? 0
+              : static_cast<int>(std::clamp(std::nearbyint(w[k] / scale), static_cast<float>(-qmax),
+                                            static_cast<float>(qmax)));
       if (format == QuantFormat::kInt8) {
         out[k] = static_cast<uint8_t>(static_cast<int8_t>(q));
       } else {
         uint8_t& byte = out[int4_byte(k)];
         const uint8_t nibble = static_cast<uint8_t>(q + 8);
-        byte = int4_high(k) ? static_cast<uint8_t>((byte & 0x0f) | (nibble << 4)) : static_cast<uint8_t>((byte & 0xf0) | nibble);
+        byte = int4_high(k) ? static_cast<uint8_t>((byte & 0x0f) | (nibble << 4))
+                            : static_cast<uint8_t>((byte & 0xf0) | nibble);
       }
     }
   }
 }
 
-void dequantize_quant_row(QuantFormat format, const uint8_t* row, const uint16_t* scales, int64_t cols, float* out) {
+void dequantize_quant_row(QuantFormat format, const uint8_t* row, const uint16_t* scales,
+                          int64_t cols, float* out) {
   for (int64_t k = 0; k < cols; ++k) {
     const int q = format == QuantFormat::kInt4 ? int4_q(row, k) : static_cast<int8_t>(row[k]);
     out[k] = static_cast<float>(q) * f16_to_f32(scales[k / kQuantGroup]);

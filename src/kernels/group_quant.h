@@ -33,7 +33,9 @@ inline int64_t quant_row_bytes(QuantFormat format, int64_t cols) {
 inline int64_t quant_groups(int64_t cols) { return ceil_div(cols, kQuantGroup); }
 
 // Where column k of an int4 row lies: byte int4_byte(k), high nibble when int4_high(k).
-inline int64_t int4_byte(int64_t k) { return (k / kInt4Block) * (kInt4Block / 2) + k % (kInt4Block / 2); }
+inline int64_t int4_byte(int64_t k) {
+  return (k / kInt4Block) * (kInt4Block / 2) + k % (kInt4Block / 2);
+}
 inline bool int4_high(int64_t k) { return k % kInt4Block >= kInt4Block / 2; }
 inline int int4_q(const uint8_t* row, int64_t k) {
   const uint8_t byte = row[int4_byte(k)];
@@ -47,7 +49,8 @@ inline int int4_q(const uint8_t* row, int64_t k) {
 void quantize_row(QuantFormat format, const float* w, int64_t cols, uint8_t* out, uint16_t* scales);
 
 // The exact fp32 value q x scale of every column of one stored row (the oracle of the kernels).
-void dequantize_quant_row(QuantFormat format, const uint8_t* row, const uint16_t* scales, int64_t cols, float* out);
+void dequantize_quant_row(QuantFormat format, const uint8_t* row, const uint16_t* scales,
+                          int64_t cols, float* out);
 
 // fp32 -> fp16 bits, round to nearest even, saturating nothing: values past the fp16 range give
 // infinity (quantize_row refuses those before).

@@ -18,18 +18,25 @@ ActDType parse_act_dtype(const std::string& name) {
 
 const char* gemv_prefetch_name(GemvPrefetch prefetch) {
   switch (prefetch) {
-    case GemvPrefetch::kNone: return "none";
-    case GemvPrefetch::kAhead: return "ahead";
-    default: return "wrapped";
+    case GemvPrefetch::kNone:
+      return "none";
+    case GemvPrefetch::kAhead:
+      return "ahead";
+    default:
+      return "wrapped";
   }
 }
 
 const char* cpu_family_name(CpuFamily family) {
   switch (family) {
-    case CpuFamily::kIntel: return "intel";
-    case CpuFamily::kZen3: return "zen3";
-    case CpuFamily::kZen4: return "zen4";
-    default: return "zen5";
+    case CpuFamily::kIntel:
+      return "intel";
+    case CpuFamily::kZen3:
+      return "zen3";
+    case CpuFamily::kZen4:
+      return "zen4";
+    default:
+      return "zen5";
   }
 }
 
@@ -48,12 +55,16 @@ CpuFamily this_cpu_family() {
 GemvTuning gemv_tuning_of(CpuFamily family) {
   switch (family) {
     case CpuFamily::kZen5:
-      return {/*rows_one_token=*/16, /*rows_two_tokens=*/8, GemvPrefetch::kWrapped, /*fp8_subnormal_tokens=*/4,
-              /*gemv_max_tokens=*/kGemvAlways, /*fp8_rows_one_token=*/0, /*rows_many_tokens=*/6};
+      return {/*rows_one_token=*/16,           /*rows_two_tokens=*/8,
+              GemvPrefetch::kWrapped,          /*fp8_subnormal_tokens=*/4,
+              /*gemv_max_tokens=*/kGemvAlways, /*fp8_rows_one_token=*/0,
+              /*rows_many_tokens=*/6};
     case CpuFamily::kZen4:
-      return {/*rows_one_token=*/8, /*rows_two_tokens=*/8, GemvPrefetch::kNone, /*fp8_subnormal_tokens=*/0};
+      return {/*rows_one_token=*/8, /*rows_two_tokens=*/8, GemvPrefetch::kNone,
+              /*fp8_subnormal_tokens=*/0};
     case CpuFamily::kZen3:
-      return {/*rows_one_token=*/8, /*rows_two_tokens=*/8, GemvPrefetch::kWrapped, /*fp8_subnormal_tokens=*/4,
+      return {/*rows_one_token=*/8,   /*rows_two_tokens=*/8,
+              GemvPrefetch::kWrapped, /*fp8_subnormal_tokens=*/4,
               /*gemv_max_tokens=*/31, /*fp8_rows_one_token=*/4};
     default:
       return GemvTuning{};
@@ -62,9 +73,12 @@ GemvTuning gemv_tuning_of(CpuFamily family) {
 
 const char* fast_mode_kernels_name(FastModeKernels kernels) {
   switch (kernels) {
-    case FastModeKernels::kAmx: return "AMX tiles";
-    case FastModeKernels::kBf16Dot: return "AVX-512 BF16 dot products";
-    default: return "the exact kernels";
+    case FastModeKernels::kAmx:
+      return "AMX tiles";
+    case FastModeKernels::kBf16Dot:
+      return "AVX-512 BF16 dot products";
+    default:
+      return "the exact kernels";
   }
 }
 
@@ -112,15 +126,19 @@ int rows_from(const char* name, const char* text, int most) {
 }
 
 void apply_gemv_overrides(GemvTuning& t) {
-  if (const char* v = variable("DSINFER_GEMV_ROWS")) t.rows_one_token = rows_from("DSINFER_GEMV_ROWS", v, 16);
-  if (const char* v = variable("DSINFER_GEMV_ROWS2")) t.rows_two_tokens = rows_from("DSINFER_GEMV_ROWS2", v, 8);
+  if (const char* v = variable("DSINFER_GEMV_ROWS"))
+    t.rows_one_token = rows_from("DSINFER_GEMV_ROWS", v, 16);
+  if (const char* v = variable("DSINFER_GEMV_ROWS2"))
+    t.rows_two_tokens = rows_from("DSINFER_GEMV_ROWS2", v, 8);
   if (const char* v = variable("DSINFER_GEMV_ROWS_FP8"))
     t.fp8_rows_one_token = std::string(v) == "0" ? 0 : rows_from("DSINFER_GEMV_ROWS_FP8", v, 16);
   if (const char* v = variable("DSINFER_GEMV_PREFETCH")) {
     const std::string text(v);
     check(text == "none" || text == "ahead" || text == "wrapped", "DSINFER_GEMV_PREFETCH=", text,
           " is not one of none, ahead, wrapped");
-    t.prefetch = text == "none" ? GemvPrefetch::kNone : text == "ahead" ? GemvPrefetch::kAhead : GemvPrefetch::kWrapped;
+    t.prefetch = text == "none"    ? GemvPrefetch::kNone
+                 : text == "ahead" ? GemvPrefetch::kAhead
+                                   : GemvPrefetch::kWrapped;
   }
   if (const char* v = variable("DSINFER_GEMV_FP8_SUBNORMAL")) {
     const std::string text(v);
@@ -130,13 +148,15 @@ void apply_gemv_overrides(GemvTuning& t) {
   }
   if (const char* v = variable("DSINFER_GEMV_ROWS_MANY")) {
     const std::string text(v);
-    check(text == "4" || text == "6", "DSINFER_GEMV_ROWS_MANY=", text, " is not 4 or 6 (GEMV rows per group for 3-4 tokens)");
+    check(text == "4" || text == "6", "DSINFER_GEMV_ROWS_MANY=", text,
+          " is not 4 or 6 (GEMV rows per group for 3-4 tokens)");
     t.rows_many_tokens = text[0] - '0';
   }
   if (const char* v = variable("DSINFER_GEMV_MAX_TOKENS")) {
     const std::string text(v);
-    check(text.size() <= 18 && text.find_first_not_of("0123456789") == std::string::npos, "DSINFER_GEMV_MAX_TOKENS=",
-          text, " is not a number of tokens (0: the ISA's own switch to the GEMM)");
+    check(text.size() <= 18 && text.find_first_not_of("0123456789") == std::string::npos,
+          "DSINFER_GEMV_MAX_TOKENS=", text,
+          " is not a number of tokens (0: the ISA's own switch to the GEMM)");
     t.gemv_max_tokens = std::stoll(text);
   }
 }
@@ -154,22 +174,27 @@ KernelConfig with_environment_overrides(KernelConfig config) {
     check(known, "DSINFER_ISA=", v, " is not one of scalar, avx2, avx512");
   }
   if (const char* v = variable("DSINFER_AMX"); v && std::string(v) == "0") config.amx = false;
-  if (const char* v = variable("DSINFER_BF16DOT"); v && std::string(v) == "0") config.bf16dot = false;
+  if (const char* v = variable("DSINFER_BF16DOT"); v && std::string(v) == "0")
+    config.bf16dot = false;
   apply_gemv_overrides(config.gemv);
   return config;
 }
 
 std::string describe(const KernelConfig& c) {
   const GemvTuning& g = c.gemv;
-  std::string out = std::string(isa_name(c.isa)) + ", " + (c.fast() ? "fast (bf16 activations" : "exact (f32");
+  std::string out =
+      std::string(isa_name(c.isa)) + ", " + (c.fast() ? "fast (bf16 activations" : "exact (f32");
   if (c.fast()) out += std::string(", ") + fast_mode_kernels_name(c.fast_kernels());
-  out += std::string("), ") + (c.batch_invariant ? "batch invariant" : "batch variant") + "; GEMV rows " +
-         std::to_string(g.rows_one_token) + "/" + std::to_string(g.rows_two_tokens) + "/" +
-         std::to_string(g.rows_many_tokens) + " for 1/2/3-4 tokens, prefetch " + gemv_prefetch_name(g.prefetch) +
+  out += std::string("), ") + (c.batch_invariant ? "batch invariant" : "batch variant") +
+         "; GEMV rows " + std::to_string(g.rows_one_token) + "/" +
+         std::to_string(g.rows_two_tokens) + "/" + std::to_string(g.rows_many_tokens) +
+         " for 1/2/3-4 tokens, prefetch " + gemv_prefetch_name(g.prefetch) +
          ", fp8 subnormal form up to " + std::to_string(g.fp8_subnormal_tokens) + " tokens";
   if (g.fp8_rows_one_token) out += " (" + std::to_string(g.fp8_rows_one_token) + " rows for 1)";
   if (g.gemv_max_tokens)
-    out += ", GEMV up to " + (g.gemv_max_tokens == kGemvAlways ? std::string("any number of") : std::to_string(g.gemv_max_tokens)) +
+    out += ", GEMV up to " +
+           (g.gemv_max_tokens == kGemvAlways ? std::string("any number of")
+                                             : std::to_string(g.gemv_max_tokens)) +
            " tokens";
   return out;
 }

@@ -26,12 +26,14 @@ struct GemvTuning {
   int rows_one_token = 4;   // rows per group for 1 token (at most 16 on AVX-512, 8 on AVX2)
   int rows_two_tokens = 4;  // for 2 tokens (at most 8)
   GemvPrefetch prefetch = GemvPrefetch::kAhead;  // bf16, f32 and subnormal-form fp8 rows
-  int fp8_subnormal_tokens = 0;  // fp8 codes read as fp32 subnormals for up to this many tokens (0..4)
+  int fp8_subnormal_tokens =
+      0;  // fp8 codes read as fp32 subnormals for up to this many tokens (0..4)
   // exact products of up to this many tokens stay on the GEMV past the ISA's GEMM threshold
   // (batch invariance on only); 0: the ISA's own switch
   int64_t gemv_max_tokens = 0;
-  int fp8_rows_one_token = 0;  // rows per group for 1 token of subnormal-form fp8 (0: rows_one_token)
-  int rows_many_tokens = 4;    // rows per group for 3-4 tokens (4, or 6 on AVX-512)
+  int fp8_rows_one_token =
+      0;                     // rows per group for 1 token of subnormal-form fp8 (0: rows_one_token)
+  int rows_many_tokens = 4;  // rows per group for 3-4 tokens (4, or 6 on AVX-512)
   bool operator==(const GemvTuning&) const = default;
 };
 inline constexpr int64_t kGemvAlways = INT64_MAX;
@@ -76,8 +78,8 @@ KernelConfig typical_kernel_config(CpuFamily family);
 // rest of `config`: for tests and benchmarks that compare variants.
 KernelConfig with_isa(KernelConfig config, Isa isa);
 // `config` with the DSINFER_* kernel overrides applied: the one place that reads them.
-//   DSINFER_ISA=scalar|avx2|avx512   caps the ISA;  DSINFER_AMX=0, DSINFER_BF16DOT=0  turn those off;
-//   DSINFER_GEMV_ROWS=1..16 (1 token), _ROWS2=1..8 (2 tokens), _ROWS_MANY=4|6 (3-4 tokens),
+//   DSINFER_ISA=scalar|avx2|avx512   caps the ISA;  DSINFER_AMX=0, DSINFER_BF16DOT=0  turn those
+//   off; DSINFER_GEMV_ROWS=1..16 (1 token), _ROWS2=1..8 (2 tokens), _ROWS_MANY=4|6 (3-4 tokens),
 //   _ROWS_FP8=0..16 (1 token of subnormal-form fp8), _PREFETCH=none|ahead|wrapped,
 //   _FP8_SUBNORMAL=0..4 (tokens), _MAX_TOKENS=N (0: the ISA's switch to the GEMM).
 // A bad value is an Error naming the variable.

@@ -6,12 +6,18 @@ namespace dsinfer {
 
 const char* kernel_kind_name(KernelKind kind) {
   switch (kind) {
-    case KernelKind::kGemv: return "gemv";
-    case KernelKind::kGemm: return "gemm";
-    case KernelKind::kGemmBatchVariant: return "gemm-batch-variant";
-    case KernelKind::kBf16DotGemv: return "bf16dot-gemv";
-    case KernelKind::kBf16DotGemm: return "bf16dot-gemm";
-    default: return "amx";
+    case KernelKind::kGemv:
+      return "gemv";
+    case KernelKind::kGemm:
+      return "gemm";
+    case KernelKind::kGemmBatchVariant:
+      return "gemm-batch-variant";
+    case KernelKind::kBf16DotGemv:
+      return "bf16dot-gemv";
+    case KernelKind::kBf16DotGemm:
+      return "bf16dot-gemm";
+    default:
+      return "amx";
   }
 }
 
@@ -44,7 +50,8 @@ int gemv_rows_per_group(const WeightMatrix& w, const GemvTuning& t, const IsaLim
 // pass reads faster than it computes) go in chunks that stay in L2 between passes. Not fp8
 // (bound by its widening; each chunk would scale the activations again), nor prefills.
 int64_t gemv_chunk_rows(const WeightMatrix& w, int64_t n_tokens) {
-  if ((w.dtype != DType::kBF16 && w.dtype != DType::kF32) || n_tokens <= 4 || n_tokens > 16) return 0;
+  if ((w.dtype != DType::kBF16 && w.dtype != DType::kF32) || n_tokens <= 4 || n_tokens > 16)
+    return 0;
   return w.row_stride() <= 8192 ? 48 : 24;
 }
 
@@ -53,18 +60,21 @@ GemvPlan gemv_plan(const WeightMatrix& w, int64_t n_tokens, const KernelConfig& 
   const GemvTuning t = tuning_for_stride(config.gemv, w.row_stride());
   GemvPlan g;
   for (int T = 1; T <= 4; ++T) g.rows_per_group[T - 1] = gemv_rows_per_group(w, t, isa, T);
-  g.fp8_subnormal_tokens = isa.fp8_subnormal && w.dtype == DType::kF8E4M3 ? t.fp8_subnormal_tokens : 0;
+  g.fp8_subnormal_tokens =
+      isa.fp8_subnormal && w.dtype == DType::kF8E4M3 ? t.fp8_subnormal_tokens : 0;
   g.prefetch = t.prefetch;
   g.chunk_rows = gemv_chunk_rows(w, n_tokens);
   return g;
 }
 
 // Fast mode's own kernel for this product, if any.
-bool fast_kernel(const WeightMatrix& w, int64_t n_tokens, const KernelConfig& config, ProductUse use, KernelKind& kind) {
+bool fast_kernel(const WeightMatrix& w, int64_t n_tokens, const KernelConfig& config,
+                 ProductUse use, KernelKind& kind) {
   const FastModeKernels fast = config.fast_kernels();
   if (n_tokens >= kFastGemmMinTokens) {
     // int4 / int8 take VDPBF16PS even beside AMX: only those kernels scale partial sums per row
-    if (fast == FastModeKernels::kAmx && !w.group_scaled()) return kind = KernelKind::kAmxGemm, true;
+    if (fast == FastModeKernels::kAmx && !w.group_scaled())
+      return kind = KernelKind::kAmxGemm, true;
     if (fast == FastModeKernels::kBf16Dot || (fast == FastModeKernels::kAmx && config.bf16dot))
       return kind = KernelKind::kBf16DotGemm, true;
     return false;
@@ -77,15 +87,18 @@ bool fast_kernel(const WeightMatrix& w, int64_t n_tokens, const KernelConfig& co
 
 }  // namespace
 
-KernelPlan plan(const WeightMatrix& w, int64_t n_tokens, const KernelConfig& config, ProductUse use) {
+KernelPlan plan(const WeightMatrix& w, int64_t n_tokens, const KernelConfig& config,
+                ProductUse use) {
   KernelPlan p;
   p.isa = config.isa;
   // (f32 weights would lose bits in bf16: linear() keeps them on the exact kernels)
-  const bool fast_eligible = config.fast() && (use == ProductUse::kSerial || w.dtype != DType::kF32);
+  const bool fast_eligible =
+      config.fast() && (use == ProductUse::kSerial || w.dtype != DType::kF32);
   if (fast_eligible && fast_kernel(w, n_tokens, config, use, p.kernel)) return p;
   p.round_activations = config.fast() && use == ProductUse::kLinear;
   const IsaLimits isa = isa_limits(config.isa);
-  const bool gemm = n_tokens >= isa.gemm_min_tokens && (!config.batch_invariant || n_tokens > config.gemv.gemv_max_tokens);
+  const bool gemm = n_tokens >= isa.gemm_min_tokens &&
+                    (!config.batch_invariant || n_tokens > config.gemv.gemv_max_tokens);
   if (gemm) {
     p.kernel = config.batch_invariant ? KernelKind::kGemm : KernelKind::kGemmBatchVariant;
     return p;
@@ -103,10 +116,11 @@ std::string describe(const KernelPlan& p) {
   if (p.round_activations) out += ", x rounded to bf16";
   if (p.kernel == KernelKind::kGemv && p.isa != Isa::kScalar) {
     const GemvPlan& g = p.gemv;
-    out += ", rows " + std::to_string(g.rows_per_group[0]) + "/" + std::to_string(g.rows_per_group[1]) + "/" +
-           std::to_string(g.rows_per_group[2]) + "/" + std::to_string(g.rows_per_group[3]) + ", prefetch " +
-           gemv_prefetch_name(g.prefetch);
-    if (g.fp8_subnormal_tokens) out += ", fp8 subnormal <= " + std::to_string(g.fp8_subnormal_tokens);
+    out += ", rows " + std::to_string(g.rows_per_group[0]) + "/" +
+           std::to_string(g.rows_per_group[1]) + "/" + std::to_string(g.rows_per_group[2]) + "/" +
+           std::to_string(g.rows_per_group[3]) + ", prefetch " + gemv_prefetch_name(g.prefetch);
+    if (g.fp8_subnormal_tokens)
+      out += ", fp8 subnormal <= " + std::to_string(g.fp8_subnormal_tokens);
     if (g.chunk_rows) out += ", chunks of " + std::to_string(g.chunk_rows) + " rows";
   }
   return out;

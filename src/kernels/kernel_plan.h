@@ -21,9 +21,12 @@ struct IsaLimits {
 };
 constexpr IsaLimits isa_limits(Isa isa) {
   switch (isa) {
-    case Isa::kAvx512: return {8, 16, 6, true};
-    case Isa::kAvx2: return {8, 8, 2, true};
-    default: return {INT64_MAX, 1, 1, false};
+    case Isa::kAvx512:
+      return {8, 16, 6, true};
+    case Isa::kAvx2:
+      return {8, 8, 2, true};
+    default:
+      return {INT64_MAX, 1, 1, false};
   }
 }
 
@@ -36,12 +39,12 @@ inline constexpr int64_t kBf16DotGemvMinTokens = 5, kBf16DotGemvMaxTokens = 15;
 inline constexpr int64_t kBf16ExactGemvMaxTokens = 12;
 
 enum class KernelKind {
-  kGemv,               // exact: the weights streamed once per pass of up to 4 tokens
-  kGemm,               // exact: x packed in tiles, canonical order
-  kGemmBatchVariant,   // exact: x packed, each dot product in k order (batch invariance off)
-  kBf16DotGemv,        // fast: VDPBF16PS, each weight vector converted once for every token
-  kBf16DotGemm,        // fast: VDPBF16PS on packed token tiles
-  kAmxGemm,            // fast: AMX tiles
+  kGemv,              // exact: the weights streamed once per pass of up to 4 tokens
+  kGemm,              // exact: x packed in tiles, canonical order
+  kGemmBatchVariant,  // exact: x packed, each dot product in k order (batch invariance off)
+  kBf16DotGemv,       // fast: VDPBF16PS, each weight vector converted once for every token
+  kBf16DotGemm,       // fast: VDPBF16PS on packed token tiles
+  kAmxGemm,           // fast: AMX tiles
 };
 const char* kernel_kind_name(KernelKind kind);
 

@@ -8,16 +8,17 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/kernel_plan.h"
 #include "kernels/matmul_amx.h"
 #include "kernels/matmul_bf16dot.h"
-#include "kernels/kernel_plan.h"
 #include "kernels/matmul_isa.h"
 
 namespace dsinfer {
 
 // The hot loops are compiled for several ISAs and picked at load time (GCC target_clones),
 // so the default build runs anywhere and still uses AVX-512/AVX2 where the CPU has them.
-#define DS_TARGET_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define DS_TARGET_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
 DS_TARGET_CLONES float dot(const float* a, const float* b, int64_t n) {
   constexpr int kLanes = 16;
@@ -80,8 +81,8 @@ void dequantize_row(const WeightMatrix& w, int64_t row, float* out) {
     }
     case kInt4Storage:
     case kInt8Storage: {
-      dequantize_quant_row(w.quant_format(), w.data + row * w.row_stride(), w.group_scale + row * quant_groups(w.cols),
-                           w.cols, out);
+      dequantize_quant_row(w.quant_format(), w.data + row * w.row_stride(),
+                           w.group_scale + row * quant_groups(w.cols), w.cols, out);
       return;
     }
     default:
@@ -97,7 +98,8 @@ namespace {
 // lines (a straddling load costs two, and large allocations start 16 bytes past a page).
 float* at_least(std::vector<float>& buffer, int64_t n) {
   constexpr size_t kLineFloats = 16;
-  if (buffer.size() < static_cast<size_t>(n) + kLineFloats) buffer.resize(static_cast<size_t>(n) + kLineFloats);
+  if (buffer.size() < static_cast<size_t>(n) + kLineFloats)
+    buffer.resize(static_cast<size_t>(n) + kLineFloats);
   const uintptr_t address = reinterpret_cast<uintptr_t>(buffer.data());
   return buffer.data() + (kLineFloats - address / sizeof(float) % kLineFloats) % kLineFloats;
 }
@@ -106,27 +108,36 @@ float* at_least(std::vector<float>& buffer, int64_t n) {
 const float* rounded_to_bf16(const float* x, int64_t n, int64_t cols, ThreadPool& pool) {
   thread_local std::vector<float> rounded;
   float* out = at_least(rounded, n * cols);
-  pool.parallel_for(n * cols, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
-  }, 4096);
+  pool.parallel_for(
+      n * cols,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
+      },
+      4096);
   return out;
 }
 
-MatmulTask exact_task(const KernelPlan& p, const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w,
-                      float* y, int64_t y_stride) {
-  return MatmulTask{x, n_tokens, x_stride, &w, y, y_stride, nullptr, p.kernel == KernelKind::kGemmBatchVariant, p.gemv};
+MatmulTask exact_task(const KernelPlan& p, const float* x, int64_t n_tokens, int64_t x_stride,
+                      const WeightMatrix& w, float* y, int64_t y_stride) {
+  return MatmulTask{x,     n_tokens, x_stride, &w,
+                    y,     y_stride, nullptr,  p.kernel == KernelKind::kGemmBatchVariant,
+                    p.gemv};
 }
 
 }  // namespace
 
-void linear(const KernelConfig& config, const float* x, int64_t n_tokens, const WeightMatrix& w, float* y,
-            ThreadPool& pool) {
+void linear(const KernelConfig& config, const float* x, int64_t n_tokens, const WeightMatrix& w,
+            float* y, ThreadPool& pool) {
   const KernelPlan p = plan(w, n_tokens, config);
   switch (p.kernel) {
-    case KernelKind::kAmxGemm: return amx_linear(x, n_tokens, w, y, pool);
-    case KernelKind::kBf16DotGemm: return bf16dot_linear(x, n_tokens, w, y, pool);
-    case KernelKind::kBf16DotGemv: return bf16dot_gemv(x, n_tokens, w, y, pool);
-    default: break;
+    case KernelKind::kAmxGemm:
+      return amx_linear(x, n_tokens, w, y, pool);
+    case KernelKind::kBf16DotGemm:
+      return bf16dot_linear(x, n_tokens, w, y, pool);
+    case KernelKind::kBf16DotGemv:
+      return bf16dot_gemv(x, n_tokens, w, y, pool);
+    default:
+      break;
   }
   if (p.round_activations) x = rounded_to_bf16(x, n_tokens, w.cols, pool);
   const MatmulKernels& kernels = matmul_kernels(p.isa);
@@ -160,9 +171,12 @@ void matmul_serial(const KernelConfig& config, const float* x, int64_t n_tokens,
                    const WeightMatrix& w, float* y, int64_t y_stride) {
   const KernelPlan p = plan(w, n_tokens, config, ProductUse::kSerial);
   switch (p.kernel) {
-    case KernelKind::kAmxGemm: return amx_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
-    case KernelKind::kBf16DotGemm: return bf16dot_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
-    default: break;
+    case KernelKind::kAmxGemm:
+      return amx_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
+    case KernelKind::kBf16DotGemm:
+      return bf16dot_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
+    default:
+      break;
   }
   const MatmulKernels& kernels = matmul_kernels(p.isa);
   MatmulTask task = exact_task(p, x, n_tokens, x_stride, w, y, y_stride);
@@ -177,19 +191,22 @@ void matmul_serial(const KernelConfig& config, const float* x, int64_t n_tokens,
 
 void combine_rows(Isa isa, const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef,
                   int64_t coef_stride, int64_t n_sets, float* out, int64_t out_stride) {
-  matmul_kernels(isa).combine_rows(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride, /*accumulate=*/false);
+  matmul_kernels(isa).combine_rows(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride,
+                                   /*accumulate=*/false);
 }
 
-void accumulate_rows(Isa isa, const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef,
-                     int64_t coef_stride, int64_t n_sets, float* out, int64_t out_stride) {
-  matmul_kernels(isa).combine_rows(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride, /*accumulate=*/true);
+void accumulate_rows(Isa isa, const WeightMatrix& w, int64_t first, int64_t n_rows,
+                     const float* coef, int64_t coef_stride, int64_t n_sets, float* out,
+                     int64_t out_stride) {
+  matmul_kernels(isa).combine_rows(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride,
+                                   /*accumulate=*/true);
 }
 
-void dot_rows(Isa isa, const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
-              int64_t y_stride) {
+void dot_rows(Isa isa, const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w,
+              float* y, int64_t y_stride) {
   // (its kernels read f32 and bf16 rows only: a cache's entries)
-  check(w.dtype == DType::kF32 || w.dtype == DType::kBF16, "dot_rows: rows of ", dtype_name(w.dtype),
-        " (f32 or bf16 only)");
+  check(w.dtype == DType::kF32 || w.dtype == DType::kBF16, "dot_rows: rows of ",
+        dtype_name(w.dtype), " (f32 or bf16 only)");
   matmul_kernels(isa).dot_rows(x, n_tokens, x_stride, w, y, y_stride);
 }
 

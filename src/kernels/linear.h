@@ -21,8 +21,8 @@ void dequantize_row(const WeightMatrix& w, int64_t row, float* out);
 
 // y[n_tokens, w.rows] = x[n_tokens, w.cols] @ W^T, rows split across the pool, with the kernel
 // plan(w, n_tokens, config) names.
-void linear(const KernelConfig& config, const float* x, int64_t n_tokens, const WeightMatrix& w, float* y,
-            ThreadPool& pool);
+void linear(const KernelConfig& config, const float* x, int64_t n_tokens, const WeightMatrix& w,
+            float* y, ThreadPool& pool);
 
 // y[t * y_stride + r] = sum_c x[t * x_stride + c] * W[r, c] for every row r of w and t <
 // n_tokens, on the calling thread only: for callers that split other work across the pool
@@ -43,13 +43,14 @@ void combine_rows(Isa isa, const WeightMatrix& w, int64_t first, int64_t n_rows,
 // the ISA's canonical order (the bits of linear() and of matmul_serial in exact mode), on the
 // calling thread, register-blocked for a few tokens against many long rows: attention's scores
 // (heads against cached keys), 2-3x the canonical GEMM's speed there.
-void dot_rows(Isa isa, const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
-              int64_t y_stride);
+void dot_rows(Isa isa, const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w,
+              float* y, int64_t y_stride);
 // out += the same sum, continuing each output's chain: combine_rows over rows [0, a) of one matrix
 // then accumulate_rows over rows [0, b) of another gives the bits of one combine_rows over the
 // a + b rows stacked (attention over a KV cache's blocks, each its own matrix).
-void accumulate_rows(Isa isa, const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef,
-                     int64_t coef_stride, int64_t n_sets, float* out, int64_t out_stride);
+void accumulate_rows(Isa isa, const WeightMatrix& w, int64_t first, int64_t n_rows,
+                     const float* coef, int64_t coef_stride, int64_t n_sets, float* out,
+                     int64_t out_stride);
 
 // Dot product with fp32 accumulation in 16 independent lanes (vectorizes; fixed order, so
 // results do not depend on the thread count).

@@ -29,9 +29,9 @@
 namespace dsinfer {
 namespace {
 
-constexpr int64_t kTileK = 32;        // bf16 per A tile row (and k per B tile)
-constexpr int64_t kPanelRows = 32;    // two A tiles of 16 rows
-constexpr int64_t kPairTokens = 32;   // two B tiles of 16 tokens
+constexpr int64_t kTileK = 32;       // bf16 per A tile row (and k per B tile)
+constexpr int64_t kPanelRows = 32;   // two A tiles of 16 rows
+constexpr int64_t kPairTokens = 32;  // two B tiles of 16 tokens
 constexpr int64_t kStepsPerBlock = kFp8Block / kTileK;
 
 // The tile configuration is per thread.
@@ -45,24 +45,27 @@ void configure_tiles() {
 // Activations x [n, K] (rows x_stride apart) as B tiles: tile (j, s) = tokens [16 j, 16 j + 16)
 // x k step s, at xv + (j * steps + s) * 512, element (kp, token, e) at kp * 32 + token * 2 + e =
 // bf16 of x[16 j + token, 32 s + 2 kp + e] (zero past n or K). Token tiles [j0, j1).
-void interleave_tokens(const float* x, int64_t x_stride, int64_t n, int64_t K, int64_t Kp, int64_t j0, int64_t j1,
-                       uint16_t* xv) {
+void interleave_tokens(const float* x, int64_t x_stride, int64_t n, int64_t K, int64_t Kp,
+                       int64_t j0, int64_t j1, uint16_t* xv) {
   const int64_t steps = Kp / kTileK;
   for (int64_t j = j0; j < j1; ++j) {
     uint16_t* tiles = xv + j * steps * 512;
     std::fill(tiles, tiles + steps * 512, uint16_t{0});
-    const __m512i pair_rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                                 _mm512_set1_epi32(16));  // kp * 16 dwords
+    const __m512i pair_rows =
+        _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                           _mm512_set1_epi32(16));  // kp * 16 dwords
     for (int64_t token = 0; token < 16 && 16 * j + token < n; ++token) {
       const float* row = x + (16 * j + token) * x_stride;
       int64_t k = 0;
       for (; k + kTileK <= K; k += kTileK) {
         // 32 values -> 16 bf16 pairs (round to nearest even), pair kp to row kp of the tile
-        const __m512i pairs = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + k + 16), _mm512_loadu_ps(row + k)));
+        const __m512i pairs = reinterpret_cast<__m512i>(
+            _mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + k + 16), _mm512_loadu_ps(row + k)));
         _mm512_i32scatter_epi32(tiles + (k / kTileK) * 512 + token * 2, pair_rows, pairs, 4);
       }
       for (; k < K; ++k)
-        tiles[(k / kTileK) * 512 + ((k % kTileK) / 2) * 32 + token * 2 + (k & 1)] = f32_to_bf16(row[k]);
+        tiles[(k / kTileK) * 512 + ((k % kTileK) / 2) * 32 + token * 2 + (k & 1)] =
+            f32_to_bf16(row[k]);
     }
   }
 }
@@ -70,11 +73,11 @@ void interleave_tokens(const float* x, int64_t x_stride, int64_t n, int64_t K, i
 // Rows [r0, r1) (r0 a multiple of 32) of y for all n tokens. Blocked so that both operands come
 // from L2: 256 rows x 1024 columns of weights converted at a time (each weight once), and for
 // every token pair the B tiles of those 1024 columns (64 KB) serve all 8 row panels.
-constexpr int64_t kBlockPanels = 8;   // 256 rows
-constexpr int64_t kBlockSteps = 32;   // 1024 columns (a multiple of the 128-column scale blocks)
+constexpr int64_t kBlockPanels = 8;  // 256 rows
+constexpr int64_t kBlockSteps = 32;  // 1024 columns (a multiple of the 128-column scale blocks)
 
-void amx_rows(const uint16_t* xv, int64_t n, int64_t Kp, const WeightMatrix& w, int64_t r0, int64_t r1, float* y,
-              int64_t y_stride) {
+void amx_rows(const uint16_t* xv, int64_t n, int64_t Kp, const WeightMatrix& w, int64_t r0,
+              int64_t r1, float* y, int64_t y_stride) {
   configure_tiles();
   const int64_t steps = Kp / kTileK, pairs = ceil_div(n, kPairTokens);
   const bool scaled = w.dtype == DType::kF8E4M3;
@@ -94,10 +97,13 @@ void amx_rows(const uint16_t* xv, int64_t n, int64_t Kp, const WeightMatrix& w, 
       const int64_t ks1 = std::min(steps, ks0 + kBlockSteps);
       for (int64_t i = 0; i < panels * kPanelRows; ++i) {
         uint16_t* dst = panel + i * kWidth;
-        if (i < block_rows) row_to_bf16(w, rb + i, ks0 * kTileK, ks1 * kTileK, dst);
-        else std::fill(dst, dst + (ks1 - ks0) * kTileK, uint16_t{0});
+        if (i < block_rows)
+          row_to_bf16(w, rb + i, ks0 * kTileK, ks1 * kTileK, dst);
+        else
+          std::fill(dst, dst + (ks1 - ks0) * kTileK, uint16_t{0});
       }
-      const int64_t steps_per_scale = scaled ? kStepsPerBlock : ks1 - ks0;  // scales change every 128 columns
+      const int64_t steps_per_scale =
+          scaled ? kStepsPerBlock : ks1 - ks0;  // scales change every 128 columns
       for (int64_t q = 0; q < pairs; ++q) {
         const uint16_t* b0 = xv + (2 * q) * steps * 512;
         const uint16_t* b1 = b0 + steps * 512;
@@ -124,14 +130,15 @@ void amx_rows(const uint16_t* xv, int64_t n, int64_t Kp, const WeightMatrix& w, 
             _tile_stored(2, c[2], 64);
             _tile_stored(3, c[3], 64);
             const int64_t rp = rb + p * kPanelRows;
-            const __m512 scale =
-                _mm512_set1_ps(scaled ? w.scale[(rp / kFp8Block) * w.scale_cols() + s0 / kStepsPerBlock] : 1.0f);
-            for (int i = 0; i < 2; ++i)      // row tile
-              for (int j = 0; j < 2; ++j)    // token tile
+            const __m512 scale = _mm512_set1_ps(
+                scaled ? w.scale[(rp / kFp8Block) * w.scale_cols() + s0 / kStepsPerBlock] : 1.0f);
+            for (int i = 0; i < 2; ++i)    // row tile
+              for (int j = 0; j < 2; ++j)  // token tile
                 for (int r = 0; r < 16; ++r) {
                   float* dst = acc + (16 * i + r) * kPairTokens + 16 * j;
-                  _mm512_storeu_ps(dst, _mm512_fmadd_ps(scale, _mm512_load_ps(c[2 * i + j] + r * 16),
-                                                        _mm512_loadu_ps(dst)));
+                  _mm512_storeu_ps(dst,
+                                   _mm512_fmadd_ps(scale, _mm512_load_ps(c[2 * i + j] + r * 16),
+                                                   _mm512_loadu_ps(dst)));
                 }
           }
         }
@@ -142,7 +149,8 @@ void amx_rows(const uint16_t* xv, int64_t n, int64_t Kp, const WeightMatrix& w, 
         const float* acc = acc_all + (p * pairs + q) * kPanelRows * kPairTokens;
         const int64_t rp = rb + p * kPanelRows, n_rows = std::min(kPanelRows, r1 - rp);
         for (int64_t t = 0; t < std::min(kPairTokens, n - q * kPairTokens); ++t)
-          for (int64_t r = 0; r < n_rows; ++r) y[(q * kPairTokens + t) * y_stride + rp + r] = acc[r * kPairTokens + t];
+          for (int64_t r = 0; r < n_rows; ++r)
+            y[(q * kPairTokens + t) * y_stride + rp + r] = acc[r * kPairTokens + t];
       }
   }
 }
@@ -158,23 +166,30 @@ bool amx_usable() {
   return usable;
 }
 
-void amx_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool) {
+void amx_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y,
+                ThreadPool& pool) {
   check(amx_usable(), "amx_linear without AMX");
-  check(!w.group_scaled(), "amx_linear: int4 / int8 weights take the VDPBF16PS kernels (linear.cpp)");
+  check(!w.group_scaled(),
+        "amx_linear: int4 / int8 weights take the VDPBF16PS kernels (linear.cpp)");
   const int64_t K = w.cols, Kp = ceil_div(K, kTileK) * kTileK;
   const int64_t token_tiles = ceil_div(n_tokens, kPairTokens) * 2;  // whole pairs, zero past n
   thread_local std::vector<uint16_t> xv_buffer;
   xv_buffer.resize(static_cast<size_t>(token_tiles * Kp * 16));
   uint16_t* xv = xv_buffer.data();  // (the workers' own thread_local would be another vector)
-  pool.parallel_for(token_tiles, [&](int64_t j0, int64_t j1) { interleave_tokens(x, K, n_tokens, K, Kp, j0, j1, xv); });
+  pool.parallel_for(token_tiles, [&](int64_t j0, int64_t j1) {
+    interleave_tokens(x, K, n_tokens, K, Kp, j0, j1, xv);
+  });
   pool.parallel_for(
-      w.rows, [&](int64_t begin, int64_t end) { amx_rows(xv, n_tokens, Kp, w, begin, end, y, w.rows); }, kPanelRows);
+      w.rows,
+      [&](int64_t begin, int64_t end) { amx_rows(xv, n_tokens, Kp, w, begin, end, y, w.rows); },
+      kPanelRows);
 }
 
-void amx_matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
-                       int64_t y_stride) {
+void amx_matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w,
+                       float* y, int64_t y_stride) {
   check(amx_usable(), "amx_matmul_serial without AMX");
-  check(!w.group_scaled(), "amx_matmul_serial: int4 / int8 weights take the VDPBF16PS kernels (linear.cpp)");
+  check(!w.group_scaled(),
+        "amx_matmul_serial: int4 / int8 weights take the VDPBF16PS kernels (linear.cpp)");
   const int64_t K = w.cols, Kp = ceil_div(K, kTileK) * kTileK;
   const int64_t token_tiles = ceil_div(n_tokens, kPairTokens) * 2;
   thread_local std::vector<uint16_t> xv;

@@ -17,11 +17,12 @@ bool amx_usable();
 
 // y[n_tokens, w.rows] = bf16(x)[n_tokens, w.cols] @ W^T with the AMX tiles, rows split across
 // the pool. Only when amx_usable(); exact for fp8 and bf16 weights (f32 ones are rounded).
-void amx_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool);
+void amx_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y,
+                ThreadPool& pool);
 
 // The same on the calling thread, x rows x_stride apart and y rows y_stride apart; f32 weights
 // are rounded to bf16 too (fast-mode attention, where both sides are activations).
-void amx_matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
-                       int64_t y_stride);
+void amx_matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w,
+                       float* y, int64_t y_stride);
 
 }  // namespace dsinfer

@@ -13,11 +13,12 @@ struct Avx2 {
   static constexpr int kGemmRows = 6;
   // rows per GEMV group for 3-4 tokens: 4 x 4 accumulators and the token vectors would spill 16 ymm
   static constexpr int kGemvRowsManyTokens = isa_limits(Isa::kAvx2).gemv_max_rows_many;
-  static constexpr int kGemvMaxRows = isa_limits(Isa::kAvx2).gemv_max_rows_one;  // rows per GEMV group for 1 token
-  static constexpr int kGemmVectors = 2;  // 6x2 accumulators + 2 token vectors + 1 broadcast
-  static constexpr int kCombineSets = 4;     // combine_rows, many sets: 4x3 accumulators
+  static constexpr int kGemvMaxRows =
+      isa_limits(Isa::kAvx2).gemv_max_rows_one;  // rows per GEMV group for 1 token
+  static constexpr int kGemmVectors = 2;         // 6x2 accumulators + 2 token vectors + 1 broadcast
+  static constexpr int kCombineSets = 4;         // combine_rows, many sets: 4x3 accumulators
   static constexpr int kCombineVectors = 3;
-  static constexpr int kDotTokens = 3;       // dot_rows: 3x3 accumulators, 3 + 3 operands
+  static constexpr int kDotTokens = 3;  // dot_rows: 3x3 accumulators, 3 + 3 operands
   static constexpr int kDotRows = 3;
   static constexpr int kGemmChunkTiles = 8;  // token tiles whose lane partials stay in L2
   static V zero() { return _mm256_setzero_ps(); }
@@ -36,7 +37,8 @@ struct Avx2 {
   static V load_fp8(const uint8_t* p) {
     // as in the AVX-512 variant: sign-extended code << 7, bit 14 cleared = fp16 of value / 256
     const __m128i wide = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    const __m128i half = _mm_and_si128(_mm_slli_epi16(wide, 7), _mm_set1_epi16(static_cast<short>(0xBF80)));
+    const __m128i half =
+        _mm_and_si128(_mm_slli_epi16(wide, 7), _mm_set1_epi16(static_cast<short>(0xBF80)));
     return _mm256_cvtph_ps(half);
   }
   // Zen 3 converts fp16 at one vector per two cycles (vcvtph2ps: 2 uops on its two convert
@@ -46,7 +48,8 @@ struct Avx2 {
   static constexpr bool kFp8Subnormal = isa_limits(Isa::kAvx2).fp8_subnormal;
   static V load_fp8_subnormal(const uint8_t* p) {
     const __m256i code = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    const __m256i sign_and_rest = _mm256_and_si256(_mm256_slli_epi32(code, 20), _mm256_set1_epi32(static_cast<int>(0x87F00000u)));
+    const __m256i sign_and_rest = _mm256_and_si256(
+        _mm256_slli_epi32(code, 20), _mm256_set1_epi32(static_cast<int>(0x87F00000u)));
     return _mm256_castsi256_ps(sign_and_rest);
   }
   // 16 ymm registers: the L1 round trip of the AVX-512 GEMV would spill; convert in registers.
@@ -54,7 +57,8 @@ struct Avx2 {
   static void fp8_to_half_2x(const uint8_t*, uint16_t*) {}
   static V load_half(const uint16_t*) { return zero(); }
   static V load_bf16(const uint16_t* p) {
-    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i wide =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
   // the 8 nibbles (low or high) of 8 bytes as q = nibble - 8 (kernels/group_quant.h)
@@ -65,7 +69,8 @@ struct Avx2 {
     return _mm256_cvtepi32_ps(_mm256_sub_epi32(b, _mm256_set1_epi32(8)));
   }
   static V load_int8(const uint8_t* p) {
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
   static float half(uint16_t bits) { return _cvtsh_ss(bits); }  // fp16 -> fp32, exact
   // (an 8-entry VPERMPS cannot hold the 16 int4 values: the GEMV loads them as every other format)

@@ -21,9 +21,9 @@ struct Avx512 {
   static constexpr int kGemvRowsManyTokens = isa_limits(Isa::kAvx512).gemv_max_rows_many;
   static constexpr int kGemvMaxRows = isa_limits(Isa::kAvx512).gemv_max_rows_one;
   static constexpr int kGemmVectors = 4;  // 6x4 accumulators + 4 token vectors + 1 broadcast
-  static constexpr int kCombineSets = 4;     // combine_rows, many sets: 4x6 accumulators
+  static constexpr int kCombineSets = 4;  // combine_rows, many sets: 4x6 accumulators
   static constexpr int kCombineVectors = 6;
-  static constexpr int kDotTokens = 4;       // dot_rows: 4x5 accumulators, 4 + 5 operands
+  static constexpr int kDotTokens = 4;  // dot_rows: 4x5 accumulators, 4 + 5 operands
   static constexpr int kDotRows = 5;
   static constexpr int kGemmChunkTiles = 2;  // token tiles whose lane partials stay in L2
   static V zero() { return _mm512_setzero_ps(); }
@@ -44,7 +44,8 @@ struct Avx512 {
     // sign-extended code << 7 puts the sign at bit 15 (and a copy at bit 14, cleared) and
     // exponent+mantissa at bits 7..13: the fp16 bit pattern of value / 256.
     const __m256i wide = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m256i half = _mm256_and_si256(_mm256_slli_epi16(wide, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
+    const __m256i half =
+        _mm256_and_si256(_mm256_slli_epi16(wide, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
     return _mm512_cvtph_ps(half);
   }
   // the code's sign to bit 31 and its other 7 bits to bits 20..26 (the sign-extended copies above
@@ -52,14 +53,17 @@ struct Avx512 {
   static constexpr bool kFp8Subnormal = isa_limits(Isa::kAvx512).fp8_subnormal;
   static V load_fp8_subnormal(const uint8_t* p) {
     const __m512i code = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m512i bits = _mm512_and_si512(_mm512_slli_epi32(code, 20), _mm512_set1_epi32(static_cast<int>(0x87F00000u)));
+    const __m512i bits = _mm512_and_si512(_mm512_slli_epi32(code, 20),
+                                          _mm512_set1_epi32(static_cast<int>(0x87F00000u)));
     return _mm512_castsi512_ps(bits);
   }
   // GEMV fp8: widen 32 codes per instruction to fp16 patterns in L1, convert from memory.
   static constexpr bool kFp8ThroughL1 = true;
   static void fp8_to_half_2x(const uint8_t* p, uint16_t* out) {
-    const __m512i wide = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    const __m512i half = _mm512_and_si512(_mm512_slli_epi16(wide, 7), _mm512_set1_epi16(static_cast<short>(0xBF80)));
+    const __m512i wide =
+        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    const __m512i half =
+        _mm512_and_si512(_mm512_slli_epi16(wide, 7), _mm512_set1_epi16(static_cast<short>(0xBF80)));
     _mm512_store_si512(out, half);
   }
   static V load_half(const uint16_t* p) {
@@ -70,7 +74,8 @@ struct Avx512 {
     return v;
   }
   static V load_bf16(const uint16_t* p) {
-    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    const __m512i wide =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
   }
   // the 16 nibbles (low or high) of 16 bytes as q = nibble - 8 (kernels/group_quant.h)
@@ -81,13 +86,15 @@ struct Avx512 {
     return _mm512_cvtepi32_ps(_mm512_sub_epi32(b, _mm512_set1_epi32(8)));
   }
   static V load_int8(const uint8_t* p) {
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
   static float half(uint16_t bits) { return _cvtsh_ss(bits); }  // fp16 -> fp32, exact
   // int4 by table (the GEMV): the 16 values (n - 8) x scale for nibbles n = 0..15, exact ...
   static constexpr bool kInt4Table = true;
   static V int4_table(V scale) {
-    return _mm512_mul_ps(_mm512_set_ps(7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7, -8), scale);
+    return _mm512_mul_ps(_mm512_set_ps(7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7, -8),
+                         scale);
   }
   // ... and 32 columns' values from their 16 bytes: VPERMPS reads only an index's low 4 bits, so
   // the low nibbles need no mask and the high ones one shift.

@@ -16,17 +16,20 @@
 namespace dsinfer {
 
 // y[n_tokens, w.rows] = bf16(x)[n_tokens, w.cols] @ W^T, rows split across the pool. Only where the
-// CPU runs the AVX-512 kernels (which include AVX512_BF16); f32 weights are rounded to bf16 (linear() sends them to the exact kernels).
-void bf16dot_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool);
+// CPU runs the AVX-512 kernels (which include AVX512_BF16); f32 weights are rounded to bf16
+// (linear() sends them to the exact kernels).
+void bf16dot_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y,
+                    ThreadPool& pool);
 
 // Fast-mode products of few tokens (decode batches): y[n_tokens, w.rows] = bf16(x) @ W^T as a
 // GEMV (each weight vector converted once for every token), fp32 sums per 128-column block times
 // its scale; rows split across the pool. 1 <= n_tokens <= kBf16DotGemvMaxTokens (kernel_plan.h);
 // f32 weights are rounded.
-void bf16dot_gemv(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool);
+void bf16dot_gemv(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y,
+                  ThreadPool& pool);
 
 // The same on the calling thread, x rows x_stride apart and y rows y_stride apart.
-void bf16dot_matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
-                           int64_t y_stride);
+void bf16dot_matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride,
+                           const WeightMatrix& w, float* y, int64_t y_stride);
 
 }  // namespace dsinfer

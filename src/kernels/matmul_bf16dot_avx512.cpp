@@ -1,14 +1,14 @@
 // VDPBF16PS kernels of fast mode (matmul_bf16dot.h; compiled with AVX-512 flags, reached only
-// where the CPU runs the AVX-512 kernels). One instruction: acc[l] += a[2l] b[2l] + a[2l+1] b[2l+1] for 16 fp32
-// lanes l. Tokens fill the lanes: the activations are packed as bf16 pairs (x[t, 2p], x[t, 2p+1])
-// per token in tiles of 64 tokens, and each weight pair (W[r, 2p], W[r, 2p+1]) is broadcast to
-// every lane, so a micro-kernel of 6 rows x 4 token vectors keeps 24 accumulators in registers.
-// Each 128-column block (the fp8 scale block, the int4 / int8 scale group) is summed in registers
-// from zero, then multiplied by the row's block or group scale and added to the row's fp32 sums in
-// a small L1/L2 buffer.
-#include "kernels/matmul_bf16dot.h"
-
+// where the CPU runs the AVX-512 kernels). One instruction: acc[l] += a[2l] b[2l] + a[2l+1] b[2l+1]
+// for 16 fp32 lanes l. Tokens fill the lanes: the activations are packed as bf16 pairs (x[t, 2p],
+// x[t, 2p+1]) per token in tiles of 64 tokens, and each weight pair (W[r, 2p], W[r, 2p+1]) is
+// broadcast to every lane, so a micro-kernel of 6 rows x 4 token vectors keeps 24 accumulators in
+// registers. Each 128-column block (the fp8 scale block, the int4 / int8 scale group) is summed in
+// registers from zero, then multiplied by the row's block or group scale and added to the row's
+// fp32 sums in a small L1/L2 buffer.
 #include <immintrin.h>
+
+#include "kernels/matmul_bf16dot.h"
 // GCC 12's AVX-512 headers: the same false -Wuninitialized positives as in matmul_avx512.cpp
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -26,21 +26,22 @@
 namespace dsinfer {
 namespace {
 
-constexpr int kLanes = 16;                              // fp32 lanes: tokens per vector
-constexpr int kRows = 6;                                // rows per micro-kernel panel
-constexpr int kVectors = 4;                             // token vectors per micro-kernel
-constexpr int64_t kTileTokens = kLanes * kVectors;      // 64 tokens per packed tile
-constexpr int64_t kBlockCols = kFp8Block;               // columns summed in registers at a time
+constexpr int kLanes = 16;                          // fp32 lanes: tokens per vector
+constexpr int kRows = 6;                            // rows per micro-kernel panel
+constexpr int kVectors = 4;                         // token vectors per micro-kernel
+constexpr int64_t kTileTokens = kLanes * kVectors;  // 64 tokens per packed tile
+constexpr int64_t kBlockCols = kFp8Block;           // columns summed in registers at a time
 constexpr int64_t kBlockPairs = kBlockCols / 2;
-constexpr int64_t kChunkRows = 8 * kRows;               // rows whose block is converted at a time
-constexpr int64_t kGroupTiles = 4;                      // token tiles sharing each converted block
+constexpr int64_t kChunkRows = 8 * kRows;  // rows whose block is converted at a time
+constexpr int64_t kGroupTiles = 4;         // token tiles sharing each converted block
 
 // 32 consecutive values -> 16 bf16 pairs in order (pair p = values 2p, 2p + 1).
 __m512i pairs_of(const float* p) {
   const __m512i lo = round_to_bf16(_mm512_loadu_ps(p)), hi = round_to_bf16(_mm512_loadu_ps(p + 16));
   // word m of the result = the low word of value m, which is word 2m of (lo, hi)
-  const __m512i even_words = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28,
-                                              26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i even_words =
+      _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26,
+                       24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   return _mm512_permutex2var_epi16(lo, even_words, hi);
 }
 
@@ -57,9 +58,9 @@ struct TokenTiles {
   int64_t count(int64_t j) const { return begin(j + 1) - begin(j); }
 };
 
-// r[a] lane b -> r[b] lane a, for 16 x 16 dwords: pairs of rows interleaved by dwords, then pairs of
-// pairs by qwords (each 128-bit lane then holds a column of a 4 x 4 block), then the 128-bit lanes
-// gathered across the four 4-row groups (two rounds of shuffle_i32x4).
+// r[a] lane b -> r[b] lane a, for 16 x 16 dwords: pairs of rows interleaved by dwords, then pairs
+// of pairs by qwords (each 128-bit lane then holds a column of a 4 x 4 block), then the 128-bit
+// lanes gathered across the four 4-row groups (two rounds of shuffle_i32x4).
 void transpose16(__m512i (&r)[16]) {
   __m512i a[16], b[16];
   for (int k = 0; k < 8; ++k) {
@@ -73,8 +74,10 @@ void transpose16(__m512i (&r)[16]) {
     b[4 * q + 3] = _mm512_unpackhi_epi64(a[4 * q + 1], a[4 * q + 3]);
   }
   for (int c = 0; c < 4; ++c) {  // column 4L + c = lane L of b[c], b[4 + c], b[8 + c], b[12 + c]
-    const __m512i e0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x44), e1 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xEE);
-    const __m512i e2 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x44), e3 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xEE);
+    const __m512i e0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x44),
+                  e1 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xEE);
+    const __m512i e2 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x44),
+                  e3 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xEE);
     r[c] = _mm512_shuffle_i32x4(e0, e2, 0x88);
     r[4 + c] = _mm512_shuffle_i32x4(e0, e2, 0xDD);
     r[8 + c] = _mm512_shuffle_i32x4(e1, e3, 0x88);
@@ -86,8 +89,8 @@ void transpose16(__m512i (&r)[16]) {
 // = bf16 pair (x[t, 2p], x[t, 2p + 1]) of token t = tiles.begin(j) + tt; zero past the tile's
 // tokens and past K. Tiles [j0, j1). 16 tokens' 16 pairs at a time, turned in registers (a
 // scatter per token and 32 columns was 8% of attention's per-head products on Zen 5).
-void pack_tokens(const float* x, int64_t x_stride, const TokenTiles& token_tiles, int64_t K, int64_t j0, int64_t j1,
-                 uint32_t* xp) {
+void pack_tokens(const float* x, int64_t x_stride, const TokenTiles& token_tiles, int64_t K,
+                 int64_t j0, int64_t j1, uint32_t* xp) {
   const int64_t pairs = pairs_of_cols(K), K_whole = K / 32 * 32;
   for (int64_t j = j0; j < j1; ++j) {
     uint32_t* tile = xp + j * pairs * kTileTokens;
@@ -98,9 +101,11 @@ void pack_tokens(const float* x, int64_t x_stride, const TokenTiles& token_tiles
       const int group = static_cast<int>(std::min<int64_t>(kLanes, tokens - tt0));
       for (int64_t k = 0; k < K_whole; k += 32) {
         __m512i r[kLanes];
-        for (int b = 0; b < kLanes; ++b) r[b] = b < group ? pairs_of(first + (tt0 + b) * x_stride + k) : _mm512_setzero_si512();
+        for (int b = 0; b < kLanes; ++b)
+          r[b] = b < group ? pairs_of(first + (tt0 + b) * x_stride + k) : _mm512_setzero_si512();
         transpose16(r);  // r[q] = pair k / 2 + q of the 16 tokens
-        for (int q = 0; q < kLanes; ++q) _mm512_store_si512(tile + (k / 2 + q) * kTileTokens + tt0, r[q]);
+        for (int q = 0; q < kLanes; ++q)
+          _mm512_store_si512(tile + (k / 2 + q) * kTileTokens + tt0, r[q]);
       }
     }
     for (int64_t tt = 0; tt < tokens; ++tt) {  // the columns past the last whole 32
@@ -118,14 +123,15 @@ void pack_tokens(const float* x, int64_t x_stride, const TokenTiles& token_tiles
 // v < NV vectors. w: 2-byte aligned (bf16 matrices are read in place), so its pairs are loaded
 // by memcpy.
 template <int NV>
-void micro(const uint16_t* w, int64_t w_stride, const uint32_t* xp, int64_t steps, const float* scale, float* c,
-           int64_t c_stride) {
+void micro(const uint16_t* w, int64_t w_stride, const uint32_t* xp, int64_t steps,
+           const float* scale, float* c, int64_t c_stride) {
   __m512 acc[kRows][NV];
   for (int i = 0; i < kRows; ++i)
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
   for (int64_t s = 0; s < steps; ++s) {
     __m512bh x[NV];
-    for (int v = 0; v < NV; ++v) x[v] = (__m512bh)_mm512_load_si512(xp + s * kTileTokens + v * kLanes);
+    for (int v = 0; v < NV; ++v)
+      x[v] = (__m512bh)_mm512_load_si512(xp + s * kTileTokens + v * kLanes);
     for (int i = 0; i < kRows; ++i) {
       int pair;
       std::memcpy(&pair, w + 2 * (i * w_stride + s), sizeof pair);
@@ -142,13 +148,17 @@ void micro(const uint16_t* w, int64_t w_stride, const uint32_t* xp, int64_t step
   }
 }
 
-void micro_vectors(int nv, const uint16_t* w, int64_t w_stride, const uint32_t* xp, int64_t steps, const float* scale,
-                   float* c, int64_t c_stride) {
+void micro_vectors(int nv, const uint16_t* w, int64_t w_stride, const uint32_t* xp, int64_t steps,
+                   const float* scale, float* c, int64_t c_stride) {
   switch (nv) {
-    case 1: return micro<1>(w, w_stride, xp, steps, scale, c, c_stride);
-    case 2: return micro<2>(w, w_stride, xp, steps, scale, c, c_stride);
-    case 3: return micro<3>(w, w_stride, xp, steps, scale, c, c_stride);
-    default: return micro<4>(w, w_stride, xp, steps, scale, c, c_stride);
+    case 1:
+      return micro<1>(w, w_stride, xp, steps, scale, c, c_stride);
+    case 2:
+      return micro<2>(w, w_stride, xp, steps, scale, c, c_stride);
+    case 3:
+      return micro<3>(w, w_stride, xp, steps, scale, c, c_stride);
+    default:
+      return micro<4>(w, w_stride, xp, steps, scale, c, c_stride);
   }
 }
 
@@ -165,7 +175,8 @@ T* aligned(std::vector<T>& buffer, int64_t n) {
 // the int4 / int8 row's group scale (group_quant.h: groups are the same 128 columns), else 1.
 float block_scale(const WeightMatrix& w, int64_t r, int64_t c0) {
   if (w.block_scaled()) return w.scale[(r / kFp8Block) * w.scale_cols() + c0 / kFp8Block];
-  if (w.group_scaled()) return _cvtsh_ss(w.group_scale[r * ceil_div(w.cols, kQuantGroup) + c0 / kQuantGroup]);
+  if (w.group_scaled())
+    return _cvtsh_ss(w.group_scale[r * ceil_div(w.cols, kQuantGroup) + c0 / kQuantGroup]);
   return 1.0f;
 }
 
@@ -173,12 +184,14 @@ float block_scale(const WeightMatrix& w, int64_t r, int64_t c0) {
 // conversion: a block's rows are a row apart, a stride the hardware prefetchers do not follow,
 // so without this each conversion waits on memory (a fifth of a 512-token product's time on
 // Zen 5). block_bytes: a 128-column block's bytes in a row.
-void prefetch_block(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t c0, int64_t block_bytes) {
+void prefetch_block(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t c0,
+                    int64_t block_bytes) {
   const int64_t stride = w.row_stride(), first = c0 / kBlockCols * block_bytes;
   const int64_t end = std::min(first + block_bytes, stride);
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.data + r * stride;
-    for (int64_t b = first & ~int64_t{63}; b < end; b += 64) _mm_prefetch(reinterpret_cast<const char*>(row + b), _MM_HINT_T1);
+    for (int64_t b = first & ~int64_t{63}; b < end; b += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(row + b), _MM_HINT_T1);
   }
 }
 
@@ -189,10 +202,12 @@ void prefetch_block(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t c0, i
 // copying each row's 256-byte block took a sixth of attention's per-head products (one 64-token
 // tile each, so that every copy served 64 tokens). Whole blocks of fp8 codes are converted inline
 // (row_to_bf16's call and checks per row and block cost 5% of a 64-token product).
-void bf16dot_rows(const uint32_t* xp, const TokenTiles& token_tiles, const WeightMatrix& w, int64_t r0, int64_t r1,
-                  float* y, int64_t y_stride) {
+void bf16dot_rows(const uint32_t* xp, const TokenTiles& token_tiles, const WeightMatrix& w,
+                  int64_t r0, int64_t r1, float* y, int64_t y_stride) {
   const int64_t K = w.cols, pairs = pairs_of_cols(K), tiles = token_tiles.tiles;
-  const int64_t block_bytes = w.dtype == kInt4Storage ? kBlockCols / 2 : kBlockCols * static_cast<int64_t>(dtype_size(w.dtype));
+  const int64_t block_bytes = w.dtype == kInt4Storage
+                                  ? kBlockCols / 2
+                                  : kBlockCols * static_cast<int64_t>(dtype_size(w.dtype));
   const int64_t c_stride = kGroupTiles * kTileTokens;
   thread_local std::vector<uint32_t> wbuf_storage;
   thread_local std::vector<float> cbuf_storage;
@@ -206,10 +221,12 @@ void bf16dot_rows(const uint32_t* xp, const TokenTiles& token_tiles, const Weigh
     for (int64_t rc = r0; rc < r1; rc += kChunkRows) {
       const int64_t rows = std::min(kChunkRows, r1 - rc), panels = ceil_div(rows, kRows);
       const int64_t rows_in_place = in_place ? rows / kRows * kRows : 0;  // whole panels
-      for (int64_t i = 0; i < panels * kRows; ++i) std::fill(cbuf + i * c_stride, cbuf + i * c_stride + group_tiles * kTileTokens, 0.0f);
+      for (int64_t i = 0; i < panels * kRows; ++i)
+        std::fill(cbuf + i * c_stride, cbuf + i * c_stride + group_tiles * kTileTokens, 0.0f);
       for (int64_t c0 = 0; c0 < K; c0 += kBlockCols) {
         const int64_t steps = pairs_of_cols(std::min(kBlockCols, K - c0));
-        // the next block of these rows (after the last, the next chunk's first) comes while this one computes
+        // the next block of these rows (after the last, the next chunk's first) comes while this
+        // one computes
         if (c0 + kBlockCols < K) {
           prefetch_block(w, rc, rc + rows, c0 + kBlockCols, block_bytes);
         } else {
@@ -221,7 +238,8 @@ void bf16dot_rows(const uint32_t* xp, const TokenTiles& token_tiles, const Weigh
           uint32_t* dst = wbuf + i * kBlockPairs;
           if (i < rows && fp8 && c0 + kBlockCols <= K) {  // a whole block of codes, inline
             const uint8_t* codes = w.data + (rc + i) * K + c0;
-            for (int64_t k = 0; k < kBlockCols; k += 32) fp8x32_to_bf16(codes + k, reinterpret_cast<uint16_t*>(dst) + k);
+            for (int64_t k = 0; k < kBlockCols; k += 32)
+              fp8x32_to_bf16(codes + k, reinterpret_cast<uint16_t*>(dst) + k);
             scales[i] = block_scale(w, rc + i, c0);
           } else if (i < rows) {
             row_to_bf16(w, rc + i, c0, c0 + kBlockCols, reinterpret_cast<uint16_t*>(dst));
@@ -237,16 +255,20 @@ void bf16dot_rows(const uint32_t* xp, const TokenTiles& token_tiles, const Weigh
           const uint32_t* x_block = xp + ((g0 + j) * pairs + c0 / 2) * kTileTokens;
           for (int64_t p = 0; p < panels; ++p) {
             const bool direct = p * kRows < rows_in_place;
-            const uint16_t* panel = direct ? bf16_rows + (rc + p * kRows) * K + c0
-                                           : reinterpret_cast<const uint16_t*>(wbuf + p * kRows * kBlockPairs);
-            micro_vectors(nv, panel, direct ? K / 2 : kBlockPairs, x_block, steps, scales + p * kRows,
-                          cbuf + p * kRows * c_stride + j * kTileTokens, c_stride);
+            const uint16_t* panel =
+                direct ? bf16_rows + (rc + p * kRows) * K + c0
+                       : reinterpret_cast<const uint16_t*>(wbuf + p * kRows * kBlockPairs);
+            micro_vectors(nv, panel, direct ? K / 2 : kBlockPairs, x_block, steps,
+                          scales + p * kRows, cbuf + p * kRows * c_stride + j * kTileTokens,
+                          c_stride);
           }
         }
       }
       for (int64_t j = 0; j < group_tiles; ++j)
-        for (int64_t t = token_tiles.begin(g0 + j), tt = 0; tt < token_tiles.count(g0 + j); ++t, ++tt)
-          for (int64_t i = 0; i < rows; ++i) y[t * y_stride + rc + i] = cbuf[i * c_stride + j * kTileTokens + tt];
+        for (int64_t t = token_tiles.begin(g0 + j), tt = 0; tt < token_tiles.count(g0 + j);
+             ++t, ++tt)
+          for (int64_t i = 0; i < rows; ++i)
+            y[t * y_stride + rc + i] = cbuf[i * c_stride + j * kTileTokens + tt];
     }
   }
 }
@@ -267,9 +289,12 @@ void round_tokens(const float* x, int64_t x_stride, int64_t n, int64_t K, uint16
   for (int64_t t = 0; t < n; ++t) {
     const float* row = x + t * x_stride;
     for (int64_t c = 0; c < K; c += 16) {
-      const __mmask16 m = K - c >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (K - c)) - 1);
-      const __m512i bits = _mm512_maskz_mov_epi32(m, round_to_bf16(_mm512_maskz_loadu_ps(m, row + c)));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xb + ((c / 32) * n + t) * 32 + c % 32), _mm512_cvtepi32_epi16(bits));
+      const __mmask16 m =
+          K - c >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (K - c)) - 1);
+      const __m512i bits =
+          _mm512_maskz_mov_epi32(m, round_to_bf16(_mm512_maskz_loadu_ps(m, row + c)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xb + ((c / 32) * n + t) * 32 + c % 32),
+                          _mm512_cvtepi32_epi16(bits));
     }
     if (K % 32 != 0 && K % 32 <= 16)  // the step's upper half past K
       std::fill_n(xb + ((K / 32) * n + t) * 32 + 16, 16, uint16_t{0});
@@ -282,15 +307,17 @@ enum class GemvWeights { kFp8, kBf16, kConverted };
 
 // Tokens T, rows R at a time: R x T accumulators of one 128-column block in registers; the totals
 // (accumulators times each block's scale) in L1.
-constexpr int gemv_rows_for(int tokens) { return tokens <= 2 ? 6 : tokens == 3 ? 4 : tokens == 4 ? 3 : tokens <= 6 ? 2 : 1; }
+constexpr int gemv_rows_for(int tokens) {
+  return tokens <= 2 ? 6 : tokens == 3 ? 4 : tokens == 4 ? 3 : tokens <= 6 ? 2 : 1;
+}
 
 // y[t * y_stride + r] for rows [r0, r0 + R) and T tokens of xb; the weight lines `ahead` bytes
 // past each row's current step are prefetched (R rows are R streams the hardware tracks poorly),
 // as the exact GEMV's GemvPrefetch::kWrapped does.
 // Only whole 32-column steps read rows directly; a partial last step goes through row_to_bf16.
 template <int T, int R, GemvWeights kWeights>
-void gemv_group(const uint16_t* xb, const WeightMatrix& w, int64_t r0, int64_t p0, int64_t p1, float* y,
-                int64_t y_stride, int64_t ahead) {
+void gemv_group(const uint16_t* xb, const WeightMatrix& w, int64_t r0, int64_t p0, int64_t p1,
+                float* y, int64_t y_stride, int64_t ahead) {
   const int64_t K = w.cols, stride = w.row_stride();
   alignas(64) float total[R][T][kLanes] = {};
   alignas(64) uint16_t converted[R][kBlockCols];  // kConverted and partial steps
@@ -304,7 +331,8 @@ void gemv_group(const uint16_t* xb, const WeightMatrix& w, int64_t r0, int64_t p
   const int64_t panel_begin = p0 * elem_bytes, panel_bytes = (p1 - p0) * elem_bytes;
   const int64_t q = ahead / panel_bytes, rem = ahead % panel_bytes;
   auto wrapped = [&](int64_t b) {
-    return b + rem < panel_begin + panel_bytes ? b + rem + q * R * stride : b + rem - panel_bytes + (q + 1) * R * stride;
+    return b + rem < panel_begin + panel_bytes ? b + rem + q * R * stride
+                                               : b + rem - panel_bytes + (q + 1) * R * stride;
   };
   for (int64_t c0 = p0; c0 < p1; c0 += kBlockCols) {
     const int64_t c1 = std::min(c0 + kBlockCols, K);
@@ -328,7 +356,8 @@ void gemv_group(const uint16_t* xb, const WeightMatrix& w, int64_t r0, int64_t p
       steps([&](int i, int64_t k) { return _mm512_load_si512(converted[i] + (k - c0)); });
     } else if constexpr (kWeights == GemvWeights::kFp8) {
       steps([&](int i, int64_t k) {
-        if (k % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(rows[i] + wrapped(k)), _MM_HINT_T0);
+        if (k % 64 == 0)
+          _mm_prefetch(reinterpret_cast<const char*>(rows[i] + wrapped(k)), _MM_HINT_T0);
         return fp8x32_to_bf16_vector(rows[i] + k);
       });
     } else {
@@ -340,7 +369,8 @@ void gemv_group(const uint16_t* xb, const WeightMatrix& w, int64_t r0, int64_t p
     for (int i = 0; i < R; ++i) {
       const __m512 scale = _mm512_set1_ps(block_scale(w, r0 + i, c0));
       for (int t = 0; t < T; ++t)
-        _mm512_store_ps(total[i][t], _mm512_fmadd_ps(acc[i][t], scale, _mm512_load_ps(total[i][t])));
+        _mm512_store_ps(total[i][t],
+                        _mm512_fmadd_ps(acc[i][t], scale, _mm512_load_ps(total[i][t])));
     }
   }
   for (int i = 0; i < R; ++i)
@@ -351,20 +381,23 @@ void gemv_group(const uint16_t* xb, const WeightMatrix& w, int64_t r0, int64_t p
 }
 
 template <int T, int R>
-void gemv_group_of(const uint16_t* xb, const WeightMatrix& w, int64_t r0, int64_t p0, int64_t p1, float* y,
-                   int64_t y_stride, int64_t ahead) {
-  if (w.dtype == DType::kF8E4M3) return gemv_group<T, R, GemvWeights::kFp8>(xb, w, r0, p0, p1, y, y_stride, ahead);
-  if (w.dtype == DType::kBF16) return gemv_group<T, R, GemvWeights::kBf16>(xb, w, r0, p0, p1, y, y_stride, ahead);
+void gemv_group_of(const uint16_t* xb, const WeightMatrix& w, int64_t r0, int64_t p0, int64_t p1,
+                   float* y, int64_t y_stride, int64_t ahead) {
+  if (w.dtype == DType::kF8E4M3)
+    return gemv_group<T, R, GemvWeights::kFp8>(xb, w, r0, p0, p1, y, y_stride, ahead);
+  if (w.dtype == DType::kBF16)
+    return gemv_group<T, R, GemvWeights::kBf16>(xb, w, r0, p0, p1, y, y_stride, ahead);
   gemv_group<T, R, GemvWeights::kConverted>(xb, w, r0, p0, p1, y, y_stride, ahead);
 }
 
 template <int T>
-void gemv_rows(const uint16_t* xb, const WeightMatrix& w, int64_t r0, int64_t r1, float* y, int64_t y_stride,
-               int64_t ahead) {
+void gemv_rows(const uint16_t* xb, const WeightMatrix& w, int64_t r0, int64_t r1, float* y,
+               int64_t y_stride, int64_t ahead) {
   constexpr int R = gemv_rows_for(T);
   // columns in panels whose tokens' bf16 (T x 32 KB / T) stay in L1 while every row passes: the
   // whole of 8 tokens x 7168 columns is 114 KB, which each row would stream from L2 again
-  constexpr int64_t kPanelCols = std::max<int64_t>(kBlockCols, (int64_t{16384} / T) / kBlockCols * kBlockCols);
+  constexpr int64_t kPanelCols =
+      std::max<int64_t>(kBlockCols, (int64_t{16384} / T) / kBlockCols * kBlockCols);
   for (int64_t p0 = 0; p0 < w.cols; p0 += kPanelCols) {
     const int64_t p1 = std::min(p0 + kPanelCols, w.cols);
     int64_t r = r0;
@@ -375,11 +408,14 @@ void gemv_rows(const uint16_t* xb, const WeightMatrix& w, int64_t r0, int64_t r1
 
 // Bytes ahead of each row's current step that the GEMV prefetches: about 8 KB in flight per
 // thread over its R rows (on Zen 5 4 KB and 16 KB were no better).
-int64_t gemv_prefetch_bytes(int tokens) { return std::max<int64_t>(64, int64_t{8192} / gemv_rows_for(tokens) / 64 * 64); }
+int64_t gemv_prefetch_bytes(int tokens) {
+  return std::max<int64_t>(64, int64_t{8192} / gemv_rows_for(tokens) / 64 * 64);
+}
 
 }  // namespace
 
-void bf16dot_gemv(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool) {
+void bf16dot_gemv(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y,
+                  ThreadPool& pool) {
   check(cpu_supports(Isa::kAvx512), "bf16dot_gemv without AVX512_BF16");
   check(n_tokens >= 1 && n_tokens <= kBf16DotGemvMaxTokens, "bf16dot_gemv: ", n_tokens, " tokens");
   const int64_t K = w.cols;
@@ -388,39 +424,62 @@ void bf16dot_gemv(const float* x, int64_t n_tokens, const WeightMatrix& w, float
   round_tokens(x, K, n_tokens, K, xb);
   const int64_t ahead = gemv_prefetch_bytes(static_cast<int>(n_tokens));
   // chunks of whole groups for every group size (6, 4, 3, 2, 1 rows divide 48)
-  pool.parallel_for(w.rows, [&](int64_t begin, int64_t end) {
-    switch (n_tokens) {
-      case 1: return gemv_rows<1>(xb, w, begin, end, y, w.rows, ahead);
-      case 2: return gemv_rows<2>(xb, w, begin, end, y, w.rows, ahead);
-      case 3: return gemv_rows<3>(xb, w, begin, end, y, w.rows, ahead);
-      case 4: return gemv_rows<4>(xb, w, begin, end, y, w.rows, ahead);
-      case 5: return gemv_rows<5>(xb, w, begin, end, y, w.rows, ahead);
-      case 6: return gemv_rows<6>(xb, w, begin, end, y, w.rows, ahead);
-      case 7: return gemv_rows<7>(xb, w, begin, end, y, w.rows, ahead);
-      case 8: return gemv_rows<8>(xb, w, begin, end, y, w.rows, ahead);
-      case 9: return gemv_rows<9>(xb, w, begin, end, y, w.rows, ahead);
-      case 10: return gemv_rows<10>(xb, w, begin, end, y, w.rows, ahead);
-      case 11: return gemv_rows<11>(xb, w, begin, end, y, w.rows, ahead);
-      case 12: return gemv_rows<12>(xb, w, begin, end, y, w.rows, ahead);
-      case 13: return gemv_rows<13>(xb, w, begin, end, y, w.rows, ahead);
-      case 14: return gemv_rows<14>(xb, w, begin, end, y, w.rows, ahead);
-      default: return gemv_rows<15>(xb, w, begin, end, y, w.rows, ahead);
-    }
-  }, 48);
+  pool.parallel_for(
+      w.rows,
+      [&](int64_t begin, int64_t end) {
+        switch (n_tokens) {
+          case 1:
+            return gemv_rows<1>(xb, w, begin, end, y, w.rows, ahead);
+          case 2:
+            return gemv_rows<2>(xb, w, begin, end, y, w.rows, ahead);
+          case 3:
+            return gemv_rows<3>(xb, w, begin, end, y, w.rows, ahead);
+          case 4:
+            return gemv_rows<4>(xb, w, begin, end, y, w.rows, ahead);
+          case 5:
+            return gemv_rows<5>(xb, w, begin, end, y, w.rows, ahead);
+          case 6:
+            return gemv_rows<6>(xb, w, begin, end, y, w.rows, ahead);
+          case 7:
+            return gemv_rows<7>(xb, w, begin, end, y, w.rows, ahead);
+          case 8:
+            return gemv_rows<8>(xb, w, begin, end, y, w.rows, ahead);
+          case 9:
+            return gemv_rows<9>(xb, w, begin, end, y, w.rows, ahead);
+          case 10:
+            return gemv_rows<10>(xb, w, begin, end, y, w.rows, ahead);
+          case 11:
+            return gemv_rows<11>(xb, w, begin, end, y, w.rows, ahead);
+          case 12:
+            return gemv_rows<12>(xb, w, begin, end, y, w.rows, ahead);
+          case 13:
+            return gemv_rows<13>(xb, w, begin, end, y, w.rows, ahead);
+          case 14:
+            return gemv_rows<14>(xb, w, begin, end, y, w.rows, ahead);
+          default:
+            return gemv_rows<15>(xb, w, begin, end, y, w.rows, ahead);
+        }
+      },
+      48);
 }
 
-void bf16dot_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y, ThreadPool& pool) {
+void bf16dot_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* y,
+                    ThreadPool& pool) {
   check(cpu_supports(Isa::kAvx512), "bf16dot_linear without AVX512_BF16");
   const TokenTiles tiles(n_tokens);
   thread_local std::vector<uint32_t> xp_storage;
   uint32_t* xp = aligned(xp_storage, tiles.tiles * pairs_of_cols(w.cols) * kTileTokens);
-  pool.parallel_for(tiles.tiles, [&](int64_t j0, int64_t j1) { pack_tokens(x, w.cols, tiles, w.cols, j0, j1, xp); });
+  pool.parallel_for(tiles.tiles, [&](int64_t j0, int64_t j1) {
+    pack_tokens(x, w.cols, tiles, w.cols, j0, j1, xp);
+  });
   pool.parallel_for(
-      w.rows, [&](int64_t begin, int64_t end) { bf16dot_rows(xp, tiles, w, begin, end, y, w.rows); }, kChunkRows);
+      w.rows,
+      [&](int64_t begin, int64_t end) { bf16dot_rows(xp, tiles, w, begin, end, y, w.rows); },
+      kChunkRows);
 }
 
-void bf16dot_matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
-                           int64_t y_stride) {
+void bf16dot_matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride,
+                           const WeightMatrix& w, float* y, int64_t y_stride) {
   check(cpu_supports(Isa::kAvx512), "bf16dot_matmul_serial without AVX512_BF16");
   const TokenTiles tiles(n_tokens);
   thread_local std::vector<uint32_t> xp_storage;

@@ -16,8 +16,8 @@
 //                    subnormals, exactly) against activations scaled by 2^112 more (see
 //                    kFp8SubnormalBias: the products, hence every sum, are the same bits).
 //
-// The canonical order (batch invariance, docs/ENGINE.md): every product here, GEMV or GEMM, whatever
-// the number of tokens, rows or threads, computes y[t, r] = sum_k W[r, k] x[t, k] as
+// The canonical order (batch invariance, docs/ENGINE.md): every product here, GEMV or GEMM,
+// whatever the number of tokens, rows or threads, computes y[t, r] = sum_k W[r, k] x[t, k] as
 //   lane l < kWidth:  p_l = fma chain from 0 over k = l, l + kWidth, ... < K - K % kWidth, in
 //                     increasing k, of w(r, k) * x(t, k);
 //   p = reduce(p_0 .. p_{kWidth-1}) by halving (l + l + kWidth/2, ..., 0 + 1);
@@ -33,8 +33,8 @@
 // This file: the weight formats (Format<kind>), how the kernels read a row, shared helpers.
 #pragma once
 
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -79,22 +79,25 @@ struct WRow {
 
 inline WRow row_of(const WeightMatrix& w, int64_t r) {
   const int64_t stride = w.row_stride();
-  return {w.data + r * stride, w.group_scale ? w.group_scale + r * ceil_div(w.cols, kQuantGroup) : nullptr};
+  return {w.data + r * stride,
+          w.group_scale ? w.group_scale + r * ceil_div(w.cols, kQuantGroup) : nullptr};
 }
 
 // Local copies (see bf16_bits_to_f32) of the int4 layout of kernels/group_quant.h.
-inline int64_t int4_byte_of(int64_t k) { return (k / kInt4Block) * (kInt4Block / 2) + k % (kInt4Block / 2); }
+inline int64_t int4_byte_of(int64_t k) {
+  return (k / kInt4Block) * (kInt4Block / 2) + k % (kInt4Block / 2);
+}
 inline int int4_value(const uint8_t* row, int64_t k) {
   const uint8_t byte = row[int4_byte_of(k)];
   return (k % kInt4Block >= kInt4Block / 2 ? byte >> 4 : byte & 15) - 8;
 }
 
 // The weight formats, each described once (a row's stride is WeightMatrix::row_stride): the byte
-// offset of column k in a row (prefetching), whether 128 x 128 block scales apply (the activations or partial sums
-// are then multiplied by scale * kFp8Bias), whether per-row group scales do (the loads then give
-// q x scale, exact), the vector load of S::kWidth columns as fp32 from column k (a multiple of
-// S::kWidth) and the one-element load (tails) that gives the same value. A new format is one more
-// specialization here plus its DType in for_format below.
+// offset of column k in a row (prefetching), whether 128 x 128 block scales apply (the activations
+// or partial sums are then multiplied by scale * kFp8Bias), whether per-row group scales do (the
+// loads then give q x scale, exact), the vector load of S::kWidth columns as fp32 from column k (a
+// multiple of S::kWidth) and the one-element load (tails) that gives the same value. A new format
+// is one more specialization here plus its DType in for_format below.
 template <WKind kind>
 struct Format;
 
@@ -103,7 +106,9 @@ struct Format<WKind::kF32> {
   static constexpr bool kBlockScaled = false, kGroupScaled = false;
   static constexpr int64_t offset(int64_t k) { return 4 * k; }
   template <class S>
-  static typename S::V load(WRow row, int64_t k) { return S::load(reinterpret_cast<const float*>(row.data) + k); }
+  static typename S::V load(WRow row, int64_t k) {
+    return S::load(reinterpret_cast<const float*>(row.data) + k);
+  }
   static float scalar(WRow row, int64_t k) { return reinterpret_cast<const float*>(row.data)[k]; }
 };
 
@@ -112,8 +117,12 @@ struct Format<WKind::kBF16> {
   static constexpr bool kBlockScaled = false, kGroupScaled = false;
   static constexpr int64_t offset(int64_t k) { return 2 * k; }
   template <class S>
-  static typename S::V load(WRow row, int64_t k) { return S::load_bf16(reinterpret_cast<const uint16_t*>(row.data) + k); }
-  static float scalar(WRow row, int64_t k) { return bf16_bits_to_f32(reinterpret_cast<const uint16_t*>(row.data)[k]); }
+  static typename S::V load(WRow row, int64_t k) {
+    return S::load_bf16(reinterpret_cast<const uint16_t*>(row.data) + k);
+  }
+  static float scalar(WRow row, int64_t k) {
+    return bf16_bits_to_f32(reinterpret_cast<const uint16_t*>(row.data)[k]);
+  }
 };
 
 template <>
@@ -121,8 +130,12 @@ struct Format<WKind::kFp8> {
   static constexpr bool kBlockScaled = true, kGroupScaled = false;
   static constexpr int64_t offset(int64_t k) { return k; }
   template <class S>
-  static typename S::V load(WRow row, int64_t k) { return S::load_fp8(row.data + k); }
-  static float scalar(WRow row, int64_t k) { return fp8_e4m3_table()[row.data[k]] * (1.0f / kFp8Bias); }
+  static typename S::V load(WRow row, int64_t k) {
+    return S::load_fp8(row.data + k);
+  }
+  static float scalar(WRow row, int64_t k) {
+    return fp8_e4m3_table()[row.data[k]] * (1.0f / kFp8Bias);
+  }
 };
 
 template <>
@@ -130,8 +143,12 @@ struct Format<WKind::kFp8Subnormal> {
   static constexpr bool kBlockScaled = true, kGroupScaled = false;
   static constexpr int64_t offset(int64_t k) { return k; }
   template <class S>
-  static typename S::V load(WRow row, int64_t k) { return S::load_fp8_subnormal(row.data + k); }
-  static float scalar(WRow row, int64_t k) { return fp8_e4m3_table()[row.data[k]] * 0x1p-120f; }  // exact
+  static typename S::V load(WRow row, int64_t k) {
+    return S::load_fp8_subnormal(row.data + k);
+  }
+  static float scalar(WRow row, int64_t k) {
+    return fp8_e4m3_table()[row.data[k]] * 0x1p-120f;
+  }  // exact
 };
 
 // int4: S::load_int4(bytes, high) gives the kWidth values q (as floats) of the low or high nibbles
@@ -159,25 +176,34 @@ struct Format<WKind::kInt8> {
   static constexpr bool kBlockScaled = false, kGroupScaled = true;
   static constexpr int64_t offset(int64_t k) { return k; }
   template <class S>
-  static typename S::V load_q(WRow row, int64_t k) { return S::load_int8(row.data + k); }
+  static typename S::V load_q(WRow row, int64_t k) {
+    return S::load_int8(row.data + k);
+  }
   template <class S>
   static typename S::V load(WRow row, int64_t k) {
     return S::mul(load_q<S>(row, k), S::set1(S::half(row.scales[k / kQuantGroup])));
   }
   static float scalar(WRow row, int64_t k) {
-    return static_cast<float>(static_cast<int8_t>(row.data[k])) * f16_to_f32(row.scales[k / kQuantGroup]);
+    return static_cast<float>(static_cast<int8_t>(row.data[k])) *
+           f16_to_f32(row.scales[k / kQuantGroup]);
   }
 };
 
-// f(std::integral_constant<WKind, kind>{}) for the format of `dtype` (the loader admits these five).
+// f(std::integral_constant<WKind, kind>{}) for the format of `dtype` (the loader admits these
+// five).
 template <class F>
 inline void for_format(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::kF32: return f(std::integral_constant<WKind, WKind::kF32>{});
-    case DType::kBF16: return f(std::integral_constant<WKind, WKind::kBF16>{});
-    case kInt4Storage: return f(std::integral_constant<WKind, WKind::kInt4>{});
-    case kInt8Storage: return f(std::integral_constant<WKind, WKind::kInt8>{});
-    default: return f(std::integral_constant<WKind, WKind::kFp8>{});
+    case DType::kF32:
+      return f(std::integral_constant<WKind, WKind::kF32>{});
+    case DType::kBF16:
+      return f(std::integral_constant<WKind, WKind::kBF16>{});
+    case kInt4Storage:
+      return f(std::integral_constant<WKind, WKind::kInt4>{});
+    case kInt8Storage:
+      return f(std::integral_constant<WKind, WKind::kInt8>{});
+    default:
+      return f(std::integral_constant<WKind, WKind::kFp8>{});
   }
 }
 
@@ -198,7 +224,9 @@ struct WRows {
   int64_t stride;
   const uint16_t* scales;
   int64_t scale_stride;
-  WRow operator[](int64_t i) const { return {data + i * stride, scales ? scales + i * scale_stride : nullptr}; }
+  WRow operator[](int64_t i) const {
+    return {data + i * stride, scales ? scales + i * scale_stride : nullptr};
+  }
 };
 
 inline WRows rows_from(const WeightMatrix& w, int64_t first) {

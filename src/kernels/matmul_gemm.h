@@ -19,7 +19,7 @@ struct Gemm {
   static constexpr int kNV = S::kGemmVectors;  // vectors of tokens per tile
   static constexpr int kNT = kNV * kW;         // tokens per tile
   static constexpr int kR = S::kGemmRows;      // rows per panel (kNV * kR accumulators)
-  static constexpr int64_t kKC = 256;          // columns per panel (a multiple of the fp8 block and of kW)
+  static constexpr int64_t kKC = 256;  // columns per panel (a multiple of the fp8 block and of kW)
 
   static int64_t tiles(int64_t n) { return (n + kNT - 1) / kNT; }
 
@@ -44,15 +44,18 @@ struct Gemm {
   template <WKind kind>
   static void convert_row(const WeightMatrix& w, int64_t row, int64_t kb, int64_t kc, float* dst) {
     const WRow src = row_of(w, row);
-    for (int64_t k = 0; k < kc; k += kW) S::store(dst + k, load_w<S, kind>(src, kb + k));  // kc: a multiple of kW
+    for (int64_t k = 0; k < kc; k += kW)
+      S::store(dst + k, load_w<S, kind>(src, kb + k));  // kc: a multiple of kW
   }
 
   // fp8: the token tile's columns [kb, kb + kc) times the block scales * 256 of one row block
   // (scale_row), as the GEMV scales its activations: dst [kc, kNT].
-  static void scale_tile(const float* xp, const float* scale_row, int64_t kb, int64_t kc, float* dst) {
+  static void scale_tile(const float* xp, const float* scale_row, int64_t kb, int64_t kc,
+                         float* dst) {
     for (int64_t k = 0; k < kc; ++k) {
       const V s = S::set1(scale_row[(kb + k) / kFp8Block] * kFp8Bias);
-      for (int v = 0; v < kNV; ++v) S::store(dst + k * kNT + v * kW, S::mul(S::load(xp + k * kNT + v * kW), s));
+      for (int v = 0; v < kNV; ++v)
+        S::store(dst + k * kNT + v * kW, S::mul(S::load(xp + k * kNT + v * kW), s));
     }
   }
 
@@ -91,12 +94,15 @@ struct Gemm {
   static constexpr int64_t kMC = 8 * kR;               // rows per chunk
   static constexpr int64_t kNCT = S::kGemmChunkTiles;  // token tiles per chunk
 
-  static int64_t scratch_size(int64_t) { return kMC * kKC + kMC * kNCT * kNT * kW + kNT + kKC * kNT; }
+  static int64_t scratch_size(int64_t) {
+    return kMC * kKC + kMC * kNCT * kNT * kW + kNT + kKC * kNT;
+  }
 
   // One row panel's weights of the next column panel into L2 while the micro-kernels run:
   // short row pieces a matrix row apart are a pattern the hardware prefetcher does not follow.
   template <WKind kind>
-  static void prefetch_panel(const WeightMatrix& w, int64_t rp, int64_t kb, int64_t r_end, int64_t k_end) {
+  static void prefetch_panel(const WeightMatrix& w, int64_t rp, int64_t kb, int64_t r_end,
+                             int64_t k_end) {
     if (kb >= k_end) return;
     const int64_t bytes = Format<kind>::offset(min64(kKC, k_end - kb));
     for (int64_t r = rp; r < min64(rp + kR, r_end); ++r) {
@@ -109,9 +115,9 @@ struct Gemm {
   static void rows(const MatmulTask& task, int64_t r0, int64_t r1, float* scratch) {
     const WeightMatrix& w = *task.w;
     const int64_t K = w.cols, n = task.n_tokens, n_tiles = tiles(n);
-    const int64_t K_vec = K - K % kW;  // what the phases cover; the rest is the in-order tail
-    float* wbuf = scratch;               // [kMC / kR panels, kR, kKC]
-    float* cbuf = scratch + kMC * kKC;   // [kMC / kR panels, kNCT tiles, kW phases, kR, kNT]
+    const int64_t K_vec = K - K % kW;   // what the phases cover; the rest is the in-order tail
+    float* wbuf = scratch;              // [kMC / kR panels, kR, kKC]
+    float* cbuf = scratch + kMC * kKC;  // [kMC / kR panels, kNCT tiles, kW phases, kR, kNT]
     float* out = cbuf + kMC * kNCT * kNT * kW;  // [kNT] one row's results for a tile
     float* xs_tile = out + kNT;                 // [kKC, kNT] a scaled token tile (fp8)
     for (int64_t j0 = 0; j0 < n_tiles; j0 += kNCT) {
@@ -119,15 +125,19 @@ struct Gemm {
       for (int64_t rc = r0, chunk_rows = 0; rc < r1; rc += chunk_rows) {
         chunk_rows = min64(kMC, r1 - rc);
         // fp8: a chunk's rows share one row of block scales (the activations are scaled by it)
-        if constexpr (Format<kind>::kBlockScaled) chunk_rows = min64(chunk_rows, (rc / kFp8Block + 1) * kFp8Block - rc);
-        const float* scale_row = Format<kind>::kBlockScaled ? w.scale + (rc / kFp8Block) * w.scale_cols() : nullptr;
+        if constexpr (Format<kind>::kBlockScaled)
+          chunk_rows = min64(chunk_rows, (rc / kFp8Block + 1) * kFp8Block - rc);
+        const float* scale_row =
+            Format<kind>::kBlockScaled ? w.scale + (rc / kFp8Block) * w.scale_cols() : nullptr;
         const int64_t panels = (chunk_rows + kR - 1) / kR;
         std::memset(cbuf, 0, sizeof(float) * panels * nt * kW * kR * kNT);
         for (int64_t kb = 0; kb < K_vec; kb += kKC) {
           const int64_t kc = min64(kKC, K_vec - kb);
           for (int64_t i = 0; i < panels * kR; ++i) {
-            if (i < chunk_rows) convert_row<kind>(w, rc + i, kb, kc, wbuf + i * kKC);
-            else std::memset(wbuf + i * kKC, 0, sizeof(float) * kc);
+            if (i < chunk_rows)
+              convert_row<kind>(w, rc + i, kb, kc, wbuf + i * kKC);
+            else
+              std::memset(wbuf + i * kKC, 0, sizeof(float) * kc);
           }
           for (int64_t j = 0; j < nt; ++j) {
             const int64_t tokens = min64(kNT, n - (j0 + j) * kNT);  // the last tile may be partial
@@ -163,12 +173,14 @@ struct Gemm {
                 V sum = phase[0];
                 for (int64_t k = K_vec; k < K; ++k) {
                   V xk = S::load(xp + k * kNT + v * kW);
-                  if constexpr (Format<kind>::kBlockScaled) xk = S::mul(xk, S::set1(scale_row[k / kFp8Block] * kFp8Bias));
+                  if constexpr (Format<kind>::kBlockScaled)
+                    xk = S::mul(xk, S::set1(scale_row[k / kFp8Block] * kFp8Bias));
                   sum = S::fma(S::set1(scalar_w<kind>(row, k)), xk, sum);
                 }
                 S::store(out + v * kW, sum);
               }
-              for (int64_t tt = 0; tt < kNT && t0 + tt < n; ++tt) task.y[(t0 + tt) * task.y_stride + rp + i] = out[tt];
+              for (int64_t tt = 0; tt < kNT && t0 + tt < n; ++tt)
+                task.y[(t0 + tt) * task.y_stride + rp + i] = out[tt];
             }
           }
         }

@@ -2,9 +2,9 @@
 // every other kernel keeps). Included by matmul_impl.h only: it uses its helpers.
 #pragma once
 
-// ---- The batch-variant GEMM (the opt-out, KernelConfig::batch_invariant false): the same packed tiles and
-// blocking, but one fma chain per (row, token) over k in order, weights scaled to code x scale
-// once per panel. ~20-30% faster on AVX2 than the canonical GEMM (no phase sums to keep and
+// ---- The batch-variant GEMM (the opt-out, KernelConfig::batch_invariant false): the same packed
+// tiles and blocking, but one fma chain per (row, token) over k in order, weights scaled to code x
+// scale once per panel. ~20-30% faster on AVX2 than the canonical GEMM (no phase sums to keep and
 // add), and its results depend on whether a row took the GEMM or the GEMV, i.e. on how many
 // tokens the step held: a sequence's logits then depend on its batch mates and its chunking
 // (within the golden tolerance; bit for bit no longer).
@@ -14,7 +14,7 @@ struct GemmBatchVariant {
   static constexpr int kNV = S::kGemmVectors;  // vectors of tokens per tile
   static constexpr int kNT = kNV * kW;         // tokens per tile
   static constexpr int kR = S::kGemmRows;      // rows per panel (kNV * kR accumulators)
-  static constexpr int64_t kKC = 128;      // columns per panel (a multiple of the fp8 block)
+  static constexpr int64_t kKC = 128;          // columns per panel (a multiple of the fp8 block)
 
   static int64_t tiles(int64_t n) { return (n + kNT - 1) / kNT; }
 
@@ -27,14 +27,17 @@ struct GemmBatchVariant {
     for (int64_t c = 0; c < kc; c += kFp8Block) {
       const int64_t end = min64(c + kFp8Block, kc);
       float s = 1.0f;
-      if constexpr (Format<kind>::kBlockScaled) s = w.scale[(row / kFp8Block) * w.scale_cols() + (kb + c) / kFp8Block] * kFp8Bias;
+      if constexpr (Format<kind>::kBlockScaled)
+        s = w.scale[(row / kFp8Block) * w.scale_cols() + (kb + c) / kFp8Block] * kFp8Bias;
       const typename S::V sv = S::set1(s);
       int64_t k = c;
       for (; k + kW <= end; k += kW) {
         const typename S::V v = load_w<S, kind>(src, kb + k);
         S::store(dst + k, Format<kind>::kBlockScaled ? S::mul(v, sv) : v);
       }
-      for (; k < end; ++k) dst[k] = Format<kind>::kBlockScaled ? scalar_w<kind>(src, kb + k) * s : scalar_w<kind>(src, kb + k);
+      for (; k < end; ++k)
+        dst[k] = Format<kind>::kBlockScaled ? scalar_w<kind>(src, kb + k) * s
+                                            : scalar_w<kind>(src, kb + k);
     }
   }
 
@@ -95,8 +98,8 @@ struct GemmBatchVariant {
   static void rows(const MatmulTask& task, int64_t r0, int64_t r1, float* scratch) {
     const WeightMatrix& w = *task.w;
     const int64_t K = w.cols, n = task.n_tokens, n_tiles = tiles(n);
-    float* wbuf = scratch;               // [kMC / kR panels, kR, kKC]
-    float* cbuf = scratch + kMC * kKC;   // [kMC / kR panels, kNCT tiles, kR, kNT]
+    float* wbuf = scratch;              // [kMC / kR panels, kR, kKC]
+    float* cbuf = scratch + kMC * kKC;  // [kMC / kR panels, kNCT tiles, kR, kNT]
     for (int64_t j0 = 0; j0 < n_tiles; j0 += kNCT) {
       const int64_t nt = min64(kNCT, n_tiles - j0);
       for (int64_t rc = r0; rc < r1; rc += kMC) {
@@ -106,8 +109,10 @@ struct GemmBatchVariant {
         for (int64_t kb = 0; kb < K; kb += kKC) {
           const int64_t kc = min64(kKC, K - kb);
           for (int64_t i = 0; i < panels * kR; ++i) {
-            if (i < chunk_rows) convert_row<kind>(w, rc + i, kb, kc, wbuf + i * kKC);
-            else std::memset(wbuf + i * kKC, 0, sizeof(float) * kc);
+            if (i < chunk_rows)
+              convert_row<kind>(w, rc + i, kb, kc, wbuf + i * kKC);
+            else
+              std::memset(wbuf + i * kKC, 0, sizeof(float) * kc);
           }
           for (int64_t j = 0; j < nt; ++j) {
             const int64_t tokens = min64(kNT, n - (j0 + j) * kNT);  // the last tile may be partial

@@ -11,8 +11,8 @@ namespace {
 // ---- GEMV: a group of R rows against T tokens, weights streamed once -------------------------
 // y[t * y_stride + i] = sum_k W_i[k] * xs[t * xs_stride + k] for i < R, t < T.
 template <class S, WKind kind, int T, int R, GemvPrefetch P>
-inline void gemv_group(WRows rows, int64_t K, const float* xs,
-                       int64_t xs_stride, float* y, int64_t y_stride) {
+inline void gemv_group(WRows rows, int64_t K, const float* xs, int64_t xs_stride, float* y,
+                       int64_t y_stride) {
   constexpr bool kPrefetch = P != GemvPrefetch::kNone;
   using V = typename S::V;
   constexpr int W = S::kWidth;
@@ -61,9 +61,11 @@ inline void gemv_group(WRows rows, int64_t K, const float* xs,
             x0[t] = S::load(xs + t * xs_stride + k);
             x1[t] = S::load(xs + t * xs_stride + k + W);
           }
-          // (as fp8's: the next group of rows at the pace this one is read, R lines per 128 columns)
+          // (as fp8's: the next group of rows at the pace this one is read, R lines per 128
+          // columns)
           if (kPrefetch && k % kQuantGroup == 0)
-            for (int i = 0; i < R; ++i) __builtin_prefetch(next + (k / kQuantGroup * R + i) * 64, 0, 2);
+            for (int i = 0; i < R; ++i)
+              __builtin_prefetch(next + (k / kQuantGroup * R + i) * 64, 0, 2);
           for (int i = 0; i < R; ++i) {
             V lo, hi;
             S::int4_pair(rows[i].data + k / 2, table[i], lo, hi);
@@ -75,7 +77,8 @@ inline void gemv_group(WRows rows, int64_t K, const float* xs,
         V xv[T];
         for (int t = 0; t < T; ++t) xv[t] = S::load(xs + t * xs_stride + k);
         if (kPrefetch && k % kQuantGroup == 0)
-          for (int i = 0; i < R; ++i) __builtin_prefetch(rows[i].data + Format<kind>::offset(k) + 2048, 0, 3);
+          for (int i = 0; i < R; ++i)
+            __builtin_prefetch(rows[i].data + Format<kind>::offset(k) + 2048, 0, 3);
         for (int i = 0; i < R; ++i) {
           const V wv = S::mul(Format<kind>::template load_q<S>(rows[i], k), scale[i]);
           for (int t = 0; t < T; ++t) acc[i][t] = S::fma(wv, xv[t], acc[i][t]);
@@ -83,7 +86,8 @@ inline void gemv_group(WRows rows, int64_t K, const float* xs,
       }
     }
   }
-  if constexpr (P == GemvPrefetch::kWrapped && !Format<kind>::kGroupScaled && !(kind == WKind::kFp8 && S::kFp8ThroughL1)) {
+  if constexpr (P == GemvPrefetch::kWrapped && !Format<kind>::kGroupScaled &&
+                !(kind == WKind::kFp8 && S::kFp8ThroughL1)) {
     // One prefetch per 64-byte line of each row, 8 KB / R ahead; past the row's end
     // into the same row of the next group (rows are `stride` apart, so that is R - 1 rows on).
     constexpr int64_t kLineCols = 64 / Format<kind>::offset(1);
@@ -107,7 +111,8 @@ inline void gemv_group(WRows rows, int64_t K, const float* xs,
     V xv[T];
     for (int t = 0; t < T; ++t) xv[t] = S::load(xs + t * xs_stride + k);
     if constexpr (P == GemvPrefetch::kAhead && kind != WKind::kFp8 && kind != WKind::kFp8Subnormal)
-      for (int i = 0; i < R; ++i) __builtin_prefetch(rows[i].data + Format<kind>::offset(k) + 4096, 0, 3);
+      for (int i = 0; i < R; ++i)
+        __builtin_prefetch(rows[i].data + Format<kind>::offset(k) + 4096, 0, 3);
     for (int i = 0; i < R; ++i) {
       const V wv = load_w<S, kind>(rows[i], k);
       for (int t = 0; t < T; ++t) acc[i][t] = S::fma(wv, xv[t], acc[i][t]);
@@ -116,14 +121,15 @@ inline void gemv_group(WRows rows, int64_t K, const float* xs,
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) {
       float s = S::reduce(acc[i][t]);
-      for (int64_t kk = k; kk < K; ++kk) s = std::fma(scalar_w<kind>(rows[i], kk), xs[t * xs_stride + kk], s);
+      for (int64_t kk = k; kk < K; ++kk)
+        s = std::fma(scalar_w<kind>(rows[i], kk), xs[t * xs_stride + kk], s);
       y[t * y_stride + i] = s;
     }
 }
 
 template <class S, WKind kind, int T, GemvPrefetch P>
-inline void gemv_dispatch_rows(int group, WRows rows, int64_t K, const float* xs,
-                               int64_t xs_stride, float* y, int64_t y_stride) {
+inline void gemv_dispatch_rows(int group, WRows rows, int64_t K, const float* xs, int64_t xs_stride,
+                               float* y, int64_t y_stride) {
   if constexpr (T == 1 && S::kGemvMaxRows >= 16) {
     if (group == 16) return gemv_group<S, kind, T, 16, P>(rows, K, xs, xs_stride, y, y_stride);
   }
@@ -134,21 +140,27 @@ inline void gemv_dispatch_rows(int group, WRows rows, int64_t K, const float* xs
     if (group == 6) return gemv_group<S, kind, T, 6, P>(rows, K, xs, xs_stride, y, y_stride);
     if (group == 3) return gemv_group<S, kind, T, 3, P>(rows, K, xs, xs_stride, y, y_stride);
   }
-  if (group == 4) gemv_group<S, kind, T, 4, P>(rows, K, xs, xs_stride, y, y_stride);
-  else if (group == 2) gemv_group<S, kind, T, 2, P>(rows, K, xs, xs_stride, y, y_stride);
-  else gemv_group<S, kind, T, 1, P>(rows, K, xs, xs_stride, y, y_stride);
+  if (group == 4)
+    gemv_group<S, kind, T, 4, P>(rows, K, xs, xs_stride, y, y_stride);
+  else if (group == 2)
+    gemv_group<S, kind, T, 2, P>(rows, K, xs, xs_stride, y, y_stride);
+  else
+    gemv_group<S, kind, T, 1, P>(rows, K, xs, xs_stride, y, y_stride);
 }
 
 template <class S, WKind kind, int T>
-inline void gemv_dispatch(GemvPrefetch prefetch, int group, WRows rows, int64_t K,
-                          const float* xs, int64_t xs_stride, float* y, int64_t y_stride) {
+inline void gemv_dispatch(GemvPrefetch prefetch, int group, WRows rows, int64_t K, const float* xs,
+                          int64_t xs_stride, float* y, int64_t y_stride) {
   // (int4 and int8 rows always prefetch their own way, as do fp8 rows widened through L1: one
   // instantiation for them)
-  constexpr bool kOwnPrefetch = Format<kind>::kGroupScaled || (kind == WKind::kFp8 && S::kFp8ThroughL1);
+  constexpr bool kOwnPrefetch =
+      Format<kind>::kGroupScaled || (kind == WKind::kFp8 && S::kFp8ThroughL1);
   if (kOwnPrefetch || prefetch == GemvPrefetch::kAhead)
-    gemv_dispatch_rows<S, kind, T, GemvPrefetch::kAhead>(group, rows, K, xs, xs_stride, y, y_stride);
+    gemv_dispatch_rows<S, kind, T, GemvPrefetch::kAhead>(group, rows, K, xs, xs_stride, y,
+                                                         y_stride);
   else if (prefetch == GemvPrefetch::kWrapped)
-    gemv_dispatch_rows<S, kind, T, GemvPrefetch::kWrapped>(group, rows, K, xs, xs_stride, y, y_stride);
+    gemv_dispatch_rows<S, kind, T, GemvPrefetch::kWrapped>(group, rows, K, xs, xs_stride, y,
+                                                           y_stride);
   else
     gemv_dispatch_rows<S, kind, T, GemvPrefetch::kNone>(group, rows, K, xs, xs_stride, y, y_stride);
 }
@@ -156,8 +168,8 @@ inline void gemv_dispatch(GemvPrefetch prefetch, int group, WRows rows, int64_t 
 // xs[t * K + k] = x[t * x_stride + k] * scales[k / 128] * bias for t < T (fp8 activations for one
 // block of rows).
 template <class S>
-inline void scale_fp8_activations(const float* x, int64_t x_stride, int T, int64_t K, const float* scales,
-                                  float bias, float* xs) {
+inline void scale_fp8_activations(const float* x, int64_t x_stride, int T, int64_t K,
+                                  const float* scales, float bias, float* xs) {
   for (int t = 0; t < T; ++t)
     for (int64_t c = 0; c < K; c += kFp8Block) {
       const float factor = scales[c / kFp8Block] * bias;
@@ -165,7 +177,8 @@ inline void scale_fp8_activations(const float* x, int64_t x_stride, int T, int64
       const int64_t end = min64(c + kFp8Block, K);
       const float* src = x + t * x_stride;
       int64_t k = c;
-      for (; k + S::kWidth <= end; k += S::kWidth) S::store(xs + t * K + k, S::mul(S::load(src + k), s));
+      for (; k + S::kWidth <= end; k += S::kWidth)
+        S::store(xs + t * K + k, S::mul(S::load(src + k), s));
       for (; k < end; ++k) xs[t * K + k] = src[k] * factor;
     }
 }
@@ -183,27 +196,32 @@ inline bool fits_subnormal_form(const float* xs, int64_t n) {
     uint32_t u;
     std::memcpy(&u, xs + i, sizeof u);
     u &= 0x7fffffffu;
-    bad |= static_cast<uint32_t>(u != 0) & static_cast<uint32_t>(u - kLow > kHigh - kLow);  // (NaN, inf: above)
+    bad |= static_cast<uint32_t>(u != 0) &
+           static_cast<uint32_t>(u - kLow > kHigh - kLow);  // (NaN, inf: above)
   }
   return bad == 0;
 }
 
 template <class S, WKind kind>
-inline void gemv_tokens(int T, GemvPrefetch prefetch, int group, WRows rows, int64_t K, const float* xs,
-                        int64_t xs_stride, float* y, int64_t y_stride) {
+inline void gemv_tokens(int T, GemvPrefetch prefetch, int group, WRows rows, int64_t K,
+                        const float* xs, int64_t xs_stride, float* y, int64_t y_stride) {
   switch (T) {
-    case 1: return gemv_dispatch<S, kind, 1>(prefetch, group, rows, K, xs, xs_stride, y, y_stride);
-    case 2: return gemv_dispatch<S, kind, 2>(prefetch, group, rows, K, xs, xs_stride, y, y_stride);
-    case 3: return gemv_dispatch<S, kind, 3>(prefetch, group, rows, K, xs, xs_stride, y, y_stride);
-    default: return gemv_dispatch<S, kind, 4>(prefetch, group, rows, K, xs, xs_stride, y, y_stride);
+    case 1:
+      return gemv_dispatch<S, kind, 1>(prefetch, group, rows, K, xs, xs_stride, y, y_stride);
+    case 2:
+      return gemv_dispatch<S, kind, 2>(prefetch, group, rows, K, xs, xs_stride, y, y_stride);
+    case 3:
+      return gemv_dispatch<S, kind, 3>(prefetch, group, rows, K, xs, xs_stride, y, y_stride);
+    default:
+      return gemv_dispatch<S, kind, 4>(prefetch, group, rows, K, xs, xs_stride, y, y_stride);
   }
 }
 
 // Tokens in groups of up to 4, rows in groups of the plan's count or the largest power of two below
 // it that fits (never straddling an fp8 scale block, since fp8 activations are pre-multiplied by
-// the block's scales: xs[t, k] = x[t, k] * scale[k/128] * 256). Each row sums alone, in the canonical
-// order, whatever its group. fp8 rows go through S::load_fp8_subnormal where S has it and the
-// block's scaled activations fit that form, else through S::load_fp8: the same bits either way.
+// the block's scales: xs[t, k] = x[t, k] * scale[k/128] * 256). Each row sums alone, in the
+// canonical order, whatever its group. fp8 rows go through S::load_fp8_subnormal where S has it and
+// the block's scaled activations fit that form, else through S::load_fp8: the same bits either way.
 template <class S, WKind kind>
 void gemv_rows_passes(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
   const WeightMatrix& w = *task.w;
@@ -218,7 +236,8 @@ void gemv_rows_passes(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_
     bool subnormal_form = false;
     for (int64_t r = r0; r < r1;) {
       int group = max_group;
-      while (group > 1 && (r + group > r1 || (Format<kind>::kBlockScaled && (r + group - 1) / kFp8Block != r / kFp8Block)))
+      while (group > 1 && (r + group > r1 || (Format<kind>::kBlockScaled &&
+                                              (r + group - 1) / kFp8Block != r / kFp8Block)))
         group /= 2;
       if constexpr (Format<kind>::kBlockScaled) {
         const int64_t block = r / kFp8Block;
@@ -232,7 +251,8 @@ void gemv_rows_passes(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_
               subnormal_form = fits_subnormal_form(xs_buf, T * K);
             }
           }
-          if (!subnormal_form) scale_fp8_activations<S>(x, task.x_stride, T, K, scales, kFp8Bias, xs_buf);
+          if (!subnormal_form)
+            scale_fp8_activations<S>(x, task.x_stride, T, K, scales, kFp8Bias, xs_buf);
           xs = xs_buf;
           xs_stride = K;
           scaled_block = block;
@@ -242,7 +262,8 @@ void gemv_rows_passes(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_
       float* y = task.y + t0 * task.y_stride + r;
       if constexpr (kind == WKind::kFp8 && S::kFp8Subnormal) {
         if (subnormal_form) {
-          gemv_tokens<S, WKind::kFp8Subnormal>(T, plan.prefetch, group, rows, K, xs, xs_stride, y, task.y_stride);
+          gemv_tokens<S, WKind::kFp8Subnormal>(T, plan.prefetch, group, rows, K, xs, xs_stride, y,
+                                               task.y_stride);
           r += group;
           continue;
         }
@@ -257,7 +278,8 @@ template <class S, WKind kind>
 void gemv_rows(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_buf) {
   // (the plan's chunks keep a chunk of rows in L2 while every pass of 4 tokens reads it)
   const int64_t chunk = task.gemv.chunk_rows > 0 ? task.gemv.chunk_rows : r1 - r0;
-  for (int64_t c0 = r0; c0 < r1; c0 += chunk) gemv_rows_passes<S, kind>(task, c0, min64(c0 + chunk, r1), xs_buf);
+  for (int64_t c0 = r0; c0 < r1; c0 += chunk)
+    gemv_rows_passes<S, kind>(task, c0, min64(c0 + chunk, r1), xs_buf);
 }
 
 }  // namespace

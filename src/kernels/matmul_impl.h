@@ -19,9 +19,12 @@ template <class S>
 void matmul_rows_impl(const MatmulTask& task, int64_t r0, int64_t r1, float* scratch) {
   for_format(task.w->dtype, [&](auto format) {
     constexpr WKind kind = decltype(format)::value;
-    if (task.x_packed == nullptr) gemv_rows<S, kind>(task, r0, r1, scratch);
-    else if (task.batch_variant) GemmBatchVariant<S>::template rows<kind>(task, r0, r1, scratch);
-    else Gemm<S>::template rows<kind>(task, r0, r1, scratch);
+    if (task.x_packed == nullptr)
+      gemv_rows<S, kind>(task, r0, r1, scratch);
+    else if (task.batch_variant)
+      GemmBatchVariant<S>::template rows<kind>(task, r0, r1, scratch);
+    else
+      Gemm<S>::template rows<kind>(task, r0, r1, scratch);
   });
 }
 

@@ -23,7 +23,8 @@ struct MatmulTask {
   int64_t y_stride = 0;
   // x transposed into tiles by pack_x: the GEMM (else the GEMV runs)
   const float* x_packed = nullptr;
-  // The GEMM in the faster batch-variant order (KernelKind::kGemmBatchVariant) instead of the canonical one.
+  // The GEMM in the faster batch-variant order (KernelKind::kGemmBatchVariant) instead of the
+  // canonical one.
   bool batch_variant = false;
   GemvPlan gemv;  // the GEMV's groups, prefetch and chunks (kernel_plan.h)
 };
@@ -42,12 +43,13 @@ struct MatmulKernels {
   // out[t * out_stride + c] = sum_{d < n_rows} coef[t * coef_stride + d] * W[first + d, c] for
   // t < n_sets and every column c, single-threaded (combine_rows in linear.h); `accumulate` adds
   // to out, continuing each output's chain (accumulate_rows in linear.h).
-  void (*combine_rows)(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
-                       int64_t n_sets, float* out, int64_t out_stride, bool accumulate);
+  void (*combine_rows)(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef,
+                       int64_t coef_stride, int64_t n_sets, float* out, int64_t out_stride,
+                       bool accumulate);
   // y[t * y_stride + r] = x[t] . W[r] in the canonical order for f32 or bf16 rows, register-
   // blocked for few tokens against many rows, single-threaded (dot_rows in linear.h).
-  void (*dot_rows)(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
-                   int64_t y_stride);
+  void (*dot_rows)(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w,
+                   float* y, int64_t y_stride);
 };
 
 const MatmulKernels& matmul_kernels_scalar();

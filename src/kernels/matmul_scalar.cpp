@@ -29,25 +29,29 @@ void matmul_rows_scalar(const MatmulTask& task, int64_t r0, int64_t r1, float* r
 }
 
 // Each row dequantized as the reference does (code x scale), then added in times each coefficient.
-void combine_rows_scalar(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef, int64_t coef_stride,
-                         int64_t n_sets, float* out, int64_t out_stride, bool accumulate) {
-  thread_local std::vector<float> row;  // decode attention calls this per head: no allocation each time
+void combine_rows_scalar(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef,
+                         int64_t coef_stride, int64_t n_sets, float* out, int64_t out_stride,
+                         bool accumulate) {
+  thread_local std::vector<float>
+      row;  // decode attention calls this per head: no allocation each time
   row.resize(static_cast<size_t>(w.cols));
   if (!accumulate)
     for (int64_t t = 0; t < n_sets; ++t) std::fill_n(out + t * out_stride, w.cols, 0.0f);
   for (int64_t d = 0; d < n_rows; ++d) {
     dequantize_row(w, first + d, row.data());
-    for (int64_t t = 0; t < n_sets; ++t) axpy(coef[t * coef_stride + d], row.data(), out + t * out_stride, w.cols);
+    for (int64_t t = 0; t < n_sets; ++t)
+      axpy(coef[t * coef_stride + d], row.data(), out + t * out_stride, w.cols);
   }
 }
 
-void dot_rows_scalar(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w, float* y,
-                     int64_t y_stride) {
+void dot_rows_scalar(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w,
+                     float* y, int64_t y_stride) {
   thread_local std::vector<float> row;
   row.resize(static_cast<size_t>(w.cols));
   for (int64_t r = 0; r < w.rows; ++r) {
     dequantize_row(w, r, row.data());
-    for (int64_t t = 0; t < n_tokens; ++t) y[t * y_stride + r] = dot(x + t * x_stride, row.data(), w.cols);
+    for (int64_t t = 0; t < n_tokens; ++t)
+      y[t * y_stride + r] = dot(x + t * x_stride, row.data(), w.cols);
   }
 }
 
@@ -55,14 +59,9 @@ void dot_rows_scalar(const float* x, int64_t n_tokens, int64_t x_stride, const W
 
 const MatmulKernels& matmul_kernels_scalar() {
   static const MatmulKernels kernels{
-      Isa::kScalar,
-      packed_x_size_none,
-      pack_x_none,
-      scratch_size_scalar,
-      matmul_rows_scalar,
-      /*row_grain=*/16,
-      combine_rows_scalar,
-      dot_rows_scalar,
+      Isa::kScalar,        packed_x_size_none,  pack_x_none,
+      scratch_size_scalar, matmul_rows_scalar,
+      /*row_grain=*/16,    combine_rows_scalar, dot_rows_scalar,
   };
   return kernels;
 }
@@ -70,9 +69,12 @@ const MatmulKernels& matmul_kernels_scalar() {
 const MatmulKernels& matmul_kernels(Isa isa) {
   check(cpu_supports(isa), "this CPU cannot run the ", isa_name(isa), " kernels");
   switch (isa) {
-    case Isa::kAvx512: return matmul_kernels_avx512();
-    case Isa::kAvx2: return matmul_kernels_avx2();
-    default: return matmul_kernels_scalar();
+    case Isa::kAvx512:
+      return matmul_kernels_avx512();
+    case Isa::kAvx2:
+      return matmul_kernels_avx2();
+    default:
+      return matmul_kernels_scalar();
   }
 }
 

@@ -6,7 +6,8 @@
 
 namespace dsinfer {
 
-void rms_norm(const float* x, const float* weight, int64_t n_rows, int64_t dim, float eps, float* y) {
+void rms_norm(const float* x, const float* weight, int64_t n_rows, int64_t dim, float eps,
+              float* y) {
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* xr = x + r * dim;
     float* yr = y + r * dim;

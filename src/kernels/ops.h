@@ -8,7 +8,8 @@
 namespace dsinfer {
 
 // y = w * x * rsqrt(mean(x^2) + eps) over each of n_rows rows of `dim` values (in place allowed).
-void rms_norm(const float* x, const float* weight, int64_t n_rows, int64_t dim, float eps, float* y);
+void rms_norm(const float* x, const float* weight, int64_t n_rows, int64_t dim, float eps,
+              float* y);
 
 // a[i] = silu(a[i]) * b[i]
 void silu_mul(float* a, const float* b, int64_t n);

@@ -28,13 +28,16 @@ __m512 exp_nonpositive(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
-__mmask16 tail_mask(int64_t left) { return left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1); }
+__mmask16 tail_mask(int64_t left) {
+  return left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+}
 
 }  // namespace
 
 void softmax_fast_avx512(float* x, int64_t n) {
   __m512 max_v = _mm512_set1_ps(-__builtin_inff());
-  for (int64_t i = 0; i < n; i += 16) max_v = _mm512_max_ps(max_v, _mm512_mask_loadu_ps(max_v, tail_mask(n - i), x + i));
+  for (int64_t i = 0; i < n; i += 16)
+    max_v = _mm512_max_ps(max_v, _mm512_mask_loadu_ps(max_v, tail_mask(n - i), x + i));
   const __m512 max_value = _mm512_set1_ps(_mm512_reduce_max_ps(max_v));
   __m512 sum = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {

@@ -9,7 +9,8 @@ int64_t WeightMatrix::row_stride() const {
 
 int64_t WeightMatrix::bytes() const {
   int64_t n = rows * row_stride();
-  if (block_scaled()) n += ceil_div(rows, kFp8Block) * scale_cols() * static_cast<int64_t>(sizeof(float));
+  if (block_scaled())
+    n += ceil_div(rows, kFp8Block) * scale_cols() * static_cast<int64_t>(sizeof(float));
   if (group_scaled()) n += rows * quant_groups(cols) * static_cast<int64_t>(sizeof(uint16_t));
   return n;
 }

@@ -19,15 +19,17 @@ struct WeightMatrix {
   int64_t rows = 0;  // out features
   int64_t cols = 0;  // in features
   const uint8_t* data = nullptr;
-  const float* scale = nullptr;            // fp8 only
-  const uint16_t* group_scale = nullptr;   // int4 / int8 only: fp16 bits
+  const float* scale = nullptr;           // fp8 only
+  const uint16_t* group_scale = nullptr;  // int4 / int8 only: fp16 bits
 
   bool empty() const { return data == nullptr; }
   // The format, described here once for code outside the kernels (the kernels' own description
   // of each format is Format<kind> in matmul_impl.h).
   bool block_scaled() const { return dtype == DType::kF8E4M3; }
   bool group_scaled() const { return dtype == kInt4Storage || dtype == kInt8Storage; }
-  QuantFormat quant_format() const { return dtype == kInt4Storage ? QuantFormat::kInt4 : QuantFormat::kInt8; }
+  QuantFormat quant_format() const {
+    return dtype == kInt4Storage ? QuantFormat::kInt4 : QuantFormat::kInt8;
+  }
   // Bytes from the start of one row to the next (int4 rows are padded to 32 columns).
   int64_t row_stride() const;
   int64_t scale_cols() const { return ceil_div(cols, kFp8Block); }

@@ -29,9 +29,10 @@ WeightMatrix f32_matrix(const float* data, int64_t rows, int64_t cols) {
 }
 
 // Head h's rows of wkv_b's value half (W_v, [v_dim, lora]) as a matrix: in place where
-// WeightMatrix::row_range allows (f32/bf16/int8 always; fp8 when the rows start a 128-row scale block,
-// as V3's and V2's heads of 128 + 128 rows do), else dequantized into `buffer`.
-WeightMatrix value_rows(const WeightMatrix& wkv_b, int64_t h, int64_t nope, int64_t v_dim, std::vector<float>& buffer) {
+// WeightMatrix::row_range allows (f32/bf16/int8 always; fp8 when the rows start a 128-row scale
+// block, as V3's and V2's heads of 128 + 128 rows do), else dequantized into `buffer`.
+WeightMatrix value_rows(const WeightMatrix& wkv_b, int64_t h, int64_t nope, int64_t v_dim,
+                        std::vector<float>& buffer) {
   const int64_t first = h * (nope + v_dim) + nope;
   if (WeightMatrix view = wkv_b.row_range(first, v_dim); !view.empty()) return view;
   buffer.resize(static_cast<size_t>(v_dim * wkv_b.cols));
@@ -49,7 +50,8 @@ struct CachedKeys {
   template <class Fn>
   void for_each_block(int64_t n_keys, Fn&& fn) const {
     for (int64_t b = 0; b * kKVBlock < n_keys; ++b)
-      fn(b * kKVBlock, cache.block_entries(layer, seq, b, std::min(kKVBlock, n_keys - b * kKVBlock)));
+      fn(b * kKVBlock,
+         cache.block_entries(layer, seq, b, std::min(kKVBlock, n_keys - b * kKVBlock)));
   }
 };
 
@@ -59,15 +61,20 @@ struct CachedKeys {
 // its own dot product whatever the blocking. Query rows are q_stride apart. normalize: softmax
 // (exact mode, and decode in either) or softmax_fast (fast mode's bf16 prefill).
 template <class Visible>
-void attention_probabilities(const KernelConfig& k, ConstMatView q_cat, const CachedKeys& keys, int64_t n_keys, float scale,
-                             const Visible& visible, MatView probs, void (*normalize)(float*, int64_t) = softmax) {
+void attention_probabilities(const KernelConfig& k, ConstMatView q_cat, const CachedKeys& keys,
+                             int64_t n_keys, float scale, const Visible& visible, MatView probs,
+                             void (*normalize)(float*, int64_t) = softmax) {
   // q_cat [rows, lora + rope], entries [n_keys, lora + rope] -> probs [rows, n_keys]
   // exact mode: dot_rows, the canonical order (the GEMM's bits) at 1.4-1.5x its speed for these
   // shapes; fast mode: matmul_serial (AMX or VDPBF16PS tiles from enough rows on)
   const bool exact = !k.fast();
   keys.for_each_block(n_keys, [&](int64_t first, const WeightMatrix& entries) {
-    if (exact) dot_rows(k.isa, q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data + first, probs.stride);
-    else matmul_serial(k, q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data + first, probs.stride);
+    if (exact)
+      dot_rows(k.isa, q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data + first,
+               probs.stride);
+    else
+      matmul_serial(k, q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data + first,
+                    probs.stride);
   });
   for (int64_t r = 0; r < q_cat.rows; ++r) {
     float* row = probs.row(r);
@@ -81,11 +88,15 @@ void attention_probabilities(const KernelConfig& k, ConstMatView q_cat, const Ca
 // out[t] = sum over keys k < n_keys of probs[t, k] * entry[k] for t < n_sets: the cache's
 // entries combined with the probabilities, block after block as one chain per output (the bits
 // of one combine_rows over the whole sequence).
-void attended_entries(const KernelConfig& k, const CachedKeys& keys, int64_t n_keys, const float* probs, int64_t probs_stride,
-                      int64_t n_sets, float* out, int64_t out_stride) {
+void attended_entries(const KernelConfig& k, const CachedKeys& keys, int64_t n_keys,
+                      const float* probs, int64_t probs_stride, int64_t n_sets, float* out,
+                      int64_t out_stride) {
   keys.for_each_block(n_keys, [&](int64_t first, const WeightMatrix& entries) {
-    if (first == 0) combine_rows(k.isa, entries, 0, entries.rows, probs, probs_stride, n_sets, out, out_stride);
-    else accumulate_rows(k.isa, entries, 0, entries.rows, probs + first, probs_stride, n_sets, out, out_stride);
+    if (first == 0)
+      combine_rows(k.isa, entries, 0, entries.rows, probs, probs_stride, n_sets, out, out_stride);
+    else
+      accumulate_rows(k.isa, entries, 0, entries.rows, probs + first, probs_stride, n_sets, out,
+                      out_stride);
   });
 }
 
@@ -104,8 +115,9 @@ struct Query {
 // pass over the cache: the scores as one product with the heads as tokens, the attended entries
 // as one combine_rows with the heads as its sets (the same kernels, hence the same bits, as the
 // prefill path). q [n, H, qk_dim] -> attn [n, H, v_dim], row i for queries[i].
-void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* q,
-                      const std::vector<Query>& queries, KVCache& cache, float softmax_scale, float* attn) {
+void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int layer,
+                      const float* q, const std::vector<Query>& queries, KVCache& cache,
+                      float softmax_scale, float* attn) {
   const ModelConfig& c = ctx.config;
   const int64_t H = ctx.plan.n_local_heads;
   const int64_t nope = c.qk_nope_head_dim, rope_dim = c.qk_rope_head_dim, v_dim = c.v_head_dim;
@@ -117,30 +129,36 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
   ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
     const int64_t heads = h_end - h_begin;
     thread_local std::vector<float> w_v, q_cat, scores, o_lat;
-    q_cat.resize(heads * n * entry_dim);   // [heads, n, lora + rope]: [q_abs | q_pe]
-    scores.resize(heads * max_keys);       // [heads, keys] of one query
-    o_lat.resize(heads * n * entry_dim);   // [heads, n, lora + rope]: the attended entries
+    q_cat.resize(heads * n * entry_dim);  // [heads, n, lora + rope]: [q_abs | q_pe]
+    scores.resize(heads * max_keys);      // [heads, keys] of one query
+    o_lat.resize(heads * n * entry_dim);  // [heads, n, lora + rope]: the attended entries
     // absorb wkv_b's key half into the queries: q_abs[c] = sum_d q_nope[d] W[d, c], every query
     // of the step at once, the head's rows read straight from the checkpoint; q_pe beside it
     for (int64_t h = h_begin; h < h_end; ++h) {
       float* q_h = q_cat.data() + (h - h_begin) * n * entry_dim;
-      combine_rows(ctx.kernels.isa, w.wkv_b, h * (nope + v_dim), nope, q + h * qk_dim, H * qk_dim, n, q_h, entry_dim);
-      for (int64_t i = 0; i < n; ++i) std::copy_n(q + (i * H + h) * qk_dim + nope, rope_dim, q_h + i * entry_dim + lora);
+      combine_rows(ctx.kernels.isa, w.wkv_b, h * (nope + v_dim), nope, q + h * qk_dim, H * qk_dim,
+                   n, q_h, entry_dim);
+      for (int64_t i = 0; i < n; ++i)
+        std::copy_n(q + (i * H + h) * qk_dim + nope, rope_dim, q_h + i * entry_dim + lora);
     }
     for (int64_t i = 0; i < n; ++i) {
       const int64_t n_keys = queries[i].pos + 1;
       const CachedKeys keys{cache, layer, queries[i].seq};
       // probabilities [heads, keys]: the thread's heads are the rows
-      attention_probabilities(ctx.kernels, ConstMatView(q_cat.data() + i * entry_dim, heads, entry_dim, n * entry_dim), keys, n_keys,
-                              softmax_scale, [&](int64_t) { return n_keys; }, MatView(scores.data(), heads, n_keys, max_keys));
+      attention_probabilities(
+          ctx.kernels, ConstMatView(q_cat.data() + i * entry_dim, heads, entry_dim, n * entry_dim),
+          keys, n_keys, softmax_scale, [&](int64_t) { return n_keys; },
+          MatView(scores.data(), heads, n_keys, max_keys));
       // the attended entries of every head: the cache rows combined with the probabilities
       // (the latent part is what W_v reads; the rope part is computed and ignored)
-      attended_entries(ctx.kernels, keys, n_keys, scores.data(), max_keys, heads, o_lat.data() + i * entry_dim, n * entry_dim);
+      attended_entries(ctx.kernels, keys, n_keys, scores.data(), max_keys, heads,
+                       o_lat.data() + i * entry_dim, n * entry_dim);
     }
     // wkv_b's value half maps the attended latents to each head's outputs
     for (int64_t h = h_begin; h < h_end; ++h) {
       const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
-      matmul_serial(ctx.kernels, o_lat.data() + (h - h_begin) * n * entry_dim, n, entry_dim, w_v_rows, attn + h * v_dim, H * v_dim);
+      matmul_serial(ctx.kernels, o_lat.data() + (h - h_begin) * n * entry_dim, n, entry_dim,
+                    w_v_rows, attn + h * v_dim, H * v_dim);
     }
   });
 }
@@ -152,40 +170,48 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
 // before the softmax.
 constexpr int kQueryBlock = 64;
 
-void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* q, SeqId seq,
-                        int64_t seqlen, int64_t start_pos, KVCache& cache, float softmax_scale, float* attn) {
+void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, int layer,
+                        const float* q, SeqId seq, int64_t seqlen, int64_t start_pos,
+                        KVCache& cache, float softmax_scale, float* attn) {
   const ModelConfig& c = ctx.config;
   const int64_t H = ctx.plan.n_local_heads;
   const int64_t nope = c.qk_nope_head_dim, rope_dim = c.qk_rope_head_dim, v_dim = c.v_head_dim;
   const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
   const int64_t n_blocks = (seqlen + kQueryBlock - 1) / kQueryBlock;
-  auto block_keys = [&](int64_t qb) { return start_pos + std::min<int64_t>(seqlen, (qb + 1) * kQueryBlock); };
+  auto block_keys = [&](int64_t qb) {
+    return start_pos + std::min<int64_t>(seqlen, (qb + 1) * kQueryBlock);
+  };
   const int64_t max_keys = block_keys(n_blocks - 1);
   const int64_t entry_dim = cache.entry_dim();
   ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
     thread_local std::vector<float> w_v, q_cat, scores, o_lat;
-    q_cat.resize(seqlen * entry_dim);             // [seqlen, lora + rope]: [q_abs | q_pe]
-    scores.resize(kQueryBlock * max_keys);        // [block queries, block keys]
-    o_lat.resize(seqlen * entry_dim);             // [seqlen, lora + rope]: the attended entries
+    q_cat.resize(seqlen * entry_dim);       // [seqlen, lora + rope]: [q_abs | q_pe]
+    scores.resize(kQueryBlock * max_keys);  // [block queries, block keys]
+    o_lat.resize(seqlen * entry_dim);       // [seqlen, lora + rope]: the attended entries
     for (int64_t h = h_begin; h < h_end; ++h) {
       // W_v in place where it can be viewed, else dequantized, exactly as decode takes it
       const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
       const int64_t q_stride = H * qk_dim;
       const float* q_h = q + h * qk_dim;
       // q_abs through wkv_b's key rows, as decode absorbs its queries (same kernel, same order)
-      combine_rows(ctx.kernels.isa, w.wkv_b, h * (nope + v_dim), nope, q_h, q_stride, seqlen, q_cat.data(), entry_dim);
-      for (int64_t s = 0; s < seqlen; ++s) std::copy_n(q_h + s * q_stride + nope, rope_dim, q_cat.data() + s * entry_dim + lora);
+      combine_rows(ctx.kernels.isa, w.wkv_b, h * (nope + v_dim), nope, q_h, q_stride, seqlen,
+                   q_cat.data(), entry_dim);
+      for (int64_t s = 0; s < seqlen; ++s)
+        std::copy_n(q_h + s * q_stride + nope, rope_dim, q_cat.data() + s * entry_dim + lora);
       const CachedKeys cached{cache, layer, seq};
       for (int64_t qb = 0; qb < n_blocks; ++qb) {
         const int64_t s0 = qb * kQueryBlock, n_q = std::min<int64_t>(kQueryBlock, seqlen - s0);
         const int64_t keys = block_keys(qb);
-        attention_probabilities(ctx.kernels, ConstMatView(q_cat.data() + s0 * entry_dim, n_q, entry_dim), cached, keys,
-                                softmax_scale, [&](int64_t s) { return start_pos + s0 + s + 1; },
-                                MatView(scores.data(), n_q, keys));
+        attention_probabilities(
+            ctx.kernels, ConstMatView(q_cat.data() + s0 * entry_dim, n_q, entry_dim), cached, keys,
+            softmax_scale, [&](int64_t s) { return start_pos + s0 + s + 1; },
+            MatView(scores.data(), n_q, keys));
         // past each query's own keys the probabilities are 0: the chain over them adds exact zeros
-        attended_entries(ctx.kernels, cached, keys, scores.data(), keys, n_q, o_lat.data() + s0 * entry_dim, entry_dim);
+        attended_entries(ctx.kernels, cached, keys, scores.data(), keys, n_q,
+                         o_lat.data() + s0 * entry_dim, entry_dim);
       }
-      matmul_serial(ctx.kernels, o_lat.data(), seqlen, entry_dim, w_v_rows, attn + h * v_dim, H * v_dim);
+      matmul_serial(ctx.kernels, o_lat.data(), seqlen, entry_dim, w_v_rows, attn + h * v_dim,
+                    H * v_dim);
     }
   });
 }
@@ -193,8 +219,8 @@ void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, in
 // attention_probabilities' computation over fast mode's gathered bf16 entries [keys, lora + rope]
 // (one matrix), with the vectorized softmax_fast.
 template <class Visible>
-void bf16_probabilities(const KernelConfig& k, ConstMatView q_cat, const WeightMatrix& entries, float scale, const Visible& visible,
-                        MatView probs) {
+void bf16_probabilities(const KernelConfig& k, ConstMatView q_cat, const WeightMatrix& entries,
+                        float scale, const Visible& visible, MatView probs) {
   matmul_serial(k, q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data, probs.stride);
   for (int64_t r = 0; r < q_cat.rows; ++r) {
     float* row = probs.row(r);
@@ -210,10 +236,12 @@ void bf16_probabilities(const KernelConfig& k, ConstMatView q_cat, const WeightM
 // for every head: E [keys, lora + rope] for the scores, and its latent part transposed, L^T
 // [lora, keys], so that the attended latents O_lat = P L are a bf16 product too instead of an
 // exact combine_rows over fp32 entries (2-3x the time; together a sixth of a 512-token prefill on
-// Zen 5), and the softmax takes a vectorized exp (libm's scalar one was a fifth of this path). The loop runs over query blocks, heads inside: a block's L^T serves every head; q_abs
-// and W_v run per block and head with the exact path's kernels.
-void attend_as_bf16_matrices(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* q, SeqId seq,
-                             int64_t seqlen, int64_t start_pos, KVCache& cache, float softmax_scale, float* attn) {
+// Zen 5), and the softmax takes a vectorized exp (libm's scalar one was a fifth of this path). The
+// loop runs over query blocks, heads inside: a block's L^T serves every head; q_abs and W_v run per
+// block and head with the exact path's kernels.
+void attend_as_bf16_matrices(const ForwardContext& ctx, const AttentionWeights& w, int layer,
+                             const float* q, SeqId seq, int64_t seqlen, int64_t start_pos,
+                             KVCache& cache, float softmax_scale, float* attn) {
   const ModelConfig& c = ctx.config;
   const int64_t H = ctx.plan.n_local_heads;
   const int64_t nope = c.qk_nope_head_dim, rope_dim = c.qk_rope_head_dim, v_dim = c.v_head_dim;
@@ -240,10 +268,14 @@ void attend_as_bf16_matrices(const ForwardContext& ctx, const AttentionWeights& 
       }
     }
   });
-  ctx.pool.parallel_for(lora, [&](int64_t c0, int64_t c1) {
-    for (int64_t col = c0; col < c1; ++col)
-      for (int64_t k = 0; k < max_keys; ++k) latents_t[col * max_keys + k] = entries[k * entry_dim + col];
-  }, 16);
+  ctx.pool.parallel_for(
+      lora,
+      [&](int64_t c0, int64_t c1) {
+        for (int64_t col = c0; col < c1; ++col)
+          for (int64_t k = 0; k < max_keys; ++k)
+            latents_t[col * max_keys + k] = entries[k * entry_dim + col];
+      },
+      16);
   auto bf16_matrix = [](const uint16_t* data, int64_t rows, int64_t cols) {
     return WeightMatrix{DType::kBF16, rows, cols, reinterpret_cast<const uint8_t*>(data), nullptr};
   };
@@ -254,7 +286,8 @@ void attend_as_bf16_matrices(const ForwardContext& ctx, const AttentionWeights& 
     const uint16_t* block_lt = latents_t;
     if (keys < max_keys) {
       block_latents_t.resize(static_cast<size_t>(lora * keys));
-      for (int64_t col = 0; col < lora; ++col) std::copy_n(latents_t + col * max_keys, keys, block_latents_t.data() + col * keys);
+      for (int64_t col = 0; col < lora; ++col)
+        std::copy_n(latents_t + col * max_keys, keys, block_latents_t.data() + col * keys);
       block_lt = block_latents_t.data();
     }
     const WeightMatrix block_entries = bf16_matrix(entries, keys, entry_dim);
@@ -266,25 +299,31 @@ void attend_as_bf16_matrices(const ForwardContext& ctx, const AttentionWeights& 
       o_lat.resize(static_cast<size_t>(n_q * lora));       // [n_q, lora]: the attended latents
       for (int64_t h = h_begin; h < h_end; ++h) {
         const float* q_h = q + s0 * q_stride + h * qk_dim;
-        combine_rows(ctx.kernels.isa, w.wkv_b, h * (nope + v_dim), nope, q_h, q_stride, n_q, q_cat.data(), entry_dim);
-        for (int64_t s = 0; s < n_q; ++s) std::copy_n(q_h + s * q_stride + nope, rope_dim, q_cat.data() + s * entry_dim + lora);
-        bf16_probabilities(ctx.kernels, ConstMatView(q_cat.data(), n_q, entry_dim), block_entries, softmax_scale,
-                           [&](int64_t s) { return start_pos + s0 + s + 1; }, MatView(probs.data(), n_q, keys));
+        combine_rows(ctx.kernels.isa, w.wkv_b, h * (nope + v_dim), nope, q_h, q_stride, n_q,
+                     q_cat.data(), entry_dim);
+        for (int64_t s = 0; s < n_q; ++s)
+          std::copy_n(q_h + s * q_stride + nope, rope_dim, q_cat.data() + s * entry_dim + lora);
+        bf16_probabilities(
+            ctx.kernels, ConstMatView(q_cat.data(), n_q, entry_dim), block_entries, softmax_scale,
+            [&](int64_t s) { return start_pos + s0 + s + 1; }, MatView(probs.data(), n_q, keys));
         matmul_serial(ctx.kernels, probs.data(), n_q, keys, block_latents, o_lat.data(), lora);
         const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
-        matmul_serial(ctx.kernels, o_lat.data(), n_q, lora, w_v_rows, attn + s0 * H * v_dim + h * v_dim, H * v_dim);
+        matmul_serial(ctx.kernels, o_lat.data(), n_q, lora, w_v_rows,
+                      attn + s0 * H * v_dim + h * v_dim, H * v_dim);
       }
     });
   }
 }
 
 // Whether prefill attention takes attend_as_bf16_matrices: fast mode, where bf16 kernels run.
-bool bf16_attention(const KernelConfig& k) { return k.fast() && k.fast_kernels() != FastModeKernels::kExact; }
+bool bf16_attention(const KernelConfig& k) {
+  return k.fast() && k.fast_kernels() != FastModeKernels::kExact;
+}
 
 }  // namespace
 
-void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* x, const Step& step,
-                 KVCache& cache, const Rope& rope, Scratch& scratch, float* out) {
+void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* x,
+                 const Step& step, KVCache& cache, const Rope& rope, Scratch& scratch, float* out) {
   const ModelConfig& c = ctx.config;
   const int64_t n = static_cast<int64_t>(step.tokens.size());
   const int64_t H = ctx.plan.n_local_heads;
@@ -296,7 +335,7 @@ void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer
   if (c.q_lora_rank == 0) {
     linear(ctx.kernels, x, n, w.wq, q, ctx.pool);
   } else {
-    float* q_lora = grow(scratch.q_lora, n * c.q_lora_rank);     // [n, q_lora_rank]
+    float* q_lora = grow(scratch.q_lora, n * c.q_lora_rank);  // [n, q_lora_rank]
     linear(ctx.kernels, x, n, w.wq_a, q_lora, ctx.pool);
     rms_norm(q_lora, w.q_norm.data(), n, c.q_lora_rank, 1e-6f, q_lora);
     linear(ctx.kernels, q_lora, n, w.wq_b, q, ctx.pool);
@@ -324,7 +363,7 @@ void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer
   // attention per chunk, over its sequence's cache: per query (decode) or as matrix products
   // (prefill); both give the same bits, so the choice never changes a result
   const float softmax_scale = attention_softmax_scale(c);
-  float* attn = grow(scratch.attn, n * H * v_dim);                 // [n, H, v_dim]
+  float* attn = grow(scratch.attn, n * H * v_dim);  // [n, H, v_dim]
   // (the queries of short chunks, decode's, are gathered for one attend_per_query: `rows` their
   // rows in the step, contiguous when those chunks are, as in a step of decodes only)
   thread_local std::vector<Query> queries;
@@ -336,11 +375,11 @@ void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer
     const float* q_chunk = q + row * H * qk_dim;
     float* attn_chunk = attn + row * H * v_dim;
     if (chunk.n_tokens >= kMatrixAttentionMinQueries && bf16_attention(ctx.kernels)) {
-      attend_as_bf16_matrices(ctx, w, layer, q_chunk, chunk.seq, chunk.n_tokens, chunk.start_pos, cache, softmax_scale,
-                              attn_chunk);
+      attend_as_bf16_matrices(ctx, w, layer, q_chunk, chunk.seq, chunk.n_tokens, chunk.start_pos,
+                              cache, softmax_scale, attn_chunk);
     } else if (chunk.n_tokens >= kMatrixAttentionMinQueries) {
-      attend_as_matrices(ctx, w, layer, q_chunk, chunk.seq, chunk.n_tokens, chunk.start_pos, cache, softmax_scale,
-                         attn_chunk);
+      attend_as_matrices(ctx, w, layer, q_chunk, chunk.seq, chunk.n_tokens, chunk.start_pos, cache,
+                         softmax_scale, attn_chunk);
     } else {
       for (int64_t s = 0; s < chunk.n_tokens; ++s) {
         queries.push_back({chunk.seq, chunk.start_pos + s});
@@ -355,11 +394,13 @@ void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer
       attend_per_query(ctx, w, layer, q + rows.front() * H * qk_dim, queries, cache, softmax_scale,
                        attn + rows.front() * H * v_dim);
     } else {  // decodes between prefill chunks: gathered, attended, scattered back
-      float* q_rows = grow(scratch.query_rows, m * H * qk_dim);       // [m, H, qk_dim]
-      float* attn_rows = grow(scratch.query_attn, m * H * v_dim);     // [m, H, v_dim]
-      for (int64_t i = 0; i < m; ++i) std::copy_n(q + rows[i] * H * qk_dim, H * qk_dim, q_rows + i * H * qk_dim);
+      float* q_rows = grow(scratch.query_rows, m * H * qk_dim);    // [m, H, qk_dim]
+      float* attn_rows = grow(scratch.query_attn, m * H * v_dim);  // [m, H, v_dim]
+      for (int64_t i = 0; i < m; ++i)
+        std::copy_n(q + rows[i] * H * qk_dim, H * qk_dim, q_rows + i * H * qk_dim);
       attend_per_query(ctx, w, layer, q_rows, queries, cache, softmax_scale, attn_rows);
-      for (int64_t i = 0; i < m; ++i) std::copy_n(attn_rows + i * H * v_dim, H * v_dim, attn + rows[i] * H * v_dim);
+      for (int64_t i = 0; i < m; ++i)
+        std::copy_n(attn_rows + i * H * v_dim, H * v_dim, attn + rows[i] * H * v_dim);
     }
   }
 

@@ -35,14 +35,16 @@ T get_as(const json& value, const std::string& key, const std::string& origin) {
       }
       if (value.is_number_integer()) {
         const int64_t v = value.get<int64_t>();
-        check(v >= kMin && v <= kMax, origin, ": ", key, " is out of range, got ", json_excerpt(value));
+        check(v >= kMin && v <= kMax, origin, ": ", key, " is out of range, got ",
+              json_excerpt(value));
         return static_cast<int>(v);
       }
       check(value.is_number_float() && std::isfinite(value.get<double>()) &&
                 std::trunc(value.get<double>()) == value.get<double>(),
             origin, ": ", key, " must be an integer, got ", json_excerpt(value));
       const double v = value.get<double>();
-      check(v >= kMin && v <= kMax, origin, ": ", key, " is out of range, got ", json_excerpt(value));
+      check(v >= kMin && v <= kMax, origin, ": ", key, " is out of range, got ",
+            json_excerpt(value));
       return static_cast<int>(v);
     } else if constexpr (std::is_same_v<T, double>) {
       check(value.is_number(), origin, ": ", key, " must be a number, got ", json_excerpt(value));
@@ -69,39 +71,68 @@ ModelConfig parse_reference_form(const json& j, const std::string& origin) {
     const json& v = it.value();
     auto i = [&] { return get_as<int>(v, k, origin); };
     auto d = [&] { return get_as<double>(v, k, origin); };
-    if (k == "max_batch_size") c.max_batch_size = i();
-    else if (k == "max_seq_len") c.max_seq_len = i();
+    if (k == "max_batch_size")
+      c.max_batch_size = i();
+    else if (k == "max_seq_len")
+      c.max_seq_len = i();
     else if (k == "dtype") {
       std::string s = get_as<std::string>(v, k, origin);
       check(s == "bf16" || s == "fp8", origin, ": dtype must be bf16 or fp8, got \"", s, "\"");
       c.dtype = s == "fp8" ? WeightDType::kFP8 : WeightDType::kBF16;
-    } else if (k == "scale_fmt") c.scale_fmt = v.is_null() ? "" : get_as<std::string>(v, k, origin);
-    else if (k == "vocab_size") c.vocab_size = i();
-    else if (k == "dim") c.dim = i();
-    else if (k == "inter_dim") c.inter_dim = i();
-    else if (k == "moe_inter_dim") c.moe_inter_dim = i();
-    else if (k == "n_layers") c.n_layers = i();
-    else if (k == "n_dense_layers") c.n_dense_layers = i();
-    else if (k == "n_heads") c.n_heads = i();
-    else if (k == "n_routed_experts") c.n_routed_experts = i();
-    else if (k == "n_shared_experts") c.n_shared_experts = i();
-    else if (k == "n_activated_experts") c.n_activated_experts = i();
-    else if (k == "n_expert_groups") c.n_expert_groups = i();
-    else if (k == "n_limited_groups") c.n_limited_groups = i();
-    else if (k == "score_func") c.score_func = parse_score_func(get_as<std::string>(v, k, origin), origin);
-    else if (k == "route_scale") c.route_scale = d();
-    else if (k == "q_lora_rank") c.q_lora_rank = i();
-    else if (k == "kv_lora_rank") c.kv_lora_rank = i();
-    else if (k == "qk_nope_head_dim") c.qk_nope_head_dim = i();
-    else if (k == "qk_rope_head_dim") c.qk_rope_head_dim = i();
-    else if (k == "v_head_dim") c.v_head_dim = i();
-    else if (k == "original_seq_len") c.original_seq_len = i();
-    else if (k == "rope_theta") c.rope_theta = d();
-    else if (k == "rope_factor") c.rope_factor = d();
-    else if (k == "beta_fast") c.beta_fast = i();
-    else if (k == "beta_slow") c.beta_slow = i();
-    else if (k == "mscale") c.mscale = d();
-    else fail(origin, ": unknown config key \"", k, "\" (not a ModelArgs field)");
+    } else if (k == "scale_fmt")
+      c.scale_fmt = v.is_null() ? "" : get_as<std::string>(v, k, origin);
+    else if (k == "vocab_size")
+      c.vocab_size = i();
+    else if (k == "dim")
+      c.dim = i();
+    else if (k == "inter_dim")
+      c.inter_dim = i();
+    else if (k == "moe_inter_dim")
+      c.moe_inter_dim = i();
+    else if (k == "n_layers")
+      c.n_layers = i();
+    else if (k == "n_dense_layers")
+      c.n_dense_layers = i();
+    else if (k == "n_heads")
+      c.n_heads = i();
+    else if (k == "n_routed_experts")
+      c.n_routed_experts = i();
+    else if (k == "n_shared_experts")
+      c.n_shared_experts = i();
+    else if (k == "n_activated_experts")
+      c.n_activated_experts = i();
+    else if (k == "n_expert_groups")
+      c.n_expert_groups = i();
+    else if (k == "n_limited_groups")
+      c.n_limited_groups = i();
+    else if (k == "score_func")
+      c.score_func = parse_score_func(get_as<std::string>(v, k, origin), origin);
+    else if (k == "route_scale")
+      c.route_scale = d();
+    else if (k == "q_lora_rank")
+      c.q_lora_rank = i();
+    else if (k == "kv_lora_rank")
+      c.kv_lora_rank = i();
+    else if (k == "qk_nope_head_dim")
+      c.qk_nope_head_dim = i();
+    else if (k == "qk_rope_head_dim")
+      c.qk_rope_head_dim = i();
+    else if (k == "v_head_dim")
+      c.v_head_dim = i();
+    else if (k == "original_seq_len")
+      c.original_seq_len = i();
+    else if (k == "rope_theta")
+      c.rope_theta = d();
+    else if (k == "rope_factor")
+      c.rope_factor = d();
+    else if (k == "beta_fast")
+      c.beta_fast = i();
+    else if (k == "beta_slow")
+      c.beta_slow = i();
+    else if (k == "mscale")
+      c.mscale = d();
+    else
+      fail(origin, ": unknown config key \"", k, "\" (not a ModelArgs field)");
   }
   return c;
 }
@@ -179,8 +210,9 @@ ModelConfig parse_hf_form(const json& j, const std::string& origin) {
 // only HF configs have (so that one lacking hidden_size is reported as lacking it, not as a
 // ModelArgs file with an unknown key "architectures").
 bool is_hf_form(const json& j) {
-  for (const char* key : {"hidden_size", "architectures", "model_type", "num_hidden_layers", "num_attention_heads",
-                          "intermediate_size", "transformers_version", "torch_dtype"})
+  for (const char* key :
+       {"hidden_size", "architectures", "model_type", "num_hidden_layers", "num_attention_heads",
+        "intermediate_size", "transformers_version", "torch_dtype"})
     if (j.contains(key)) return true;
   return false;
 }
@@ -214,10 +246,11 @@ void ModelConfig::validate() const {
   positive(kv_lora_rank, "kv_lora_rank");
   positive(qk_nope_head_dim, "qk_nope_head_dim");
   positive(v_head_dim, "v_head_dim");
-  check(qk_rope_head_dim > 0 && qk_rope_head_dim % 2 == 0, "qk_rope_head_dim must be positive and even, got ",
-        qk_rope_head_dim);
+  check(qk_rope_head_dim > 0 && qk_rope_head_dim % 2 == 0,
+        "qk_rope_head_dim must be positive and even, got ", qk_rope_head_dim);
   check(q_lora_rank >= 0, "q_lora_rank must be >= 0");
-  check(n_dense_layers >= 0 && n_dense_layers <= n_layers, "n_dense_layers must lie in [0, n_layers]");
+  check(n_dense_layers >= 0 && n_dense_layers <= n_layers,
+        "n_dense_layers must lie in [0, n_layers]");
   if (n_dense_layers < n_layers) {
     positive(n_routed_experts, "n_routed_experts");
     positive(moe_inter_dim, "moe_inter_dim");
@@ -236,14 +269,16 @@ void ModelConfig::validate() const {
   // what the reference's math needs (it raises on these; here they would be NaN logits and an
   // empty completion): the frequencies divide by log(rope_theta), YaRN takes log(rope_factor) and
   // log(original_seq_len / (beta * 2 pi)), the routed output is scaled by route_scale
-  check(std::isfinite(rope_theta) && rope_theta > 1, "rope_theta must be a finite number > 1, got ", rope_theta);
-  check(std::isfinite(rope_factor) && rope_factor > 0, "rope_factor (rope_scaling.factor) must be a finite number > 0, got ",
-        rope_factor);
+  check(std::isfinite(rope_theta) && rope_theta > 1, "rope_theta must be a finite number > 1, got ",
+        rope_theta);
+  check(std::isfinite(rope_factor) && rope_factor > 0,
+        "rope_factor (rope_scaling.factor) must be a finite number > 0, got ", rope_factor);
   positive(original_seq_len, "original_seq_len (rope_scaling.original_max_position_embeddings)");
   positive(beta_fast, "beta_fast");
   positive(beta_slow, "beta_slow");
   check(std::isfinite(mscale), "mscale must be a finite number, got ", mscale);
-  check(std::isfinite(route_scale), "route_scale (routed_scaling_factor) must be a finite number, got ", route_scale);
+  check(std::isfinite(route_scale),
+        "route_scale (routed_scaling_factor) must be a finite number, got ", route_scale);
 }
 
 std::string ModelConfig::summary() const {
@@ -302,7 +337,8 @@ ModelConfig::Fields ModelConfig::fields() const {
           {"mscale", exact(mscale)}};
 }
 
-std::vector<std::string> config_differences(const ModelConfig::Fields& a, const ModelConfig::Fields& b) {
+std::vector<std::string> config_differences(const ModelConfig::Fields& a,
+                                            const ModelConfig::Fields& b) {
   std::vector<std::string> out;
   for (size_t k = 0; k < std::max(a.size(), b.size()); ++k) {
     const std::string x = k < a.size() ? a[k].first + "=" + a[k].second : "(none)";

@@ -66,7 +66,8 @@ struct ModelConfig {
 };
 
 // "name=a against name=b" for every field where two field lists differ (a's first), in order.
-std::vector<std::string> config_differences(const ModelConfig::Fields& a, const ModelConfig::Fields& b);
+std::vector<std::string> config_differences(const ModelConfig::Fields& a,
+                                            const ModelConfig::Fields& b);
 
 // Reads either form; the HF form is recognised by "hidden_size". Unknown keys in the
 // reference form are an error (as ModelArgs(**json) is in Python). Throws Error naming the file.

@@ -7,18 +7,25 @@ namespace dsinfer {
 
 const char* forward_part_name(ForwardPart part) {
   switch (part) {
-    case ForwardPart::kAttention: return "attention";
-    case ForwardPart::kDenseMlp: return "dense mlp";
-    case ForwardPart::kMoe: return "moe";
-    case ForwardPart::kHead: return "head";
-    default: return "other";
+    case ForwardPart::kAttention:
+      return "attention";
+    case ForwardPart::kDenseMlp:
+      return "dense mlp";
+    case ForwardPart::kMoe:
+      return "moe";
+    case ForwardPart::kHead:
+      return "head";
+    default:
+      return "other";
   }
 }
 
 namespace {
 int64_t matrix_macs(const WeightMatrix& m) { return m.empty() ? 0 : m.rows * m.cols; }
 int64_t matrix_bytes(const WeightMatrix& m) { return m.empty() ? 0 : m.bytes(); }
-int64_t mlp_macs(const MlpWeights& m) { return matrix_macs(m.w1) + matrix_macs(m.w2) + matrix_macs(m.w3); }
+int64_t mlp_macs(const MlpWeights& m) {
+  return matrix_macs(m.w1) + matrix_macs(m.w2) + matrix_macs(m.w3);
+}
 }  // namespace
 
 void ForwardStatsCounter::begin(const Step& step) {
@@ -31,7 +38,8 @@ void ForwardStatsCounter::begin(const Step& step) {
     if (local >= 0 && local < plan_.vocab_local) stats_.add(ForwardPart::kOther, row_bytes, 0);
   }
   // the head, for the rows that asked for logits only
-  stats_.add(ForwardPart::kHead, matrix_bytes(weights_.head), step.logit_rows() * matrix_macs(weights_.head));
+  stats_.add(ForwardPart::kHead, matrix_bytes(weights_.head),
+             step.logit_rows() * matrix_macs(weights_.head));
 }
 
 void ForwardStatsCounter::part_done(const ForwardEvent& event) {
@@ -45,7 +53,8 @@ void ForwardStatsCounter::part_done(const ForwardEvent& event) {
     case ForwardPart::kAttention: {
       // (wkv_b's multiply-adds are attention's own, counted below)
       for_each_attention_matrix(lw.attn, [&](const std::string& name, const WeightMatrix& m) {
-        stats_.add(ForwardPart::kAttention, m.bytes(), name != "attn.wkv_b" ? n * matrix_macs(m) : 0);
+        stats_.add(ForwardPart::kAttention, m.bytes(),
+                   name != "attn.wkv_b" ? n * matrix_macs(m) : 0);
       });
       // absorbed attention per token and local head (attention.cpp): wkv_b's key half folded into
       // the query (nope x lora), its value half applied to the attended latent (v x lora), and per
@@ -55,10 +64,13 @@ void ForwardStatsCounter::part_done(const ForwardEvent& event) {
       for (const SeqChunk& chunk : step.chunks)
         keys += chunk.n_tokens * chunk.start_pos + chunk.n_tokens * (chunk.n_tokens + 1) / 2;
       stats_.add(ForwardPart::kAttention, 0,
-                 heads * (n * (c.qk_nope_head_dim + c.v_head_dim) * lora + keys * (2 * lora + c.qk_rope_head_dim)));
+                 heads * (n * (c.qk_nope_head_dim + c.v_head_dim) * lora +
+                          keys * (2 * lora + c.qk_rope_head_dim)));
       break;
     }
-    case ForwardPart::kDenseMlp: stats_.add(ForwardPart::kDenseMlp, mlp_bytes(lw.mlp), n * mlp_macs(lw.mlp)); break;
+    case ForwardPart::kDenseMlp:
+      stats_.add(ForwardPart::kDenseMlp, mlp_bytes(lw.mlp), n * mlp_macs(lw.mlp));
+      break;
     case ForwardPart::kMoe: {
       const MoeWeights& moe = lw.moe;
       stats_.add(ForwardPart::kMoe, matrix_bytes(moe.gate) + mlp_bytes(moe.shared),
@@ -70,10 +82,12 @@ void ForwardStatsCounter::part_done(const ForwardEvent& event) {
       }
       for (size_t e = 0; e < moe.experts.size(); ++e)
         if (expert_tokens_[e] > 0)
-          stats_.add(ForwardPart::kMoe, mlp_bytes(moe.experts[e]), expert_tokens_[e] * mlp_macs(moe.experts[e]));
+          stats_.add(ForwardPart::kMoe, mlp_bytes(moe.experts[e]),
+                     expert_tokens_[e] * mlp_macs(moe.experts[e]));
       break;
     }
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -86,7 +100,8 @@ void TensorDump::write(const std::string& path) const {
   std::vector<SafetensorsWriter::Entry> entries;
   for (const auto& [name, t] : tensors_) entries.push_back({name, DType::kF32, {t.rows, t.cols}});
   SafetensorsWriter out(path, entries, {{"format", "dsinfer intermediates"}});
-  for (const auto& [name, t] : tensors_) out.write(name, t.data.data(), t.data.size() * sizeof(float));
+  for (const auto& [name, t] : tensors_)
+    out.write(name, t.data.data(), t.data.size() * sizeof(float));
   out.finish();
 }
 

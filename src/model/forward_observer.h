@@ -23,11 +23,11 @@ const char* forward_part_name(ForwardPart part);
 // One finished part of a forward call.
 struct ForwardEvent {
   ForwardPart part;
-  int layer = -1;                       // -1 outside the layers (embedding, head)
-  double seconds = 0;                   // wall time of the part
+  int layer = -1;      // -1 outside the layers (embedding, head)
+  double seconds = 0;  // wall time of the part
   const Step* step = nullptr;
   const LayerWeights* weights = nullptr;  // the layer's, for attention / MLP / MoE parts
-  const int* experts = nullptr;         // MoE: every row's chosen experts [rows, n_activated]
+  const int* experts = nullptr;           // MoE: every row's chosen experts [rows, n_activated]
 };
 
 class ForwardObserver {

@@ -19,11 +19,15 @@ KVDType parse_kv_dtype(const std::string& name) {
 }
 
 KVCache::KVCache(const ModelConfig& c, int64_t budget_positions, KVDType dtype)
-    : n_layers_(c.n_layers), kv_lora_rank_(c.kv_lora_rank), rope_dim_(c.qk_rope_head_dim), dtype_(dtype) {
+    : n_layers_(c.n_layers),
+      kv_lora_rank_(c.kv_lora_rank),
+      rope_dim_(c.qk_rope_head_dim),
+      dtype_(dtype) {
   check(budget_positions >= 0, "KV cache budget must be >= 0 positions, got ", budget_positions);
   // a budget of n positions always holds a sequence of n
   total_blocks_ = blocks_for(budget_positions);
-  check(total_blocks_ < (int64_t{1} << 31), "KV cache budget of ", budget_positions, " positions is too large");
+  check(total_blocks_ < (int64_t{1} << 31), "KV cache budget of ", budget_positions,
+        " positions is too large");
   storage_.resize(static_cast<size_t>(total_blocks_));
   refs_.assign(static_cast<size_t>(total_blocks_), 0);
   free_.reserve(static_cast<size_t>(total_blocks_));
@@ -58,8 +62,8 @@ void KVCache::drop_ref(BlockId b) {
 
 SeqId KVCache::create(int64_t capacity) { return create_sharing({}, -1, 0, capacity); }
 
-SeqId KVCache::create_sharing(std::span<const BlockId> shared, BlockId copy_from, int64_t copy_positions,
-                              int64_t capacity) {
+SeqId KVCache::create_sharing(std::span<const BlockId> shared, BlockId copy_from,
+                              int64_t copy_positions, int64_t capacity) {
   check(capacity >= 0, "KV cache: a sequence needs capacity >= 0, got ", capacity);
   const int64_t n_shared = static_cast<int64_t>(shared.size());
   if (copy_from < 0) copy_positions = 0;
@@ -68,8 +72,9 @@ SeqId KVCache::create_sharing(std::span<const BlockId> shared, BlockId copy_from
   const int64_t length = n_shared * kKVBlock + copy_positions;
   check(capacity >= length, "KV cache: capacity ", capacity, " below the shared length ", length);
   const int64_t blocks = std::max(blocks_for(capacity), n_shared);
-  check(blocks - n_shared <= free_blocks(), "KV cache full: a sequence of ", capacity, " positions does not fit (",
-        free_positions(), " of ", budget_positions(), " positions free; --kv-cache-tokens sets the budget)");
+  check(blocks - n_shared <= free_blocks(), "KV cache full: a sequence of ", capacity,
+        " positions does not fit (", free_positions(), " of ", budget_positions(),
+        " positions free; --kv-cache-tokens sets the budget)");
   Sequence s;
   s.capacity = capacity;
   s.length = length;
@@ -82,7 +87,9 @@ SeqId KVCache::create_sharing(std::span<const BlockId> shared, BlockId copy_from
   if (copy_positions > 0) {
     const BlockId dst = s.table[static_cast<size_t>(n_shared)];
     const int64_t row_bytes = entry_dim() * element_bytes();
-    for (int l = 0; l < n_layers_; ++l) std::memcpy(slot(dst, l, 0), slot(copy_from, l, 0), static_cast<size_t>(copy_positions * row_bytes));
+    for (int l = 0; l < n_layers_; ++l)
+      std::memcpy(slot(dst, l, 0), slot(copy_from, l, 0),
+                  static_cast<size_t>(copy_positions * row_bytes));
   }
   const SeqId id = next_id_++;
   seqs_.emplace(id, std::move(s));
@@ -91,11 +98,12 @@ SeqId KVCache::create_sharing(std::span<const BlockId> shared, BlockId copy_from
 
 SeqId KVCache::fork(SeqId source, int64_t length, int64_t capacity) {
   const Sequence& src = get(source);
-  check(length >= 0 && length <= src.length, "KV cache fork: ", length, " positions of a sequence holding ",
-        src.length);
+  check(length >= 0 && length <= src.length, "KV cache fork: ", length,
+        " positions of a sequence holding ", src.length);
   const int64_t full = length / kKVBlock, rest = length % kKVBlock;
   const std::vector<BlockId> shared(src.table.begin(), src.table.begin() + full);
-  return create_sharing(shared, rest > 0 ? src.table[static_cast<size_t>(full)] : -1, rest, capacity);
+  return create_sharing(shared, rest > 0 ? src.table[static_cast<size_t>(full)] : -1, rest,
+                        capacity);
 }
 
 bool KVCache::grow(SeqId seq, int64_t capacity) {
@@ -115,20 +123,22 @@ void KVCache::release(SeqId seq) {
 
 void KVCache::set_length(SeqId seq, int64_t length) {
   Sequence& s = get(seq);
-  check(length >= 0 && length <= s.capacity, "KV cache: position ", length, " is past the sequence's capacity ",
-        s.capacity);
+  check(length >= 0 && length <= s.capacity, "KV cache: position ", length,
+        " is past the sequence's capacity ", s.capacity);
   s.length = length;
 }
 
 void KVCache::truncate(SeqId seq, int64_t length) {
   Sequence& s = get(seq);
-  check(length >= 0 && length <= s.length, "KV cache truncate: ", length, " of ", s.length, " positions");
+  check(length >= 0 && length <= s.length, "KV cache truncate: ", length, " of ", s.length,
+        " positions");
   s.length = length;
 }
 
 void KVCache::replace_block(SeqId seq, int64_t index, BlockId block) {
   Sequence& s = get(seq);
-  check(index >= 0 && index < static_cast<int64_t>(s.table.size()), "KV cache: no block ", index, " in sequence ", seq);
+  check(index >= 0 && index < static_cast<int64_t>(s.table.size()), "KV cache: no block ", index,
+        " in sequence ", seq);
   BlockId& slot_id = s.table[static_cast<size_t>(index)];
   if (slot_id == block) return;
   retain_block(block);
@@ -137,19 +147,23 @@ void KVCache::replace_block(SeqId seq, int64_t index, BlockId block) {
 }
 
 void KVCache::retain_block(BlockId block) {
-  check(block >= 0 && block < total_blocks_ && refs(block) > 0, "KV cache: block ", block, " is not in use");
+  check(block >= 0 && block < total_blocks_ && refs(block) > 0, "KV cache: block ", block,
+        " is not in use");
   ++refs_[static_cast<size_t>(block)];
 }
 
 void KVCache::release_block(BlockId block) { drop_ref(block); }
 
 uint8_t* KVCache::slot(BlockId block, int layer, int64_t s) const {
-  return storage_[static_cast<size_t>(block)].get() + ((layer * kKVBlock) + s) * entry_dim() * element_bytes();
+  return storage_[static_cast<size_t>(block)].get() +
+         ((layer * kKVBlock) + s) * entry_dim() * element_bytes();
 }
 
-void KVCache::write_entry(int layer, SeqId seq, int64_t pos, const float* latent, const float* rope_key) {
+void KVCache::write_entry(int layer, SeqId seq, int64_t pos, const float* latent,
+                          const float* rope_key) {
   const Sequence& s = get(seq);
-  check(pos >= 0 && pos < s.capacity, "KV cache: position ", pos, " is past the sequence's capacity ", s.capacity);
+  check(pos >= 0 && pos < s.capacity, "KV cache: position ", pos,
+        " is past the sequence's capacity ", s.capacity);
   const BlockId b = s.table[static_cast<size_t>(pos / kKVBlock)];
   // a shared block is everyone's: writing it would change other sequences' entries
   check(refs(b) == 1, "KV cache: position ", pos, " of sequence ", seq, " lies in a shared block");
@@ -166,7 +180,8 @@ void KVCache::write_entry(int layer, SeqId seq, int64_t pos, const float* latent
 }
 
 WeightMatrix KVCache::block_matrix(int layer, BlockId block, int64_t rows) const {
-  return {dtype_ == KVDType::kBF16 ? DType::kBF16 : DType::kF32, rows, entry_dim(), slot(block, layer, 0), nullptr};
+  return {dtype_ == KVDType::kBF16 ? DType::kBF16 : DType::kF32, rows, entry_dim(),
+          slot(block, layer, 0), nullptr};
 }
 
 WeightMatrix KVCache::block_entries(int layer, SeqId seq, int64_t block_index, int64_t rows) const {
@@ -174,7 +189,8 @@ WeightMatrix KVCache::block_entries(int layer, SeqId seq, int64_t block_index, i
 }
 
 void KVCache::read_entry(int layer, SeqId seq, int64_t pos, float* out) const {
-  const uint8_t* src = slot(get(seq).table[static_cast<size_t>(pos / kKVBlock)], layer, pos % kKVBlock);
+  const uint8_t* src =
+      slot(get(seq).table[static_cast<size_t>(pos / kKVBlock)], layer, pos % kKVBlock);
   if (dtype_ == KVDType::kF32) {
     std::copy_n(reinterpret_cast<const float*>(src), entry_dim(), out);
   } else {
@@ -208,8 +224,10 @@ int64_t default_kv_budget(const ModelConfig& c, KVDType dtype, double fraction) 
     meminfo.ignore(256, '\n');
   }
   const int64_t element = dtype == KVDType::kBF16 ? 2 : 4;
-  const int64_t per_position = static_cast<int64_t>(c.n_layers) * (c.kv_lora_rank + c.qk_rope_head_dim) * element;
-  const int64_t fits = static_cast<int64_t>(static_cast<double>(available_kb) * 1024.0 * fraction) / std::max<int64_t>(per_position, 1);
+  const int64_t per_position =
+      static_cast<int64_t>(c.n_layers) * (c.kv_lora_rank + c.qk_rope_head_dim) * element;
+  const int64_t fits = static_cast<int64_t>(static_cast<double>(available_kb) * 1024.0 * fraction) /
+                       std::max<int64_t>(per_position, 1);
   return std::clamp<int64_t>(fits, c.max_seq_len, int64_t{1} << 24);
 }
 

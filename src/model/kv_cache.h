@@ -73,7 +73,8 @@ class KVCache {
   // the sequence's first shared.size() * kKVBlock), followed by the first `copy_positions`
   // positions of block `copy_from` copied into a block of its own (-1, 0: none), so that it holds
   // shared.size() * kKVBlock + copy_positions positions; it may grow to `capacity`.
-  SeqId create_sharing(std::span<const BlockId> shared, BlockId copy_from, int64_t copy_positions, int64_t capacity);
+  SeqId create_sharing(std::span<const BlockId> shared, BlockId copy_from, int64_t copy_positions,
+                       int64_t capacity);
   // A new sequence holding the first `length` positions of `source`: its full blocks shared, the
   // rest of them copied.
   SeqId fork(SeqId source, int64_t length, int64_t capacity);
@@ -141,17 +142,19 @@ class KVCache {
   KVDType dtype_ = KVDType::kF32;
   int64_t total_blocks_ = 0;
   std::vector<std::unique_ptr<uint8_t[]>> storage_;  // per block, allocated on first use
-  std::vector<int32_t> refs_;                         // per block
-  std::vector<BlockId> free_;                         // a stack: the lowest ids on top
+  std::vector<int32_t> refs_;                        // per block
+  std::vector<BlockId> free_;                        // a stack: the lowest ids on top
   SeqId next_id_ = 0;
   std::unordered_map<SeqId, Sequence> seqs_;
 };
 
 // The default budget: what fits in `fraction` of the memory this machine has available now
 // (MemAvailable), at least one sequence of max_seq_len, at most 2^24 positions.
-int64_t default_kv_budget(const ModelConfig& config, KVDType dtype = KVDType::kF32, double fraction = 0.5);
+int64_t default_kv_budget(const ModelConfig& config, KVDType dtype = KVDType::kF32,
+                          double fraction = 0.5);
 // A --kv-cache-tokens value: itself when > 0, else default_kv_budget.
-inline int64_t kv_budget_or_default(int64_t requested, const ModelConfig& config, KVDType dtype = KVDType::kF32) {
+inline int64_t kv_budget_or_default(int64_t requested, const ModelConfig& config,
+                                    KVDType dtype = KVDType::kF32) {
   return requested > 0 ? requested : default_kv_budget(config, dtype);
 }
 

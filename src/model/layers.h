@@ -44,8 +44,8 @@ inline float* grow(std::vector<float>& v, int64_t n) {
 // Multi-head latent attention, absorbed form. x [n, dim] (the step's rows) -> out [n, dim]
 // (all-reduced). Writes each chunk's latents and rope keys into its sequence's cache at its
 // positions; `rope` is prepared with each row's absolute position.
-void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* x, const Step& step,
-                 KVCache& cache, const Rope& rope, Scratch& scratch, float* out);
+void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* x,
+                 const Step& step, KVCache& cache, const Rope& rope, Scratch& scratch, float* out);
 
 // w2(silu(w1 x) * w3 x); x [n, dim] -> out [n, dim]. All-reduced when `reduce`.
 void mlp_forward(const ForwardContext& ctx, const MlpWeights& w, const float* x, int64_t n,

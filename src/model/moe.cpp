@@ -26,8 +26,9 @@ void mlp_forward(const ForwardContext& ctx, const MlpWeights& w, const float* x,
   linear(ctx.kernels, x, n, w.w3, b, ctx.pool);
   // elementwise, so split across the pool bit for bit (on one thread it was ~1% of a 512-token
   // prefill's samples while the other thread waited)
-  ctx.pool.parallel_for(n * inter, [&](int64_t begin, int64_t end) { silu_mul(a + begin, b + begin, end - begin); },
-                        kElementwiseGrain);
+  ctx.pool.parallel_for(
+      n * inter, [&](int64_t begin, int64_t end) { silu_mul(a + begin, b + begin, end - begin); },
+      kElementwiseGrain);
   linear(ctx.kernels, a, n, w.w2, out, ctx.pool);  // [n, dim]
   if (reduce) ctx.comm.all_reduce_sum(out, n * w.w2.rows);
 }
@@ -46,7 +47,8 @@ void top_k(const float* values, int n, int k, int* out) {
 }
 }  // namespace
 
-void route(const ModelConfig& c, const float* gate_logits, const float* bias, int* experts, float* weights) {
+void route(const ModelConfig& c, const float* gate_logits, const float* bias, int* experts,
+           float* weights) {
   const int E = c.n_routed_experts;
   // per-thread buffers: route() runs for every token, it should not allocate each time
   thread_local std::vector<float> scores, select, group_scores;
@@ -82,7 +84,8 @@ void route(const ModelConfig& c, const float* gate_logits, const float* bias, in
     for (int g : keep) kept[g] = 1;
     for (int g = 0; g < G; ++g)
       if (!kept[g])
-        std::fill_n(select.begin() + g * per_group, per_group, -std::numeric_limits<float>::infinity());
+        std::fill_n(select.begin() + g * per_group, per_group,
+                    -std::numeric_limits<float>::infinity());
   }
   const int k = c.n_activated_experts;
   top_k(select.data(), E, k, experts);
@@ -110,12 +113,14 @@ void moe_forward(const ForwardContext& ctx, const MoeWeights& w, const float* x,
   scratch.expert_weights.resize(n * k);
   const float* bias = w.gate_bias.empty() ? nullptr : w.gate_bias.data();
   for (int64_t i = 0; i < n; ++i)
-    route(c, logits + i * E, bias, scratch.experts.data() + i * k, scratch.expert_weights.data() + i * k);
+    route(c, logits + i * E, bias, scratch.experts.data() + i * k,
+          scratch.expert_weights.data() + i * k);
 
   // routed experts of this rank, in expert order: gather each expert's tokens, run it once
   float* routed = grow(scratch.routed, n * dim);  // [n, dim]
-  ctx.pool.parallel_for(n * dim, [&](int64_t begin, int64_t end) { std::fill(routed + begin, routed + end, 0.0f); },
-                        kElementwiseGrain);
+  ctx.pool.parallel_for(
+      n * dim, [&](int64_t begin, int64_t end) { std::fill(routed + begin, routed + end, 0.0f); },
+      kElementwiseGrain);
   // token rows per chunk of the per-expert gathers and weighted sums (rows of dim elements)
   const int64_t row_grain = ceil_div(kElementwiseGrain, dim);
   std::vector<int64_t>& tokens = scratch.expert_tokens;
@@ -133,15 +138,23 @@ void moe_forward(const ForwardContext& ctx, const MoeWeights& w, const float* x,
     if (tokens.empty()) continue;
     const int64_t m = static_cast<int64_t>(tokens.size());
     float* gathered = grow(scratch.gathered, m * dim);  // [m, dim]
-    ctx.pool.parallel_for(m, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) std::copy_n(x + tokens[t] * dim, dim, gathered + t * dim);
-    }, row_grain);
-    float* y = grow(scratch.expert_out, m * dim);       // [m, dim]
+    ctx.pool.parallel_for(
+        m,
+        [&](int64_t t0, int64_t t1) {
+          for (int64_t t = t0; t < t1; ++t)
+            std::copy_n(x + tokens[t] * dim, dim, gathered + t * dim);
+        },
+        row_grain);
+    float* y = grow(scratch.expert_out, m * dim);  // [m, dim]
     mlp_forward(ctx, w.experts[local], gathered, m, /*reduce=*/false, scratch, y);
     // (an expert's tokens are distinct rows: the chunks write disjoint rows of `routed`)
-    ctx.pool.parallel_for(m, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) axpy(token_weights[t], y + t * dim, routed + tokens[t] * dim, dim);
-    }, row_grain);
+    ctx.pool.parallel_for(
+        m,
+        [&](int64_t t0, int64_t t1) {
+          for (int64_t t = t0; t < t1; ++t)
+            axpy(token_weights[t], y + t * dim, routed + tokens[t] * dim, dim);
+        },
+        row_grain);
   }
   // shared experts (column/row-parallel MLP), then routed + shared. The reference reduces the
   // two partial sums apart (the shared w2's RowParallelLinear, then the routed sum); one reduction
@@ -150,9 +163,12 @@ void moe_forward(const ForwardContext& ctx, const MoeWeights& w, const float* x,
   if (!w.shared.w1.empty()) {
     float* shared = grow(scratch.shared, n * dim);  // [n, dim] this rank's part
     mlp_forward(ctx, w.shared, x, n, /*reduce=*/false, scratch, shared);
-    ctx.pool.parallel_for(n * dim, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) out[i] = routed[i] + shared[i];
-    }, kElementwiseGrain);
+    ctx.pool.parallel_for(
+        n * dim,
+        [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) out[i] = routed[i] + shared[i];
+        },
+        kElementwiseGrain);
   } else {
     std::copy_n(routed, n * dim, out);
   }

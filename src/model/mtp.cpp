@@ -17,8 +17,10 @@ void Transformer::load_mtp(const std::string& ckpt_dir) {
   const std::string path = mtp_shard_path(ckpt_dir, comm_.rank(), comm_.world_size());
   auto file = std::make_shared<SafetensorsFile>(path);
   mtp_ = std::make_unique<MtpWeights>(load_mtp_weights(config_, plan_, file));
-  log_info("loaded ", path, " (", file->tensors().size(), " tensors: the multi-token-prediction module",
-           mtp_->embed.empty() && mtp_->head.empty() ? ", sharing the main embedding and head" : "", ")");
+  log_info("loaded ", path, " (", file->tensors().size(),
+           " tensors: the multi-token-prediction module",
+           mtp_->embed.empty() && mtp_->head.empty() ? ", sharing the main embedding and head" : "",
+           ")");
 }
 
 KVCache Transformer::make_mtp_cache(int64_t budget_positions, KVDType dtype) const {
@@ -27,8 +29,10 @@ KVCache Transformer::make_mtp_cache(int64_t budget_positions, KVDType dtype) con
   return KVCache(one_layer, budget_positions, dtype);
 }
 
-void Transformer::forward_mtp(const Step& step, const float* hidden, KVCache& mtp_cache, StepOutput& output) {
-  check(mtp_ != nullptr, "forward_mtp: no multi-token-prediction module loaded (--mtp needs convert --keep-mtp)");
+void Transformer::forward_mtp(const Step& step, const float* hidden, KVCache& mtp_cache,
+                              StepOutput& output) {
+  check(mtp_ != nullptr,
+        "forward_mtp: no multi-token-prediction module loaded (--mtp needs convert --keep-mtp)");
   const int64_t n = static_cast<int64_t>(step.tokens.size()), dim = config_.dim;
   check(n >= 1 && !step.chunks.empty(), "forward_mtp: empty step");
   check_step(step, mtp_cache);
@@ -41,7 +45,8 @@ void Transformer::forward_mtp(const Step& step, const float* hidden, KVCache& mt
   float* in = grow(mtp_in_, n * 2 * dim);  // [n, 2 dim]
   embed_with(m.embed.empty() ? weights_.embed : m.embed, step.tokens.data(), n, x);
   for (int64_t i = 0; i < n; ++i) {
-    if (positions_[i] == 0) std::fill_n(x + i * dim, dim, 0.0f);  // trained with a zero embedding there
+    if (positions_[i] == 0)
+      std::fill_n(x + i * dim, dim, 0.0f);  // trained with a zero embedding there
     rms_norm(x + i * dim, m.enorm.data(), 1, dim, 1e-6f, in + i * 2 * dim);
     rms_norm(hidden + i * dim, m.hnorm.data(), 1, dim, 1e-6f, in + i * 2 * dim + dim);
   }
@@ -66,7 +71,8 @@ void Transformer::forward_mtp(const Step& step, const float* hidden, KVCache& mt
     norm_logit_rows(step, h, m.head_norm, output.hidden.data(), /*hidden_rows=*/true);
   }
   if (step.want_logits)
-    head_logits(last, n_logits, m.head.empty() ? weights_.head : m.head, step.gather_logits, output);
+    head_logits(last, n_logits, m.head.empty() ? weights_.head : m.head, step.gather_logits,
+                output);
   else
     output.logits.clear();
 }

@@ -34,7 +34,8 @@ std::map<std::string, std::string> Quantization::metadata() const {
   return m;
 }
 
-Quantization quantization_of(const std::map<std::string, std::string>& metadata, const std::string& path) {
+Quantization quantization_of(const std::map<std::string, std::string>& metadata,
+                             const std::string& path) {
   Quantization q;
   for (const auto& [key, value] : metadata) {
     if (key.rfind("dsinfer.", 0) != 0) continue;  // "format": "pt" and the like
@@ -43,8 +44,9 @@ Quantization quantization_of(const std::map<std::string, std::string>& metadata,
     } else if (key == kLinearKey && value == kInt8Value) {
       q.linear_int8 = true;
     } else {
-      fail(path, ": metadata ", key, " = \"", value, "\" is not a weight format this dsinfer knows (",
-           kExpertsKey, " = \"", kInt4Value, "\", ", kLinearKey, " = \"", kInt8Value, "\"); written by another version?");
+      fail(path, ": metadata ", key, " = \"", value,
+           "\" is not a weight format this dsinfer knows (", kExpertsKey, " = \"", kInt4Value,
+           "\", ", kLinearKey, " = \"", kInt8Value, "\"); written by another version?");
     }
   }
   return q;
@@ -52,7 +54,8 @@ Quantization quantization_of(const std::map<std::string, std::string>& metadata,
 
 bool is_linear_weight(const std::string& name) {
   if (name == "head.weight") return true;
-  static constexpr std::array<std::string_view, 9> kKeys = {"wq", "wq_a", "wq_b", "wkv_a", "wkv_b", "wo", "w1", "w2", "w3"};
+  static constexpr std::array<std::string_view, 9> kKeys = {"wq", "wq_a", "wq_b", "wkv_a", "wkv_b",
+                                                            "wo", "w1",   "w2",   "w3"};
   if (!name.ends_with(".weight")) return false;
   const std::string_view stem(name.data(), name.size() - 7);
   const size_t dot = stem.rfind('.');

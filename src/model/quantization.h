@@ -15,8 +15,8 @@ namespace dsinfer {
 
 struct Quantization {
   bool experts_int4 = false;  // routed experts' w1 / w2 / w3 in int4
-  bool linear_int8 = false;   // every other linear weight (attention, dense and shared MLPs, head) in int8,
-                              // and the routed experts too unless experts_int4
+  bool linear_int8 = false;   // every other linear weight (attention, dense and shared MLPs, head)
+                              // in int8, and the routed experts too unless experts_int4
 
   bool any() const { return experts_int4 || linear_int8; }
   bool operator==(const Quantization&) const = default;
@@ -29,7 +29,8 @@ struct Quantization {
 
 // The shard's quantization from its metadata; throws Error naming `path` for an unknown
 // "dsinfer.*" key or value (a shard written by another version).
-Quantization quantization_of(const std::map<std::string, std::string>& metadata, const std::string& path);
+Quantization quantization_of(const std::map<std::string, std::string>& metadata,
+                             const std::string& path);
 
 // Whether a converted tensor name is a Linear's weight (wq, wq_a, wq_b, wkv_a, wkv_b, wo, w1, w2,
 // w3 of a layer or of the MTP block, or the head): what --int8 and --experts-int4 may change.

@@ -10,7 +10,8 @@ namespace {
 // The rotary dimension index at which a wavelength completes `rotations` turns over the
 // original context (YaRN), in double as the reference's Python floats.
 double correction_dim(double rotations, int dim, double base, int original_seq_len) {
-  return dim * std::log(original_seq_len / (rotations * 2 * std::numbers::pi)) / (2 * std::log(base));
+  return dim * std::log(original_seq_len / (rotations * 2 * std::numbers::pi)) /
+         (2 * std::log(base));
 }
 }  // namespace
 
@@ -29,7 +30,8 @@ std::vector<float> rope_frequencies(const ModelConfig& c) {
     if (low == high) high += 0.001;
     const float factor = static_cast<float>(c.rope_factor);
     for (int i = 0; i < dim / 2; ++i) {
-      float ramp = (static_cast<float>(i) - static_cast<float>(low)) / static_cast<float>(high - low);
+      float ramp =
+          (static_cast<float>(i) - static_cast<float>(low)) / static_cast<float>(high - low);
       ramp = std::clamp(ramp, 0.0f, 1.0f);
       const float smooth = 1.0f - ramp;
       freqs[i] = freqs[i] / factor * (1.0f - smooth) + freqs[i] * smooth;

@@ -5,9 +5,11 @@
 namespace dsinfer {
 
 ShardPlan ShardPlan::make(const ModelConfig& c, int rank, int world_size) {
-  check(world_size >= 1 && rank >= 0 && rank < world_size, "bad rank ", rank, " of world size ", world_size);
+  check(world_size >= 1 && rank >= 0 && rank < world_size, "bad rank ", rank, " of world size ",
+        world_size);
   auto divisible = [&](int64_t value, const char* what) {
-    check(value % world_size == 0, what, " (", value, ") is not divisible by the world size ", world_size);
+    check(value % world_size == 0, what, " (", value, ") is not divisible by the world size ",
+          world_size);
     return static_cast<int>(value / world_size);
   };
   ShardPlan p;

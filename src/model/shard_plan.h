@@ -13,11 +13,11 @@ struct ShardPlan {
   // Throws Error naming the dimension that world_size does not divide.
   static ShardPlan make(const ModelConfig& config, int rank, int world_size);
 
-  int vocab_local = 0;        // rows of embed and head on this rank
+  int vocab_local = 0;  // rows of embed and head on this rank
   int vocab_begin = 0;
   int n_local_heads = 0;
-  int inter_local = 0;        // dense MLP
-  int shared_inter_local = 0; // shared experts: n_shared_experts * moe_inter_dim / world_size
+  int inter_local = 0;         // dense MLP
+  int shared_inter_local = 0;  // shared experts: n_shared_experts * moe_inter_dim / world_size
   int n_local_experts = 0;
   int experts_begin = 0;
 };

@@ -20,7 +20,7 @@ struct SeqChunk {
 };
 
 struct Step {
-  std::vector<int32_t> tokens;   // the tokens of all chunks, concatenated in chunk order
+  std::vector<int32_t> tokens;  // the tokens of all chunks, concatenated in chunk order
   std::vector<SeqChunk> chunks;
   // Also return the final-norm hidden state: per chunk of every row when all_logits or
   // all_hidden, else of its last row.

@@ -79,7 +79,8 @@ ConvertedName convert_hf_name(const std::string& hf_name) {
   ConvertedName out{name, rule->shard};
   out.layer = layer_of(name);
   // "experts" but not "shared_experts": a routed expert, which goes whole to one rank.
-  if (name.find("experts") != std::string::npos && name.find("shared_experts") == std::string::npos) {
+  if (name.find("experts") != std::string::npos &&
+      name.find("shared_experts") == std::string::npos) {
     check(parts.size() >= 3, "tensor ", hf_name, ": expert index missing");
     out.expert = parse_int(split_dots(name)[split_dots(name).size() - 3]);
     check(out.expert >= 0, "tensor ", hf_name, ": bad expert index");
@@ -90,7 +91,8 @@ ConvertedName convert_hf_name(const std::string& hf_name) {
 
 ConvertedName convert_mtp_name(const std::string& hf_name, int mtp_layer) {
   const std::string prefix = "model.layers." + std::to_string(mtp_layer) + ".";
-  check(hf_name.rfind(prefix, 0) == 0, "tensor ", hf_name, " is not part of the MTP layer ", mtp_layer);
+  check(hf_name.rfind(prefix, 0) == 0, "tensor ", hf_name, " is not part of the MTP layer ",
+        mtp_layer);
   const std::string rest = hf_name.substr(prefix.size());
   static const struct {
     std::string_view hf, ours;

@@ -24,10 +24,10 @@ struct NameRule {
 extern const NameRule kNameRules[18];
 
 struct ConvertedName {
-  std::string name;     // e.g. "layers.3.ffn.experts.17.w1.weight"
-  ShardDim shard;       // for routed experts: kNone (whole tensor, one rank)
-  int expert = -1;      // routed expert index, or -1
-  int layer = -1;       // layer index, or -1 for embed/norm/head
+  std::string name;  // e.g. "layers.3.ffn.experts.17.w1.weight"
+  ShardDim shard;    // for routed experts: kNone (whole tensor, one rank)
+  int expert = -1;   // routed expert index, or -1
+  int layer = -1;    // layer index, or -1 for embed/norm/head
 };
 
 // HF name -> shard name exactly as convert.py derives it (strip "model.", self_attn->attn,
@@ -36,12 +36,12 @@ struct ConvertedName {
 ConvertedName convert_hf_name(const std::string& hf_name);
 
 // The multi-token-prediction module (HF layer num_hidden_layers, `mtp_layer`) as it is kept in
-// mtp{rank}-mp{P}.safetensors: "mtp." + what the name would be in a main layer ("mtp.attn.wq_a.weight",
-// "mtp.ffn.experts.3.w1.weight", split the same way), plus its own parts: "mtp.enorm.weight",
-// "mtp.hnorm.weight", "mtp.eh_proj.weight" (copied to every rank: [dim, 2 dim], the embedding
-// half first), "mtp.head_norm.weight" (shared_head.norm), and its copies of the embedding and the
-// head, "mtp.embed.weight" and "mtp.head.weight" (split as the main ones; convert stores them only
-// where they differ from the main tensors).
+// mtp{rank}-mp{P}.safetensors: "mtp." + what the name would be in a main layer
+// ("mtp.attn.wq_a.weight", "mtp.ffn.experts.3.w1.weight", split the same way), plus its own parts:
+// "mtp.enorm.weight", "mtp.hnorm.weight", "mtp.eh_proj.weight" (copied to every rank: [dim, 2 dim],
+// the embedding half first), "mtp.head_norm.weight" (shared_head.norm), and its copies of the
+// embedding and the head, "mtp.embed.weight" and "mtp.head.weight" (split as the main ones; convert
+// stores them only where they differ from the main tensors).
 ConvertedName convert_mtp_name(const std::string& hf_name, int mtp_layer);
 // The HF name of the main tensor an MTP copy duplicates ("model.embed_tokens.weight" for
 // "mtp.embed.weight", "lm_head.weight" for "mtp.head.weight"), else "".

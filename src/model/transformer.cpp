@@ -11,7 +11,12 @@ namespace dsinfer {
 
 Transformer::Transformer(const ModelConfig& config, ModelWeights weights, const ShardPlan& plan,
                          Comm& comm, ThreadPool& pool, const KernelConfig& kernels)
-    : config_(config), weights_(std::move(weights)), plan_(plan), comm_(comm), pool_(pool), kernels_(kernels),
+    : config_(config),
+      weights_(std::move(weights)),
+      plan_(plan),
+      comm_(comm),
+      pool_(pool),
+      kernels_(kernels),
       rope_(config) {
   observers_.push_back(&counter_);
 }
@@ -24,7 +29,8 @@ void Transformer::add_observer(ForwardObserver* observer) {
 void Transformer::remove_observer(ForwardObserver* observer) {
   std::erase(observers_, observer);
   observers_want_tensors_ = false;
-  for (ForwardObserver* o : observers_) observers_want_tensors_ = observers_want_tensors_ || o->wants_tensors();
+  for (ForwardObserver* o : observers_)
+    observers_want_tensors_ = observers_want_tensors_ || o->wants_tensors();
 }
 
 void Transformer::tensor(const std::string& name, const float* data, int64_t rows, int64_t cols) {
@@ -33,21 +39,26 @@ void Transformer::tensor(const std::string& name, const float* data, int64_t row
     if (o->wants_tensors()) o->tensor(name, data, rows, cols);
 }
 
-std::unique_ptr<Transformer> Transformer::load(const ModelConfig& config, const std::string& ckpt_dir,
-                                               Comm& comm, ThreadPool& pool, const KernelConfig& kernels) {
+std::unique_ptr<Transformer> Transformer::load(const ModelConfig& config,
+                                               const std::string& ckpt_dir, Comm& comm,
+                                               ThreadPool& pool, const KernelConfig& kernels) {
   const ShardPlan plan = ShardPlan::make(config, comm.rank(), comm.world_size());
   const std::string path = shard_path(ckpt_dir, comm.rank(), comm.world_size());
   const double start = now_seconds();
   auto file = std::make_shared<SafetensorsFile>(path);
   ModelWeights weights = load_weights(config, plan, file);
-  log_info("loaded ", path, " (", file->tensors().size(), " tensors", weights.quantization.any() ? "; " + weights.quantization.describe() : std::string(),
+  log_info("loaded ", path, " (", file->tensors().size(), " tensors",
+           weights.quantization.any() ? "; " + weights.quantization.describe() : std::string(),
            ") in ", now_seconds() - start, " s");
   return std::make_unique<Transformer>(config, std::move(weights), plan, comm, pool, kernels);
 }
 
-void Transformer::embed(const int32_t* tokens, int64_t n, float* h) { embed_with(weights_.embed, tokens, n, h); }
+void Transformer::embed(const int32_t* tokens, int64_t n, float* h) {
+  embed_with(weights_.embed, tokens, n, h);
+}
 
-void Transformer::embed_with(const WeightMatrix& table, const int32_t* tokens, int64_t n, float* h) {
+void Transformer::embed_with(const WeightMatrix& table, const int32_t* tokens, int64_t n,
+                             float* h) {
   // vocab-parallel: rows outside this rank's block contribute zeros; the sum restores them
   for (int64_t i = 0; i < n; ++i) {
     const int64_t local = static_cast<int64_t>(tokens[i]) - plan_.vocab_begin;
@@ -59,11 +70,12 @@ void Transformer::embed_with(const WeightMatrix& table, const int32_t* tokens, i
   collectives_.all_reduce_sum(h, n * config_.dim);
 }
 
-void Transformer::forward(const int32_t* tokens, int batch, int seqlen, int start_pos, KVCache& cache,
-                          float* logits) {
+void Transformer::forward(const int32_t* tokens, int batch, int seqlen, int start_pos,
+                          KVCache& cache, float* logits) {
   check(batch >= 1 && seqlen >= 1, "forward: empty input");
   Step step;
-  for (int b = 0; b < batch; ++b) step.add(b, start_pos, tokens + static_cast<int64_t>(b) * seqlen, seqlen);
+  for (int b = 0; b < batch; ++b)
+    step.add(b, start_pos, tokens + static_cast<int64_t>(b) * seqlen, seqlen);
   StepOutput out;
   forward(step, cache, out);
   std::copy(out.logits.begin(), out.logits.end(), logits);
@@ -77,13 +89,16 @@ void Transformer::check_step(const Step& step, const KVCache& cache) {
   for (size_t i = 0; i < step.chunks.size(); ++i) {
     const SeqChunk& c = step.chunks[i];
     check(c.n_tokens >= 1, "forward: chunk ", i, " is empty");
-    check(cache.contains(c.seq), "forward: chunk ", i, " names sequence ", c.seq, ", which the cache does not hold");
-    check(c.start_pos == cache.length(c.seq), "forward: chunk ", i, " starts at position ", c.start_pos,
-          " but its sequence holds ", cache.length(c.seq));
-    check(c.start_pos + c.n_tokens <= cache.capacity(c.seq), "forward: positions up to ", c.start_pos + c.n_tokens,
-          " exceed the sequence's capacity (", cache.capacity(c.seq), ")");
+    check(cache.contains(c.seq), "forward: chunk ", i, " names sequence ", c.seq,
+          ", which the cache does not hold");
+    check(c.start_pos == cache.length(c.seq), "forward: chunk ", i, " starts at position ",
+          c.start_pos, " but its sequence holds ", cache.length(c.seq));
+    check(c.start_pos + c.n_tokens <= cache.capacity(c.seq), "forward: positions up to ",
+          c.start_pos + c.n_tokens, " exceed the sequence's capacity (", cache.capacity(c.seq),
+          ")");
     for (size_t j = 0; j < i; ++j)
-      check(step.chunks[j].seq != c.seq, "forward: sequence ", c.seq, " appears in two chunks of one step");
+      check(step.chunks[j].seq != c.seq, "forward: sequence ", c.seq,
+            " appears in two chunks of one step");
     for (int64_t s = 0; s < c.n_tokens; ++s) positions_.push_back(c.start_pos + s);
     rows += c.n_tokens;
   }
@@ -105,7 +120,8 @@ void Transformer::forward(const Step& step, KVCache& cache, StepOutput& output) 
   for (ForwardObserver* o : observers_) o->begin(step);
   // wall time per part (a clock read per part and layer: nothing next to a layer's work)
   double t = now_seconds();
-  auto done = [&](ForwardPart part, int layer = -1, const LayerWeights* lw = nullptr, const int* experts = nullptr) {
+  auto done = [&](ForwardPart part, int layer = -1, const LayerWeights* lw = nullptr,
+                  const int* experts = nullptr) {
     const double now = now_seconds();
     const ForwardEvent event{part, layer, now - t, &step, lw, experts};
     for (ForwardObserver* o : observers_) o->part_done(event);
@@ -119,7 +135,8 @@ void Transformer::forward(const Step& step, KVCache& cache, StepOutput& output) 
 
   for (int layer = 0; layer < config_.n_layers; ++layer) {
     const LayerWeights& lw = weights_.layers[layer];
-    const std::string prefix = observers_want_tensors_ ? "layers." + std::to_string(layer) + "." : "";
+    const std::string prefix =
+        observers_want_tensors_ ? "layers." + std::to_string(layer) + "." : "";
     // h = h + attn(attn_norm(h))
     rms_norm(h, lw.attn_norm.data(), n, dim, 1e-6f, x);
     mla_forward(ctx, lw.attn, layer, x, step, cache, rope_, scratch_, y);
@@ -134,7 +151,8 @@ void Transformer::forward(const Step& step, KVCache& cache, StepOutput& output) 
     else
       mlp_forward(ctx, lw.mlp, x, n, /*reduce=*/true, scratch_, y);
     // moe_forward leaves every row's chosen experts in scratch_.experts [n, n_activated]
-    done(lw.is_moe ? ForwardPart::kMoe : ForwardPart::kDenseMlp, layer, &lw, lw.is_moe ? scratch_.experts.data() : nullptr);
+    done(lw.is_moe ? ForwardPart::kMoe : ForwardPart::kDenseMlp, layer, &lw,
+         lw.is_moe ? scratch_.experts.data() : nullptr);
     tensor(prefix + "ffn_out", y, n, dim);
     for (int64_t i = 0; i < n * dim; ++i) h[i] += y[i];
     tensor(prefix + "out", h, n, dim);
@@ -156,8 +174,8 @@ void Transformer::forward(const Step& step, KVCache& cache, StepOutput& output) 
   done(ForwardPart::kHead);
 }
 
-void Transformer::norm_logit_rows(const Step& step, const float* h, const std::vector<float>& norm, float* last,
-                                  bool hidden_rows) const {
+void Transformer::norm_logit_rows(const Step& step, const float* h, const std::vector<float>& norm,
+                                  float* last, bool hidden_rows) const {
   const int64_t dim = config_.dim;
   int64_t row = 0, out_row = 0;
   for (const SeqChunk& c : step.chunks) {
@@ -168,8 +186,8 @@ void Transformer::norm_logit_rows(const Step& step, const float* h, const std::v
   }
 }
 
-void Transformer::head_logits(const float* last, int64_t n_logits, const WeightMatrix& head, bool gather,
-                              StepOutput& output) {
+void Transformer::head_logits(const float* last, int64_t n_logits, const WeightMatrix& head,
+                              bool gather, StepOutput& output) {
   const int64_t v_local = plan_.vocab_local;
   if (plan_.world_size == 1 || !gather) {
     output.logits.resize(static_cast<size_t>(n_logits * v_local));  // [n_logits, vocab_local]
@@ -184,7 +202,8 @@ void Transformer::head_logits(const float* last, int64_t n_logits, const WeightM
   output.logit_columns = config_.vocab_size;
   output.vocab_offset = 0;
   float* logits = output.logits.data();
-  float* gathered = grow(gathered_, plan_.world_size * n_logits * v_local);  // [world, n_logits, vocab_local]
+  float* gathered =
+      grow(gathered_, plan_.world_size * n_logits * v_local);  // [world, n_logits, vocab_local]
   collectives_.all_gather(local_logits, n_logits * v_local, gathered);
   for (int r = 0; r < plan_.world_size; ++r)
     for (int64_t b = 0; b < n_logits; ++b)
@@ -196,7 +215,8 @@ int64_t Transformer::weight_bytes() const {
   const ModelConfig& c = config_;
   int64_t bytes = weights_.head.bytes();
   for (const LayerWeights& lw : weights_.layers) {
-    for_each_attention_matrix(lw.attn, [&](const std::string&, const WeightMatrix& m) { bytes += m.bytes(); });
+    for_each_attention_matrix(
+        lw.attn, [&](const std::string&, const WeightMatrix& m) { bytes += m.bytes(); });
     if (!lw.is_moe) {
       bytes += mlp_bytes(lw.mlp);
     } else {

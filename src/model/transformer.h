@@ -43,8 +43,9 @@ class Transformer {
   void forward(const int32_t* tokens, int batch, int seqlen, int start_pos, KVCache& cache,
                float* logits);
 
-  // Multi-token prediction (model/mtp.cpp; docs/MTP.md). Maps mtp{rank}-mp{world}.safetensors beside
-  // the shard (convert --keep-mtp); an Error naming the file when it is missing or does not fit.
+  // Multi-token prediction (model/mtp.cpp; docs/MTP.md). Maps mtp{rank}-mp{world}.safetensors
+  // beside the shard (convert --keep-mtp); an Error naming the file when it is missing or does not
+  // fit.
   void load_mtp(const std::string& ckpt_dir);
   bool has_mtp() const { return mtp_ != nullptr; }
   // The MTP block's own cache: one layer, budget in positions like the main cache's.
@@ -85,11 +86,12 @@ class Transformer {
   void check_step(const Step& step, const KVCache& cache);  // fills positions_
   // RMSNorm of the rows a step wants logits of (each chunk's last, or all) -> last [n_logits, dim];
   // with hidden_rows, of the rows it wants the hidden state of -> [hidden_rows, dim].
-  void norm_logit_rows(const Step& step, const float* h, const std::vector<float>& norm, float* last,
-                       bool hidden_rows = false) const;
+  void norm_logit_rows(const Step& step, const float* h, const std::vector<float>& norm,
+                       float* last, bool hidden_rows = false) const;
   // Vocab-parallel head over last [n_logits, dim]: output.logits [n_logits, vocab] gathered, or
   // without `gather` this rank's [n_logits, vocab_local].
-  void head_logits(const float* last, int64_t n_logits, const WeightMatrix& head, bool gather, StepOutput& output);
+  void head_logits(const float* last, int64_t n_logits, const WeightMatrix& head, bool gather,
+                   StepOutput& output);
   void tensor(const std::string& name, const float* data, int64_t rows, int64_t cols);
 
   ModelConfig config_;
@@ -104,9 +106,9 @@ class Transformer {
   std::vector<float> h_, x_, y_, last_, logits_local_, gathered_;
   std::vector<int64_t> positions_;  // each row's absolute position
   std::unique_ptr<MtpWeights> mtp_;
-  std::vector<float> mtp_in_;       // [n, 2 dim] [enorm(e) | hnorm(h)]
+  std::vector<float> mtp_in_;                              // [n, 2 dim] [enorm(e) | hnorm(h)]
   ForwardStatsCounter counter_{config_, weights_, plan_};  // always observing (bench reads it)
-  std::vector<ForwardObserver*> observers_;                 // counter_ first
+  std::vector<ForwardObserver*> observers_;                // counter_ first
   bool observers_want_tensors_ = false;
 };
 

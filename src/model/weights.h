@@ -10,8 +10,8 @@
 
 #include "io/safetensors.h"
 #include "kernels/weight_matrix.h"
-#include "model/quantization.h"
 #include "model/config.h"
+#include "model/quantization.h"
 #include "model/shard_plan.h"
 
 namespace dsinfer {
@@ -34,10 +34,10 @@ struct MlpWeights {
 };
 
 struct MoeWeights {
-  WeightMatrix gate;              // [n_routed_experts, dim]
-  std::vector<float> gate_bias;   // [n_routed_experts] or empty (selection-only bias, V3)
+  WeightMatrix gate;                // [n_routed_experts, dim]
+  std::vector<float> gate_bias;     // [n_routed_experts] or empty (selection-only bias, V3)
   std::vector<MlpWeights> experts;  // this rank's n_local_experts, [moe_inter_dim, dim] etc.
-  MlpWeights shared;              // [shared_inter_local, dim]; empty when n_shared_experts == 0
+  MlpWeights shared;                // [shared_inter_local, dim]; empty when n_shared_experts == 0
 };
 
 struct LayerWeights {
@@ -53,28 +53,30 @@ struct ModelWeights {
   std::shared_ptr<SafetensorsFile> file;  // keeps the mapping alive
   WeightMatrix embed;                     // [vocab_local, dim]
   std::vector<LayerWeights> layers;
-  std::vector<float> norm;                // [dim]
-  WeightMatrix head;                      // [vocab_local, dim]
-  Quantization quantization;              // what the shard's metadata says (convert --experts-int4 / --int8)
+  std::vector<float> norm;    // [dim]
+  WeightMatrix head;          // [vocab_local, dim]
+  Quantization quantization;  // what the shard's metadata says (convert --experts-int4 / --int8)
 };
 
-// The multi-token-prediction module (docs/MTP.md section 1) of one rank, from mtp{rank}-mp{P}.safetensors.
+// The multi-token-prediction module (docs/MTP.md section 1) of one rank, from
+// mtp{rank}-mp{P}.safetensors.
 struct MtpWeights {
   std::shared_ptr<SafetensorsFile> file;
-  std::vector<float> enorm, hnorm;  // [dim] norms of the next token's embedding and of the hidden state
-  WeightMatrix eh_proj;             // [dim, 2 dim], whole on every rank; input [enorm(e) | hnorm(h)]
-  LayerWeights block;               // one MLA + MoE block, split across ranks like a main layer
-  std::vector<float> head_norm;     // [dim] shared_head.norm
-  WeightMatrix embed, head;         // [vocab_local, dim] own copies; empty: the main model's (equal)
+  std::vector<float> enorm,
+      hnorm;             // [dim] norms of the next token's embedding and of the hidden state
+  WeightMatrix eh_proj;  // [dim, 2 dim], whole on every rank; input [enorm(e) | hnorm(h)]
+  LayerWeights block;    // one MLA + MoE block, split across ranks like a main layer
+  std::vector<float> head_norm;  // [dim] shared_head.norm
+  WeightMatrix embed, head;      // [vocab_local, dim] own copies; empty: the main model's (equal)
 };
 
 // fn(name, matrix) for attention's matrices ("attn.wq", "attn.wq_a", ... "attn.wo"), skipping
 // those the config leaves out (wq beside wq_a).
 template <class Fn>
 void for_each_attention_matrix(const AttentionWeights& a, Fn&& fn) {
-  const std::pair<const char*, const WeightMatrix*> matrices[] = {{"attn.wq", &a.wq},       {"attn.wq_a", &a.wq_a},
-                                                                  {"attn.wq_b", &a.wq_b},   {"attn.wkv_a", &a.wkv_a},
-                                                                  {"attn.wkv_b", &a.wkv_b}, {"attn.wo", &a.wo}};
+  const std::pair<const char*, const WeightMatrix*> matrices[] = {
+      {"attn.wq", &a.wq},       {"attn.wq_a", &a.wq_a},   {"attn.wq_b", &a.wq_b},
+      {"attn.wkv_a", &a.wkv_a}, {"attn.wkv_b", &a.wkv_b}, {"attn.wo", &a.wo}};
   for (const auto& [name, m] : matrices)
     if (!m->empty()) fn(std::string(name), *m);
 }
@@ -82,14 +84,16 @@ void for_each_attention_matrix(const AttentionWeights& a, Fn&& fn) {
 // fn(prefix + ".w1" / ".w2" / ".w3", matrix) for an MLP's matrices (none for an absent one).
 template <class Fn>
 void for_each_mlp_matrix(const std::string& prefix, const MlpWeights& w, Fn&& fn) {
-  for (const auto& [name, m] : {std::pair{".w1", &w.w1}, std::pair{".w2", &w.w2}, std::pair{".w3", &w.w3}})
+  for (const auto& [name, m] :
+       {std::pair{".w1", &w.w1}, std::pair{".w2", &w.w2}, std::pair{".w3", &w.w3}})
     if (!m->empty()) fn(prefix + name, *m);
 }
 
 // Bytes of an MLP's matrices (0 for an absent one): what one pass over it reads.
 inline int64_t mlp_bytes(const MlpWeights& w) {
   int64_t bytes = 0;
-  for_each_mlp_matrix("", w, [&](const std::string&, const WeightMatrix& m) { bytes += m.bytes(); });
+  for_each_mlp_matrix("", w,
+                      [&](const std::string&, const WeightMatrix& m) { bytes += m.bytes(); });
   return bytes;
 }
 

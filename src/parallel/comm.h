@@ -45,5 +45,4 @@ std::unique_ptr<Comm> make_local_comm();
 // This machine's name (for messages that say which rank ran where); "?" when unknown.
 std::string host_name();
 
-
 }  // namespace dsinfer

@@ -11,8 +11,8 @@ namespace dsinfer {
 
 struct CollectiveCount {
   int64_t calls = 0;
-  int64_t bytes = 0;     // of one rank's data: n floats x 4 (all_gather: its own part)
-  double seconds = 0;    // wall time inside the calls, this rank
+  int64_t bytes = 0;   // of one rank's data: n floats x 4 (all_gather: its own part)
+  double seconds = 0;  // wall time inside the calls, this rank
   void add(const CollectiveCount& o) {
     calls += o.calls;
     bytes += o.bytes;
@@ -41,7 +41,9 @@ class CountingComm final : public Comm {
   // Not counted: they carry commands and checks, not the forward pass's activations.
   void broadcast(std::string& bytes, int root) override { inner_.broadcast(bytes, root); }
   void barrier() override { inner_.barrier(); }
-  std::vector<std::string> all_gather_bytes(const std::string& mine) override { return inner_.all_gather_bytes(mine); }
+  std::vector<std::string> all_gather_bytes(const std::string& mine) override {
+    return inner_.all_gather_bytes(mine);
+  }
 
   const CollectiveStats& stats() const { return stats_; }
   void reset() { stats_ = {}; }

@@ -26,9 +26,12 @@ BindMode parse_bind_mode(const std::string& name) {
 
 const char* bind_mode_name(BindMode mode) {
   switch (mode) {
-    case BindMode::kNuma: return "numa";
-    case BindMode::kSocket: return "socket";
-    case BindMode::kNone: break;
+    case BindMode::kNuma:
+      return "numa";
+    case BindMode::kSocket:
+      return "socket";
+    case BindMode::kNone:
+      break;
   }
   return "none";
 }
@@ -43,7 +46,8 @@ std::vector<int> parse_cpu_list(const std::string& text, const std::string& orig
   auto number = [&](const std::string& t) {
     char* end = nullptr;
     const long v = std::strtol(t.c_str(), &end, 10);
-    check(!t.empty() && end && *end == '\0' && v >= 0 && v < 65536, origin, ": \"", text, "\" is not a CPU list");
+    check(!t.empty() && end && *end == '\0' && v >= 0 && v < 65536, origin, ": \"", text,
+          "\" is not a CPU list");
     return static_cast<int>(v);
   };
   while (std::getline(parts, part, ',')) {
@@ -102,12 +106,14 @@ std::vector<int> numbered_entries(const std::string& dir, const std::string& pre
 }  // namespace
 
 Topology read_topology(const std::string& sysfs) {
-  const std::string cpu_dir = sysfs + "/devices/system/cpu", node_dir = sysfs + "/devices/system/node";
+  const std::string cpu_dir = sysfs + "/devices/system/cpu",
+                    node_dir = sysfs + "/devices/system/node";
   std::string text;
   std::vector<int> online;
   if (read_text(cpu_dir + "/online", text)) online = parse_cpu_list(text, cpu_dir + "/online");
   if (online.empty())
-    for (int c = 0, n = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)); c < std::max(1, n); ++c) online.push_back(c);
+    for (int c = 0, n = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)); c < std::max(1, n); ++c)
+      online.push_back(c);
   auto is_online = [&](int c) { return std::binary_search(online.begin(), online.end(), c); };
 
   Topology t;
@@ -165,7 +171,8 @@ std::vector<RankPlacement> plan_placement(BindMode mode, int ranks, const Topolo
       const std::vector<int>& cpus = domains[d].cpus;
       const int share = r1 - r0, k = r - r0, n = static_cast<int>(cpus.size());
       // more ranks than CPUs in the domain: several ranks on a CPU rather than none
-      const int begin = std::min(k * n / share, n - 1), end = std::max(begin + 1, (k + 1) * n / share);
+      const int begin = std::min(k * n / share, n - 1),
+                end = std::max(begin + 1, (k + 1) * n / share);
       p.cpus.assign(cpus.begin() + begin, cpus.begin() + end);
       p.nodes = domains[d].nodes;
     }
@@ -176,16 +183,20 @@ std::vector<RankPlacement> plan_placement(BindMode mode, int ranks, const Topolo
   return plan;
 }
 
-std::string describe_placement(BindMode mode, const std::vector<RankPlacement>& plan, const Topology& topology) {
+std::string describe_placement(BindMode mode, const std::vector<RankPlacement>& plan,
+                               const Topology& topology) {
   const size_t D = topology.domains(mode).size();
-  std::string out = std::string("--bind ") + bind_mode_name(mode) + ": " + std::to_string(topology.numa_nodes.size()) +
-                    " NUMA node(s), " + std::to_string(topology.sockets.size()) + " socket(s)";
+  std::string out = std::string("--bind ") + bind_mode_name(mode) + ": " +
+                    std::to_string(topology.numa_nodes.size()) + " NUMA node(s), " +
+                    std::to_string(topology.sockets.size()) + " socket(s)";
   if (mode == BindMode::kNone) return out + "; ranks not bound";
-  if (D <= 1) return out + "; one " + (mode == BindMode::kSocket ? "socket" : "node") + ": nothing to bind";
+  if (D <= 1)
+    return out + "; one " + (mode == BindMode::kSocket ? "socket" : "node") + ": nothing to bind";
   for (size_t r = 0; r < plan.size(); ++r) {
     const RankPlacement& p = plan[r];
     out += "\n  rank " + std::to_string(r) + ": cpus " + format_cpu_list(p.cpus) +
-           (p.nodes.size() == 1 ? ", memory node " : ", memory interleaved over nodes ") + format_cpu_list(p.nodes);
+           (p.nodes.size() == 1 ? ", memory node " : ", memory interleaved over nodes ") +
+           format_cpu_list(p.nodes);
   }
   return out;
 }
@@ -202,9 +213,11 @@ int apply_placement(const RankPlacement& placement) {
   constexpr int kMaxNodes = 1024;
   unsigned long mask[kMaxNodes / (8 * sizeof(unsigned long))] = {};
   for (int n : placement.nodes)
-    if (n < kMaxNodes) mask[n / (8 * sizeof(unsigned long))] |= 1UL << (n % (8 * sizeof(unsigned long)));
+    if (n < kMaxNodes)
+      mask[n / (8 * sizeof(unsigned long))] |= 1UL << (n % (8 * sizeof(unsigned long)));
   const int mode = placement.nodes.size() == 1 ? MPOL_PREFERRED : MPOL_INTERLEAVE;
-  if (syscall(SYS_set_mempolicy, mode, mask, static_cast<unsigned long>(kMaxNodes)) != 0) return errno;
+  if (syscall(SYS_set_mempolicy, mode, mask, static_cast<unsigned long>(kMaxNodes)) != 0)
+    return errno;
   return 0;
 }
 

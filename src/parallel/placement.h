@@ -28,9 +28,12 @@ struct Domain {
 };
 
 struct Topology {
-  std::vector<Domain> numa_nodes;  // at least one (a kernel without NUMA: node 0 = every online CPU)
-  std::vector<Domain> sockets;     // at least one
-  const std::vector<Domain>& domains(BindMode mode) const { return mode == BindMode::kSocket ? sockets : numa_nodes; }
+  std::vector<Domain>
+      numa_nodes;               // at least one (a kernel without NUMA: node 0 = every online CPU)
+  std::vector<Domain> sockets;  // at least one
+  const std::vector<Domain>& domains(BindMode mode) const {
+    return mode == BindMode::kSocket ? sockets : numa_nodes;
+  }
 };
 
 // Reads <sysfs>/devices/system/{node,cpu}; sysfs is "/sys" but for tests.
@@ -49,7 +52,8 @@ struct RankPlacement {
 std::vector<RankPlacement> plan_placement(BindMode mode, int ranks, const Topology& topology);
 
 // One line per rank for the launcher's log: "rank 0: cpus 0-7, memory node 0".
-std::string describe_placement(BindMode mode, const std::vector<RankPlacement>& plan, const Topology& topology);
+std::string describe_placement(BindMode mode, const std::vector<RankPlacement>& plan,
+                               const Topology& topology);
 
 // In a rank's process before exec (async-signal-safe enough for a fork child: no allocation):
 // pins the calling thread (and so what it execs) and sets its memory policy. Returns 0 or an errno.

@@ -12,7 +12,8 @@ namespace dsinfer {
 
 class Histogram {
  public:
-  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+  explicit Histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
   void observe(double value);
   // `name`_bucket{le=...} (cumulative), `name`_sum and `name`_count lines, with HELP and TYPE.
   std::string render(const std::string& name, const std::string& help) const;

@@ -5,7 +5,10 @@
 namespace dsinfer {
 
 Output::Output(const Tokenizer& tokenizer, const Job& job)
-    : decoder_(tokenizer, /*skip_special_tokens=*/true), stop_(job.stop), parser_(job.parse), chat_(job.chat) {}
+    : decoder_(tokenizer, /*skip_special_tokens=*/true),
+      stop_(job.stop),
+      parser_(job.parse),
+      chat_(job.chat) {}
 
 OutputDelta Output::finish() {
   OutputDelta d = route(stop_.push(decoder_.finish()));
@@ -27,7 +30,8 @@ OutputDelta Output::route(const std::string& text) {
   return d;
 }
 
-PumpResult pump_tokens(Channel& ch, Output& output, const std::function<void()>& cancel, const OutputSink& sink) {
+PumpResult pump_tokens(Channel& ch, Output& output, const std::function<void()>& cancel,
+                       const OutputSink& sink) {
   PumpResult result;
   bool cancelled = false;
   auto cancel_once = [&] {
@@ -46,8 +50,10 @@ PumpResult pump_tokens(Channel& ch, Output& output, const std::function<void()>&
     }
     for (size_t i = 0; i < got.size() && !result.client_gone && !output.stopped(); ++i) {
       ++result.completion_tokens;
-      if (!sink.deliver(output.push(got[i]), i < lps.size() ? &lps[i] : nullptr)) result.client_gone = true;
-      if (output.stopped() || result.client_gone) cancel_once();  // a stop string, or the client went away
+      if (!sink.deliver(output.push(got[i]), i < lps.size() ? &lps[i] : nullptr))
+        result.client_gone = true;
+      if (output.stopped() || result.client_gone)
+        cancel_once();  // a stop string, or the client went away
     }
   }
   return result;

@@ -51,6 +51,7 @@ struct PumpResult {
 // Feeds the request's tokens through `output` to `sink` until the engine ends the request;
 // calls `cancel` (once) when a stop string ends the text or the client goes away, and still
 // waits for the end (which frees the request's slot). Tokens after a stop are not delivered.
-PumpResult pump_tokens(Channel& ch, Output& output, const std::function<void()>& cancel, const OutputSink& sink);
+PumpResult pump_tokens(Channel& ch, Output& output, const std::function<void()>& cancel,
+                       const OutputSink& sink);
 
 }  // namespace dsinfer

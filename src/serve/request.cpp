@@ -38,7 +38,8 @@ std::string content_text(const json& content, size_t index) {
   if (!content.is_array()) reject(where + " must be a string or a list of text parts", where);
   std::string text;
   for (const json& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+        !part["text"].is_string())
       reject(where + " supports only text parts ({\"type\": \"text\", \"text\": ...})", where);
     text += part["text"].get<std::string>();
   }
@@ -48,19 +49,25 @@ std::string content_text(const json& content, size_t index) {
 }  // namespace
 
 json template_messages(const json& messages) {
-  if (!messages.is_array() || messages.empty()) reject("messages must be a non-empty list", "messages");
+  if (!messages.is_array() || messages.empty())
+    reject("messages must be a non-empty list", "messages");
   json out = json::array();
   for (size_t i = 0; i < messages.size(); ++i) {
     const json& m = messages[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) reject(where + " needs a role", where);
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      reject(where + " needs a role", where);
     const std::string role = m["role"];
-    if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
-      reject(where + ".role must be system, user, assistant or tool, got \"" + role + "\"", where + ".role");
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool" &&
+        role != "developer")
+      reject(where + ".role must be system, user, assistant or tool, got \"" + role + "\"",
+             where + ".role");
     const json content = m.value("content", json());
     // an assistant turn that only called tools has no content: the templates test `content is none`
-    json t = {{"role", role == "developer" ? "system" : role},
-              {"content", content.is_null() && role == "assistant" ? json(nullptr) : json(content_text(content, i))}};
+    json t = {
+        {"role", role == "developer" ? "system" : role},
+        {"content", content.is_null() && role == "assistant" ? json(nullptr)
+                                                             : json(content_text(content, i))}};
     for (const char* key : {"tool_calls", "tool_call_id", "name"})
       if (m.contains(key) && !m[key].is_null()) t[key] = m[key];
     out.push_back(std::move(t));
@@ -74,7 +81,8 @@ std::vector<std::string> stop_strings(const json& body) {
   if (!body.contains("stop") || body["stop"].is_null()) return {};
   const json& s = body["stop"];
   if (s.is_string()) return {s.get<std::string>()};
-  if (!s.is_array() || s.size() > 16) reject("stop must be a string or a list of at most 16 strings", "stop");
+  if (!s.is_array() || s.size() > 16)
+    reject("stop must be a string or a list of at most 16 strings", "stop");
   std::vector<std::string> out;
   for (const json& x : s) {
     if (!x.is_string()) reject("stop must be a string or a list of at most 16 strings", "stop");
@@ -85,15 +93,15 @@ std::vector<std::string> stop_strings(const json& body) {
 
 }  // namespace
 
-Job parse_request(const json& body, bool chat, const ChatFormatter& chat_formatter, const std::string& served_model_name,
-                  int64_t max_seq_len) {
+Job parse_request(const json& body, bool chat, const ChatFormatter& chat_formatter,
+                  const std::string& served_model_name, int64_t max_seq_len) {
   const Tokenizer& tokenizer = chat_formatter.tokenizer();
   if (!body.is_object()) reject("the request body must be a JSON object");
   if (body.contains("model") && !body["model"].is_null()) {
     if (!body["model"].is_string()) reject("model must be a string", "model");
     if (body["model"].get<std::string>() != served_model_name)
-      reject("The model `" + body["model"].get<std::string>() + "` does not exist (this server serves `" +
-                 served_model_name + "`)",
+      reject("The model `" + body["model"].get<std::string>() +
+                 "` does not exist (this server serves `" + served_model_name + "`)",
              "model", 404, "invalid_request_error", "model_not_found");
   }
   if (integer(body, "n", 1, 1, 128) != 1) reject("n > 1 is not supported yet", "n");
@@ -101,9 +109,11 @@ Job parse_request(const json& body, bool chat, const ChatFormatter& chat_formatt
   if (chat) {
     job.logprobs = field<bool>(body, "logprobs", false, "a boolean");
     job.top_logprobs = static_cast<int>(integer(body, "top_logprobs", 0, 0, 20));
-    if (job.top_logprobs > 0 && !job.logprobs) reject("top_logprobs needs logprobs: true", "top_logprobs");
+    if (job.top_logprobs > 0 && !job.logprobs)
+      reject("top_logprobs needs logprobs: true", "top_logprobs");
   } else {
-    if (body.contains("logprobs") && !body["logprobs"].is_null()) reject("logprobs is not supported yet on /v1/completions", "logprobs");
+    if (body.contains("logprobs") && !body["logprobs"].is_null())
+      reject("logprobs is not supported yet on /v1/completions", "logprobs");
     if (field<bool>(body, "echo", false, "a boolean")) reject("echo is not supported yet", "echo");
   }
   job.chat = chat;
@@ -114,7 +124,8 @@ Job parse_request(const json& body, bool chat, const ChatFormatter& chat_formatt
     const json choice = body.value("tool_choice", json());
     const bool tools_off = choice.is_string() && choice.get<std::string>() == "none";
     json kwargs = body.value("chat_template_kwargs", json::object());
-    if (!kwargs.is_object()) reject("chat_template_kwargs must be an object", "chat_template_kwargs");
+    if (!kwargs.is_object())
+      reject("chat_template_kwargs must be an object", "chat_template_kwargs");
     std::string text;
     try {
       text = chat_formatter.render(messages, tools_off ? json() : tools, kwargs);
@@ -123,7 +134,8 @@ Job parse_request(const json& body, bool chat, const ChatFormatter& chat_formatt
     }
     job.prompt = tokenizer.encode(text, /*add_special_tokens=*/false);
     const size_t end = text.find_last_not_of(" \t\r\n");
-    job.parse.starts_in_reasoning = end != std::string::npos && end >= 6 && text.compare(end - 6, 7, "<think>") == 0;
+    job.parse.starts_in_reasoning =
+        end != std::string::npos && end >= 6 && text.compare(end - 6, 7, "<think>") == 0;
     job.parse.parse_tool_calls = tools.is_array() && !tools.empty() && !tools_off;
   } else {
     json prompt = body.value("prompt", json());
@@ -136,24 +148,26 @@ Job parse_request(const json& body, bool chat, const ChatFormatter& chat_formatt
   const int64_t prompt_len = static_cast<int64_t>(job.prompt.size());
   if (prompt_len == 0) reject("the prompt is empty", chat ? "messages" : "prompt");
   if (prompt_len >= max_seq_len)
-    reject(cat("This model's maximum context length is ", max_seq_len, " tokens; the prompt has ", prompt_len,
-               " tokens (and needs room for at least one more)"),
+    reject(cat("This model's maximum context length is ", max_seq_len, " tokens; the prompt has ",
+               prompt_len, " tokens (and needs room for at least one more)"),
            chat ? "messages" : "prompt", 400, "invalid_request_error", "context_length_exceeded");
   const int64_t room = max_seq_len - prompt_len;
   int64_t max_tokens = integer(body, "max_tokens", room, 0, 1 << 30);
   max_tokens = integer(body, "max_completion_tokens", max_tokens, 0, 1 << 30);
   if (max_tokens > room)
-    reject(cat("max_tokens (", max_tokens, ") plus the prompt (", prompt_len, " tokens) exceed the context of ",
-               max_seq_len, " tokens"),
+    reject(cat("max_tokens (", max_tokens, ") plus the prompt (", prompt_len,
+               " tokens) exceed the context of ", max_seq_len, " tokens"),
            "max_tokens", 400, "invalid_request_error", "context_length_exceeded");
   SamplingParams& p = job.params;
   p.max_new_tokens = static_cast<int>(max_tokens);
   p.temperature = static_cast<float>(number(body, "temperature", 1.0, 0, 2));
   p.top_p = static_cast<float>(number(body, "top_p", 1.0, 1e-9, 1));
   p.top_k = static_cast<int>(integer(body, "top_k", 0, 0, 1 << 30));
-  p.seed = static_cast<uint64_t>(integer(body, "seed", static_cast<int64_t>(p.seed), INT64_MIN, INT64_MAX));
+  p.seed = static_cast<uint64_t>(
+      integer(body, "seed", static_cast<int64_t>(p.seed), INT64_MIN, INT64_MAX));
   // ignore_eos (vLLM's extension, for benchmarks): run to max_tokens whatever the model says
-  if (tokenizer.eos_id() >= 0 && !field<bool>(body, "ignore_eos", false, "a boolean")) p.stop_ids = {tokenizer.eos_id()};
+  if (tokenizer.eos_id() >= 0 && !field<bool>(body, "ignore_eos", false, "a boolean"))
+    p.stop_ids = {tokenizer.eos_id()};
   job.stop = stop_strings(body);
   job.stream = field<bool>(body, "stream", false, "a boolean");
   const json so = body.value("stream_options", json());
@@ -165,17 +179,21 @@ std::vector<int32_t> tokenize_request(const json& body, const ChatFormatter& cha
   const Tokenizer& tokenizer = chat_formatter.tokenizer();
   if (body.contains("messages")) {
     const json kwargs = body.value("chat_template_kwargs", json::object());
-    if (!kwargs.is_object()) reject("chat_template_kwargs must be an object", "chat_template_kwargs");
+    if (!kwargs.is_object())
+      reject("chat_template_kwargs must be an object", "chat_template_kwargs");
     std::string text;
     try {
-      text = chat_formatter.render(template_messages(body["messages"]), body.value("tools", json()), kwargs);
+      text = chat_formatter.render(template_messages(body["messages"]), body.value("tools", json()),
+                                   kwargs);
     } catch (const Error& e) {
       reject(std::string("the chat template failed on these messages: ") + e.what(), "messages");
     }
     return tokenizer.encode(text, /*add_special_tokens=*/false);
   }
-  if (!body.contains("prompt") || !body["prompt"].is_string()) reject("give prompt (a string) or messages", "prompt");
-  return tokenizer.encode(body["prompt"].get<std::string>(), field<bool>(body, "add_special_tokens", true, "a boolean"));
+  if (!body.contains("prompt") || !body["prompt"].is_string())
+    reject("give prompt (a string) or messages", "prompt");
+  return tokenizer.encode(body["prompt"].get<std::string>(),
+                          field<bool>(body, "add_special_tokens", true, "a boolean"));
 }
 
 }  // namespace dsinfer

@@ -21,8 +21,9 @@ struct ApiError {
   std::string type, message, param, code;
 };
 
-[[noreturn]] inline void reject(const std::string& message, const std::string& param = "", int status = 400,
-                                const std::string& type = "invalid_request_error", const std::string& code = "") {
+[[noreturn]] inline void reject(const std::string& message, const std::string& param = "",
+                                int status = 400, const std::string& type = "invalid_request_error",
+                                const std::string& code = "") {
   throw ApiError{status, type, message, param, code};
 }
 
@@ -60,6 +61,7 @@ Job parse_request(const nlohmann::json& body, bool chat, const ChatFormatter& ch
 
 // POST /tokenize (vLLM's extra endpoint): {"prompt": ..., "add_special_tokens"} or {"messages",
 // "tools", "chat_template_kwargs"} -> token ids.
-std::vector<int32_t> tokenize_request(const nlohmann::json& body, const ChatFormatter& chat_formatter);
+std::vector<int32_t> tokenize_request(const nlohmann::json& body,
+                                      const ChatFormatter& chat_formatter);
 
 }  // namespace dsinfer

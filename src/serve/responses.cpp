@@ -23,7 +23,9 @@ json logprob_entry(const Tokenizer& tokenizer, int32_t token, float logprob) {
   const std::string bytes = raw ? std::string(*raw) : std::string();
   json b = json::array();
   for (unsigned char c : bytes) b.push_back(c);
-  return {{"token", tokenizer.decode({token}, /*skip_special_tokens=*/false)}, {"logprob", logprob}, {"bytes", b}};
+  return {{"token", tokenizer.decode({token}, /*skip_special_tokens=*/false)},
+          {"logprob", logprob},
+          {"bytes", b}};
 }
 
 }  // namespace
@@ -56,8 +58,8 @@ const char* finish_name(FinishReason r, bool stopped, bool tool_calls) {
   return r == FinishReason::kLength ? "length" : "stop";
 }
 
-json tool_calls_json(const std::vector<ToolCall>& calls, int64_t first_index, const std::string& id_prefix,
-                     bool with_index) {
+json tool_calls_json(const std::vector<ToolCall>& calls, int64_t first_index,
+                     const std::string& id_prefix, bool with_index) {
   json out = json::array();
   for (size_t i = 0; i < calls.size(); ++i) {
     json c = {{"id", id_prefix + std::to_string(first_index + static_cast<int64_t>(i))},

@@ -22,7 +22,7 @@ nlohmann::json usage_json(const Job& job, const Channel& ch, int64_t completion)
 // "tool_calls", "stop" (the model's end or a stop string) or "length".
 const char* finish_name(FinishReason r, bool stopped, bool tool_calls);
 // calls as OpenAI tool_calls, ids id_prefix + index from first_index (with "index" in a stream).
-nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls, int64_t first_index, const std::string& id_prefix,
-                               bool with_index);
+nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls, int64_t first_index,
+                               const std::string& id_prefix, bool with_index);
 
 }  // namespace dsinfer

@@ -6,14 +6,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cmath>
+#include <condition_variable>
 #include <ctime>
 #include <deque>
 #include <functional>
 #include <mutex>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "chat/deepseek_output.h"
@@ -44,14 +44,17 @@ void answer(httplib::Response& res, int error_status, Work&& work) {
     res.set_content(error_body(e), "application/json");
   } catch (const Error& e) {
     res.status = error_status;
-    res.set_content(error_body({error_status, error_status == 500 ? "server_error" : "invalid_request_error", e.what(), "", ""}),
-                    "application/json");
+    res.set_content(
+        error_body({error_status, error_status == 500 ? "server_error" : "invalid_request_error",
+                    e.what(), "", ""}),
+        "application/json");
   }
 }
 
 class Server {
  public:
-  Server(const ChatFormatter& chat, const ServeOptions& o) : chat_(chat), tokenizer_(chat.tokenizer()), o_(o) {}
+  Server(const ChatFormatter& chat, const ServeOptions& o)
+      : chat_(chat), tokenizer_(chat.tokenizer()), o_(o) {}
 
   // Listens at once (503 while loading), loads the model with `load` (collective at world size
   // > 1), serves until a signal, drains, stops the other ranks.
@@ -83,7 +86,8 @@ class Server {
   // POST /v1/chat/completions (chat) or /v1/completions: admission, parsing, submission, then
   // the whole response or a stream.
   void handle(const httplib::Request& req, httplib::Response& res, bool chat);
-  void respond_whole(const httplib::Request& req, httplib::Response& res, const Job& job, const Response& r);
+  void respond_whole(const httplib::Request& req, httplib::Response& res, const Job& job,
+                     const Response& r);
   void respond_stream(httplib::Response& res, const Job& job, const Response& r);
   // Writes the stream's events until the request ends; false when the client went away.
   bool stream_events(const Job& job, const Response& r, httplib::DataSink& sink);
@@ -111,8 +115,10 @@ class Server {
 
 void Server::check_ready() const {
   const int state = state_;
-  if (state == kLoading) reject("the model is still loading; retry shortly", "", 503, "server_error", "loading");
-  if (state == kDraining) reject("the server is shutting down", "", 503, "server_error", "shutting_down");
+  if (state == kLoading)
+    reject("the model is still loading; retry shortly", "", 503, "server_error", "loading");
+  if (state == kDraining)
+    reject("the server is shutting down", "", 503, "server_error", "shutting_down");
 }
 
 RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
@@ -135,7 +141,8 @@ RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
     TokenLogprob lp{};
     if (logprobs && clock->row) lp = token_logprob(clock->row, vocab, t, top);
     const double now = now_seconds();
-    (clock->any ? m->inter_token : m->ttft).observe(now - (clock->any ? clock->last : clock->arrived));
+    (clock->any ? m->inter_token : m->ttft)
+        .observe(now - (clock->any ? clock->last : clock->arrived));
     clock->any = true;
     clock->last = now;
     ++m->generation_tokens;
@@ -160,8 +167,9 @@ RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
       active_.erase(*active);
     }
     --(clock->started ? m->requests_running : m->requests_waiting);
-    ++(r == FinishReason::kError ? m->requests_failed : r == FinishReason::kCancelled ? m->requests_cancelled
-                                                                                        : m->requests_finished);
+    ++(r == FinishReason::kError       ? m->requests_failed
+       : r == FinishReason::kCancelled ? m->requests_cancelled
+                                       : m->requests_finished);
     if (clock->any) m->e2e.observe(clock->last - clock->arrived);
     std::lock_guard<std::mutex> lock(ch->mutex);
     ch->finished = true;
@@ -213,8 +221,9 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
   if (in_flight_.fetch_add(1) >= o_.max_running + o_.max_queued) {
     in_flight_.fetch_sub(1);
     res.set_header("Retry-After", "1");
-    throw ApiError{429, "rate_limit_error", "the server is at its limit of running and queued requests; retry later",
-                   "", ""};
+    throw ApiError{429, "rate_limit_error",
+                   "the server is at its limit of running and queued requests; retry later", "",
+                   ""};
   }
   // frees the slot when the response is written (a stream hands it on to its provider)
   struct Release {
@@ -230,8 +239,10 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
   } catch (const json::exception& e) {
     reject(std::string("the body is not valid JSON: ") + e.what());
   }
-  const Job job = parse_request(body, chat, chat_, o_.served_model_name, model_->config().max_seq_len);
-  Response r{chat ? "chatcmpl-" + std::to_string(next_response_++) : "cmpl-" + std::to_string(next_response_++),
+  const Job job =
+      parse_request(body, chat, chat_, o_.served_model_name, model_->config().max_seq_len);
+  Response r{chat ? "chatcmpl-" + std::to_string(next_response_++)
+                  : "cmpl-" + std::to_string(next_response_++),
              static_cast<int64_t>(std::time(nullptr)), chat, std::make_shared<Channel>(), -1};
   r.rid = submit(job, r.ch);
   if (!job.stream) return respond_whole(req, res, job, r);
@@ -240,11 +251,15 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
 }
 
 json Server::response_head(const Response& r, const char* object) const {
-  return json{{"id", r.id}, {"object", object}, {"created", r.created}, {"model", o_.served_model_name},
+  return json{{"id", r.id},
+              {"object", object},
+              {"created", r.created},
+              {"model", o_.served_model_name},
               {"system_fingerprint", "dsinfer"}};
 }
 
-void Server::respond_whole(const httplib::Request& req, httplib::Response& res, const Job& job, const Response& r) {
+void Server::respond_whole(const httplib::Request& req, httplib::Response& res, const Job& job,
+                           const Response& r) {
   Output output(tokenizer_, job);
   OutputDelta all;
   std::vector<TokenLogprob> kept;
@@ -259,16 +274,22 @@ void Server::respond_whole(const httplib::Request& req, httplib::Response& res, 
     Output::append(all, d);
     return true;
   };
-  const PumpResult pumped = pump_tokens(*r.ch, output, [&] { engine_->cancel(r.rid); }, sink);
-  if (r.ch->reason == FinishReason::kError) throw ApiError{500, "server_error", r.ch->error, "", ""};
+  const PumpResult pumped = pump_tokens(
+      *r.ch, output, [&] { engine_->cancel(r.rid); }, sink);
+  if (r.ch->reason == FinishReason::kError)
+    throw ApiError{500, "server_error", r.ch->error, "", ""};
   Output::append(all, output.finish());
   const char* reason = finish_name(r.ch->reason, output.stopped(), output.made_tool_calls());
-  json choice = {{"index", 0}, {"finish_reason", reason},
-                 {"logprobs", job.logprobs ? json{{"content", logprobs_json(tokenizer_, kept)}} : json(nullptr)}};
+  json choice = {{"index", 0},
+                 {"finish_reason", reason},
+                 {"logprobs", job.logprobs ? json{{"content", logprobs_json(tokenizer_, kept)}}
+                                           : json(nullptr)}};
   if (r.chat) {
     json message = {{"role", "assistant"}, {"content", all.content}};
-    if (!all.reasoning.empty() || job.parse.starts_in_reasoning) message["reasoning_content"] = all.reasoning;
-    if (!all.tool_calls.empty()) message["tool_calls"] = tool_calls_json(all.tool_calls, 0, "call_" + r.id + "_", false);
+    if (!all.reasoning.empty() || job.parse.starts_in_reasoning)
+      message["reasoning_content"] = all.reasoning;
+    if (!all.tool_calls.empty())
+      message["tool_calls"] = tool_calls_json(all.tool_calls, 0, "call_" + r.id + "_", false);
     choice["message"] = message;
   } else {
     choice["text"] = all.content;
@@ -300,10 +321,11 @@ void Server::respond_stream(httplib::Response& res, const Job& job, const Respon
   // (new + braces: clang 14 has no parenthesized aggregate init for make_shared)
   auto guard = std::shared_ptr<StreamGuard>(new StreamGuard{this, r.ch, r.rid});
   auto job_ptr = std::make_shared<const Job>(job);
-  res.set_chunked_content_provider("text/event-stream", [this, guard, job_ptr, r](size_t, httplib::DataSink& sink) {
-    (void)guard;
-    return stream_events(*job_ptr, r, sink);
-  });
+  res.set_chunked_content_provider("text/event-stream",
+                                   [this, guard, job_ptr, r](size_t, httplib::DataSink& sink) {
+                                     (void)guard;
+                                     return stream_events(*job_ptr, r, sink);
+                                   });
 }
 
 bool Server::stream_events(const Job& job, const Response& r, httplib::DataSink& sink) {
@@ -350,13 +372,19 @@ bool Server::stream_events(const Job& job, const Response& r, httplib::DataSink&
     if (lp) unsent.push_back(*lp);
     return alive = emit(d);
   };
-  const PumpResult pumped = pump_tokens(*r.ch, output, [&] { engine_->cancel(r.rid); }, out);
+  const PumpResult pumped = pump_tokens(
+      *r.ch, output, [&] { engine_->cancel(r.rid); }, out);
   if (pumped.client_gone || !alive) return false;
   if (r.ch->reason == FinishReason::kError) {
-    send(json{{"error", {{"message", r.ch->error}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}});
+    send(json{{"error",
+               {{"message", r.ch->error},
+                {"type", "server_error"},
+                {"param", nullptr},
+                {"code", nullptr}}}});
   } else {
     emit(output.finish());
-    send(chunk(r.chat ? json::object() : json(""), finish_name(r.ch->reason, output.stopped(), output.made_tool_calls())));
+    send(chunk(r.chat ? json::object() : json(""),
+               finish_name(r.ch->reason, output.stopped(), output.made_tool_calls())));
     if (job.include_usage) {
       json u = chunk(json::object(), nullptr);
       u["choices"] = json::array();
@@ -383,13 +411,17 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
     if (o_.api_key.empty()) return true;
     const std::string want = "Bearer " + o_.api_key, got = req.get_header_value("Authorization");
     unsigned diff = static_cast<unsigned>(want.size() ^ got.size());
-    for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(want[i]) ^ (i < got.size() ? static_cast<unsigned char>(got[i]) : 0u);
+    for (size_t i = 0; i < want.size(); ++i)
+      diff |= static_cast<unsigned char>(want[i]) ^
+              (i < got.size() ? static_cast<unsigned char>(got[i]) : 0u);
     return diff == 0;  // constant time in the key's length
   };
   auto api = [&](bool chat) {
     return [&, chat](const httplib::Request& req, httplib::Response& res) {
       answer(res, 500, [&] {
-        if (!authorized(req)) throw ApiError{401, "invalid_request_error", "Incorrect API key provided", "", "invalid_api_key"};
+        if (!authorized(req))
+          throw ApiError{401, "invalid_request_error", "Incorrect API key provided", "",
+                         "invalid_api_key"};
         handle(req, res, chat);
       });
     };
@@ -399,14 +431,17 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   http.Get("/v1/models", [&](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(req)) {
       res.status = 401;
-      res.set_content(error_body({401, "invalid_request_error", "Incorrect API key provided", "", "invalid_api_key"}),
+      res.set_content(error_body({401, "invalid_request_error", "Incorrect API key provided", "",
+                                  "invalid_api_key"}),
                       "application/json");
       return;
     }
     if (state_ != kReady) {
       res.status = 503;
-      res.set_content(error_body({503, "server_error", "the model is still loading or the server is shutting down", "", ""}),
-                      "application/json");
+      res.set_content(
+          error_body({503, "server_error",
+                      "the model is still loading or the server is shutting down", "", ""}),
+          "application/json");
       return;
     }
     res.set_content(json{{"object", "list"},
@@ -421,7 +456,9 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     const int state = state_;
     if (state != kReady) res.status = 503;
-    res.set_content(state == kReady ? R"({"status":"ok"})" : state == kLoading ? R"({"status":"loading"})" : R"({"status":"draining"})",
+    res.set_content(state == kReady     ? R"({"status":"ok"})"
+                    : state == kLoading ? R"({"status":"loading"})"
+                                        : R"({"status":"draining"})",
                     "application/json");
   });
   http.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
@@ -432,7 +469,9 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   auto tool = [&](auto&& body_to_json) {
     return [&, body_to_json](const httplib::Request& req, httplib::Response& res) {
       answer(res, 400, [&] {
-        if (!authorized(req)) throw ApiError{401, "invalid_request_error", "Incorrect API key provided", "", "invalid_api_key"};
+        if (!authorized(req))
+          throw ApiError{401, "invalid_request_error", "Incorrect API key provided", "",
+                         "invalid_api_key"};
         json body;
         try {
           body = json::parse(req.body);
@@ -446,44 +485,55 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
     };
   };
   http.Post("/tokenize", tool([&](const json& body) {
-    const std::vector<int32_t> ids = tokenize_request(body, chat_);
-    return json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", model_->config().max_seq_len}};
-  }));
+              const std::vector<int32_t> ids = tokenize_request(body, chat_);
+              return json{{"tokens", ids},
+                          {"count", ids.size()},
+                          {"max_model_len", model_->config().max_seq_len}};
+            }));
   http.Post("/detokenize", tool([&](const json& body) {
-    const json& t = body.value("tokens", json());
-    if (!t.is_array()) reject("tokens must be a list of token ids", "tokens");
-    std::vector<int32_t> ids;
-    for (const json& x : t) {
-      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= model_->config().vocab_size)
-        reject(cat("tokens must be ids in [0, ", model_->config().vocab_size, ")"), "tokens");
-      ids.push_back(x.get<int32_t>());
-    }
-    return json{{"prompt", tokenizer_.decode(ids, /*skip_special_tokens=*/false)}};
-  }));
+              const json& t = body.value("tokens", json());
+              if (!t.is_array()) reject("tokens must be a list of token ids", "tokens");
+              std::vector<int32_t> ids;
+              for (const json& x : t) {
+                if (!x.is_number_integer() || x.get<int64_t>() < 0 ||
+                    x.get<int64_t>() >= model_->config().vocab_size)
+                  reject(cat("tokens must be ids in [0, ", model_->config().vocab_size, ")"),
+                         "tokens");
+                ids.push_back(x.get<int32_t>());
+              }
+              return json{{"prompt", tokenizer_.decode(ids, /*skip_special_tokens=*/false)}};
+            }));
   http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return;
     const int s = res.status;
-    const std::string message = s == 404 ? "no such endpoint" : s == 413 ? "the request body exceeds --max-body" : "error";
+    const std::string message = s == 404   ? "no such endpoint"
+                                : s == 413 ? "the request body exceeds --max-body"
+                                           : "error";
     res.set_content(error_body({s, "invalid_request_error", message, "", ""}), "application/json");
   });
 
   // Bind before the (possibly long) load: a port in use is an error at once, and clients see 503
   // "loading" instead of a refused connection.
-  const int port = o_.port == 0 ? http.bind_to_any_port(o_.host) : (http.bind_to_port(o_.host, o_.port) ? o_.port : -1);
-  check(port >= 0, "serve: cannot listen on ", o_.host, ":", o_.port, " (in use, or not an address of this machine)");
-  if (!raise_listen_backlog(port, 1024)) log_debug("serve: the listen backlog stays cpp-httplib's 5");
+  const int port = o_.port == 0 ? http.bind_to_any_port(o_.host)
+                                : (http.bind_to_port(o_.host, o_.port) ? o_.port : -1);
+  check(port >= 0, "serve: cannot listen on ", o_.host, ":", o_.port,
+        " (in use, or not an address of this machine)");
+  if (!raise_listen_backlog(port, 1024))
+    log_debug("serve: the listen backlog stays cpp-httplib's 5");
   if (o_.api_key.empty() && o_.host != "127.0.0.1" && o_.host != "localhost" && o_.host != "::1")
-    log_info("warning: serve: listening on ", o_.host, " without an API key (--api-key): anyone who can reach it can use it");
+    log_info("warning: serve: listening on ", o_.host,
+             " without an API key (--api-key): anyone who can reach it can use it");
   std::thread listener([&] { http.listen_after_bind(); });
   try {
     model_ = load();
-    cache_ = std::make_unique<KVCache>(model_->config(),
-                                       kv_budget_or_default(o_.kv_cache_tokens, model_->config(), o_.kv_dtype), o_.kv_dtype);
+    cache_ = std::make_unique<KVCache>(
+        model_->config(), kv_budget_or_default(o_.kv_cache_tokens, model_->config(), o_.kv_dtype),
+        o_.kv_dtype);
     metrics_.kv_block_positions = kKVBlock;
     metrics_.kv_bytes_per_position = cache_->bytes_per_position();
     metrics_.kv_budget_blocks = cache_->total_blocks();
-    log_info("serve: KV cache of ", cache_->budget_positions(), " positions (", kv_dtype_name(o_.kv_dtype), ", ",
-             cache_->budget_bytes() / (1 << 20), " MiB at most)");
+    log_info("serve: KV cache of ", cache_->budget_positions(), " positions (",
+             kv_dtype_name(o_.kv_dtype), ", ", cache_->budget_bytes() / (1 << 20), " MiB at most)");
     engine_ = std::make_unique<Engine>(*model_, *cache_, engine_options(o_));
   } catch (...) {
     http.stop();
@@ -492,8 +542,8 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   }
   std::thread engine_thread([&] { engine_loop(); });
   state_ = kReady;
-  log_info("serve: ", o_.served_model_name, " on http://", o_.host, ":", port, " (", o_.max_running, " running, ",
-           o_.max_queued, " queued at most)");
+  log_info("serve: ", o_.served_model_name, " on http://", o_.host, ":", port, " (", o_.max_running,
+           " running, ", o_.max_queued, " queued at most)");
   // SIGINT / SIGTERM (blocked in every thread, see block_shutdown_signals): drain, then stop
   const sigset_t signals = block_shutdown_signals();
   int sig = 0;
@@ -501,9 +551,11 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   state_ = kDraining;  // new requests get 503; running ones finish
   log_info("serve: signal ", sig, ", draining ", in_flight_.load(), " request(s)");
   const double deadline = now_seconds() + o_.drain_seconds;
-  while (in_flight_ > 0 && now_seconds() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  while (in_flight_ > 0 && now_seconds() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (in_flight_ > 0) {
-    log_info("serve: ", in_flight_.load(), " request(s) still running after ", o_.drain_seconds, " s: cancelling them");
+    log_info("serve: ", in_flight_.load(), " request(s) still running after ", o_.drain_seconds,
+             " s: cancelling them");
     std::lock_guard<std::mutex> lock(active_mutex_);
     for (RequestId id : active_) engine_->cancel(id);
   }
@@ -534,13 +586,15 @@ sigset_t block_shutdown_signals() {
   return signals;
 }
 
-void serve(const std::function<std::unique_ptr<Transformer>()>& load, Comm& comm, const ChatFormatter& chat,
-           const ServeOptions& options) {
-  check(options.max_running >= 1 && options.max_queued >= 0 && options.max_body >= 1 && options.step_tokens >= 1,
+void serve(const std::function<std::unique_ptr<Transformer>()>& load, Comm& comm,
+           const ChatFormatter& chat, const ServeOptions& options) {
+  check(options.max_running >= 1 && options.max_queued >= 0 && options.max_body >= 1 &&
+            options.step_tokens >= 1,
         "serve: --max-running, --max-body and --step-tokens must be >= 1, --max-queued >= 0");
   if (comm.rank() != 0) {
     auto model = load();
-    KVCache cache(model->config(), kv_budget_or_default(options.kv_cache_tokens, model->config(), options.kv_dtype),
+    KVCache cache(model->config(),
+                  kv_budget_or_default(options.kv_cache_tokens, model->config(), options.kv_dtype),
                   options.kv_dtype);
     Engine engine(*model, cache, Server::engine_options(options));
     while (engine.follow()) {

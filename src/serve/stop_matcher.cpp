@@ -29,7 +29,8 @@ std::string StopMatcher::push(std::string_view text) {
         keep = n;
         break;
       }
-  const size_t emit = utf8_complete_prefix(std::string_view(pending_).substr(0, pending_.size() - keep));
+  const size_t emit =
+      utf8_complete_prefix(std::string_view(pending_).substr(0, pending_.size() - keep));
   std::string out = pending_.substr(0, emit);
   pending_.erase(0, emit);
   return out;

@@ -38,7 +38,8 @@ struct Channel {
   // Waits up to timeout_s (forever when < 0) for tokens or the end, and moves what came into
   // `got` and `logprobs` (replacing their contents). False when the time passed with neither.
   // `finished`: the request ended and every token has been taken.
-  bool next(std::vector<int32_t>& got, std::vector<TokenLogprob>& logprobs, bool& finished, double timeout_s);
+  bool next(std::vector<int32_t>& got, std::vector<TokenLogprob>& logprobs, bool& finished,
+            double timeout_s);
 };
 
 }  // namespace dsinfer

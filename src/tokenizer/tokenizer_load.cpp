@@ -101,8 +101,8 @@ void load_model(Impl& t, const json& root, const FastTables* fast) {
   // bytes cost gigabytes. Real vocabularies are dense (DeepSeek's: 0 .. 127999, no holes).
   constexpr int64_t kMaxUnusedIds = int64_t(1) << 20;
   if (max_id >= int64_t(model.vocab.size()) + kMaxUnusedIds)
-    fail("vocab entry \"", max_token, "\" has id ", max_id, ", far beyond the vocabulary's ", model.vocab.size(),
-         " entries (at most ", kMaxUnusedIds, " ids may be unused)");
+    fail("vocab entry \"", max_token, "\" has id ", max_id, ", far beyond the vocabulary's ",
+         model.vocab.size(), " entries (at most ", kMaxUnusedIds, " ids may be unused)");
   model.id_to_token.assign(size_t(max_id + 1), std::string());
   model.has_id.assign(size_t(max_id + 1), 0);
   for (size_t e = 0; e < model.vocab.size(); ++e) {
@@ -328,7 +328,8 @@ void load_added_tokens(Impl& t, const json& root) {
 
 std::string token_content(const json& v, const char* key) {
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && member(v, "content") && v["content"].is_string()) return v["content"].get<std::string>();
+  if (v.is_object() && member(v, "content") && v["content"].is_string())
+    return v["content"].get<std::string>();
   fail("tokenizer_config.json: \"", key, "\" is neither a string nor {\"content\": ...}");
 }
 

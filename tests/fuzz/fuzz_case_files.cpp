@@ -13,7 +13,8 @@ using namespace dsinfer;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   try {
-    const nlohmann::json j = parse_json(std::string(fuzz::as_text(data + 1, size - 1)), "case.json");
+    const nlohmann::json j =
+        parse_json(std::string(fuzz::as_text(data + 1, size - 1)), "case.json");
     if (data[0] & 1) {
       for (const auto& row : parse_perplexity_case(j, "case.json"))
         for (int32_t id : row)

@@ -17,7 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (!std::isfinite(c.rope_theta) || !std::isfinite(c.route_scale) || !std::isfinite(c.mscale))
     fuzz::finding("a validated config holds a non-finite number");
-  if (c.dim <= 0 || c.n_layers <= 0 || c.vocab_size <= 0) fuzz::finding("a validated config has a non-positive size");
+  if (c.dim <= 0 || c.n_layers <= 0 || c.vocab_size <= 0)
+    fuzz::finding("a validated config has a non-positive size");
   (void)c.summary();
   return 0;
 }

@@ -7,7 +7,8 @@ using namespace dsinfer;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    for (const auto& [tensor, file] : parse_weight_map(std::string(fuzz::as_text(data, size)), "index.json"))
+    for (const auto& [tensor, file] :
+         parse_weight_map(std::string(fuzz::as_text(data, size)), "index.json"))
       if (file.empty() || file == "." || file == ".." || file.find('/') != std::string::npos)
         fuzz::finding("weight_map file " + file + " is not a plain file name");
   } catch (const Error&) {

@@ -1,7 +1,8 @@
 // The chat template interpreter. First byte even: a template of strangers (up to a NUL) rendered
 // with a JSON context (after it; DeepSeek-style messages when there is none). Odd: one of the
-// real DeepSeek templates (V3 tokenizer_config.json, tests/data/chat_templates) rendered with fuzzed messages, as the
-// server and generate do. Templates are bounded (output, loops, depth, work): any input ends.
+// real DeepSeek templates (V3 tokenizer_config.json, tests/data/chat_templates) rendered with
+// fuzzed messages, as the server and generate do. Templates are bounded (output, loops, depth,
+// work): any input ends.
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -19,7 +20,8 @@ const std::vector<ChatTemplate>& real_templates() {
   static const std::vector<ChatTemplate> templates = [] {
     std::vector<ChatTemplate> out;
     // V3's own, from its tokenizer_config.json, then the others of tests/data/chat_templates
-    out.emplace_back(json::parse(fuzz::read_data_file("tokenizer/deepseek-v3/tokenizer_config.json"))["chat_template"]
+    out.emplace_back(json::parse(fuzz::read_data_file(
+        "tokenizer/deepseek-v3/tokenizer_config.json"))["chat_template"]
                          .get<std::string>());
     for (const char* name : {"deepseek-v3.1.jinja", "deepseek-r1.jinja", "deepseek-v2.jinja",
                              "deepseek-r1-distill-qwen-32b.jinja"})
@@ -59,7 +61,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const ChatTemplate& t = templates[(data[0] >> 1) % templates.size()];
       const json messages = json::parse(input, nullptr, /*allow_exceptions=*/false);
       if (messages.is_discarded()) return 0;
-      (void)apply_chat_template(t, messages, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", true);
+      (void)apply_chat_template(t, messages, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>",
+                                true);
     }
   } catch (const Error&) {
   }

@@ -25,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const ChatFormatter chat(tokenizer);
   if (size == 0) return 0;
   // as the server: a body that is not JSON is a 400 before any of this
-  const json body = json::parse(fuzz::as_text(data + 1, size - 1), nullptr, /*allow_exceptions=*/false);
+  const json body =
+      json::parse(fuzz::as_text(data + 1, size - 1), nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return 0;
   try {
     if (data[0] % 3 == 2) {
@@ -33,9 +34,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       return 0;
     }
     const Job job = parse_request(body, /*chat=*/data[0] % 3 == 0, chat, "dsinfer", kMaxSeqLen);
-    if (job.prompt.empty() || static_cast<int64_t>(job.prompt.size()) + job.params.max_new_tokens > kMaxSeqLen)
+    if (job.prompt.empty() ||
+        static_cast<int64_t>(job.prompt.size()) + job.params.max_new_tokens > kMaxSeqLen)
       fuzz::finding("a parsed request does not fit the context");
-    if (!(job.params.temperature >= 0) || !std::isfinite(job.params.temperature) || !(job.params.top_p > 0))
+    if (!(job.params.temperature >= 0) || !std::isfinite(job.params.temperature) ||
+        !(job.params.top_p > 0))
       fuzz::finding("a parsed request has a bad temperature or top_p");
   } catch (const ApiError&) {
   } catch (const Error&) {

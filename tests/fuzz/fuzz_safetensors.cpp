@@ -18,7 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::vector<std::pair<const uint8_t*, const uint8_t*>> ranges;
   for (const auto& [name, view] : contents.tensors) {
-    if (view.data < data || view.data + view.n_bytes > data + size) fuzz::finding("tensor " + name + " outside the file");
+    if (view.data < data || view.data + view.n_bytes > data + size)
+      fuzz::finding("tensor " + name + " outside the file");
     if (static_cast<uint64_t>(view.numel()) * dtype_size(view.dtype) != view.n_bytes)
       fuzz::finding("tensor " + name + ": bytes differ from dtype x shape");
     if (view.n_bytes > 0) ranges.emplace_back(view.data, view.data + view.n_bytes);

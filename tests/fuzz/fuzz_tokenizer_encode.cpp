@@ -23,9 +23,9 @@ bool valid_utf8(std::string_view s) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const Tokenizer t = Tokenizer::from_strings(fuzz::read_data_file("tokenizer/deepseek-v3/tokenizer.json"),
-                                                     fuzz::read_data_file("tokenizer/deepseek-v3/tokenizer_config.json"),
-                                                     "deepseek-v3");
+  static const Tokenizer t = Tokenizer::from_strings(
+      fuzz::read_data_file("tokenizer/deepseek-v3/tokenizer.json"),
+      fuzz::read_data_file("tokenizer/deepseek-v3/tokenizer_config.json"), "deepseek-v3");
   const std::string_view text = fuzz::as_text(data, size);
   const std::vector<int32_t> ids = t.encode(text, /*add_special_tokens=*/false);
   const std::string back = t.decode(ids, /*skip_special_tokens=*/false);
