@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The test command: installs dependencies, builds, runs every test (unit, multi-process and golden)
-# with ctest. Extra arguments go to ctest (e.g. -L unit, -R Golden). The sanitizer and fuzz suite
-# (scripts/test-sanitized.sh: the unit and multi-process tests again under ASan + UBSan in
-# build-san, and a minute of each fuzzer) is its own command, which CI (.ci/run) runs after this
-# one; SANITIZED=1 runs it here too.
+# The test command: installs dependencies, checks the format (scripts/check-format.sh), builds,
+# runs every test (unit, multi-process and golden) with ctest. Extra arguments go to ctest (e.g.
+# -L unit, -R Golden). The sanitizer and fuzz suite (scripts/test-sanitized.sh: the unit and
+# multi-process tests again under ASan + UBSan in build-san, and a minute of each fuzzer) is its
+# own command, which CI (.ci/run) runs after this one; SANITIZED=1 runs it here too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${SANITIZED:-0}" != 0 ]; then scripts/install-deps.sh --tests --fuzz; else scripts/install-deps.sh --tests; fi
+scripts/check-format.sh  # the repo's .clang-format, before the (longer) build
 scripts/build.sh
 # the official openai npm client, for tests/serve_openai_client_test.cpp (skipped without it)
 if command -v npm >/dev/null; then
