@@ -73,9 +73,10 @@ TEST_P(AttentionPaths, EveryCutOfTheSequenceGivesTheSameLogits) {
 }
 
 // Fast mode's prefill takes its own path where bf16 kernels run (attend_as_bf16_matrices: the
-// cache as bf16 weights of both products). Over several query blocks, whole and in two chunks,
-// its last logits must stay within bf16 rounding of exact mode's, with the same argmax.
-TEST_P(AttentionPaths, FastModePrefillStaysWithinRoundingOfExactMode) {
+// cache as bf16 weights of both products), and so does its decode on AMX (amx_decode_attention).
+// Over several query blocks, whole, in two chunks and a token at a time, its last logits must
+// stay within bf16 rounding of exact mode's, with the same argmax.
+TEST_P(AttentionPaths, FastModeStaysWithinRoundingOfExactMode) {
   const std::string ckpt = test::convert_golden(GetParam());
   auto comm = make_local_comm();
   ThreadPool pool(2);
@@ -105,17 +106,24 @@ TEST_P(AttentionPaths, FastModePrefillStaysWithinRoundingOfExactMode) {
   fast.act = ActDType::kBF16;
   model->set_kernels(fast);
   const std::vector<float> fast_whole = run({kLen}), fast_chunks = run({70, 80});
+  // and decode's path (on AMX amx_decode_attention: both products on the tiles)
+  std::vector<int> steps = {4};
+  while (static_cast<int>(steps.size()) < kLen - 3) steps.push_back(1);
+  const std::vector<float> fast_steps = run(steps);
   for (int b = 0; b < kBatch; ++b) {
     const float* ref = exact.data() + b * vocab;
     const float max_ref = *std::max_element(
         ref, ref + vocab, [](float x, float y) { return std::fabs(x) < std::fabs(y); });
-    for (const auto* fast : {&fast_whole, &fast_chunks}) {
+    for (const auto* fast : {&fast_whole, &fast_chunks, &fast_steps}) {
       const float* got = fast->data() + b * vocab;
       float max_d = 0;
       for (int64_t v = 0; v < vocab; ++v) max_d = std::max(max_d, std::fabs(got[v] - ref[v]));
       const double ratio = max_d / std::fabs(max_ref);
       std::printf("[ fast ] %s row %d %s: max|d|/max|ref| %.3g\n", GetParam().c_str(), b,
-                  fast == &fast_whole ? "whole" : "chunks", ratio);
+                  fast == &fast_whole    ? "whole"
+                  : fast == &fast_chunks ? "chunks"
+                                         : "steps",
+                  ratio);
       EXPECT_GT(ratio, 0) << "fast mode gave exact mode's bits: were the activations rounded?";
       EXPECT_LT(ratio, 0.05) << "row " << b;
       EXPECT_EQ(std::max_element(got, got + vocab) - got, std::max_element(ref, ref + vocab) - ref)

@@ -29,46 +29,10 @@
 namespace dsinfer {
 namespace {
 
-constexpr int64_t kTileK = 32;       // bf16 per A tile row (and k per B tile)
+constexpr int64_t kTileK = kAmxTileK;
 constexpr int64_t kPanelRows = 32;   // two A tiles of 16 rows
 constexpr int64_t kPairTokens = 32;  // two B tiles of 16 tokens
 constexpr int64_t kStepsPerBlock = kFp8Block / kTileK;
-
-// The tile configuration is per thread.
-void configure_tiles() {
-  thread_local bool configured = false;
-  if (configured) return;
-  load_tile_config();
-  configured = true;
-}
-
-// Activations x [n, K] (rows x_stride apart) as B tiles: tile (j, s) = tokens [16 j, 16 j + 16)
-// x k step s, at xv + (j * steps + s) * 512, element (kp, token, e) at kp * 32 + token * 2 + e =
-// bf16 of x[16 j + token, 32 s + 2 kp + e] (zero past n or K). Token tiles [j0, j1).
-void interleave_tokens(const float* x, int64_t x_stride, int64_t n, int64_t K, int64_t Kp,
-                       int64_t j0, int64_t j1, uint16_t* xv) {
-  const int64_t steps = Kp / kTileK;
-  for (int64_t j = j0; j < j1; ++j) {
-    uint16_t* tiles = xv + j * steps * 512;
-    std::fill(tiles, tiles + steps * 512, uint16_t{0});
-    const __m512i pair_rows =
-        _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                           _mm512_set1_epi32(16));  // kp * 16 dwords
-    for (int64_t token = 0; token < 16 && 16 * j + token < n; ++token) {
-      const float* row = x + (16 * j + token) * x_stride;
-      int64_t k = 0;
-      for (; k + kTileK <= K; k += kTileK) {
-        // 32 values -> 16 bf16 pairs (round to nearest even), pair kp to row kp of the tile
-        const __m512i pairs = reinterpret_cast<__m512i>(
-            _mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + k + 16), _mm512_loadu_ps(row + k)));
-        _mm512_i32scatter_epi32(tiles + (k / kTileK) * 512 + token * 2, pair_rows, pairs, 4);
-      }
-      for (; k < K; ++k)
-        tiles[(k / kTileK) * 512 + ((k % kTileK) / 2) * 32 + token * 2 + (k & 1)] =
-            f32_to_bf16(row[k]);
-    }
-  }
-}
 
 // Rows [r0, r1) (r0 a multiple of 32) of y for all n tokens. Blocked so that both operands come
 // from L2: 256 rows x 1024 columns of weights converted at a time (each weight once), and for
