@@ -29,16 +29,19 @@ run_one() {
   local dir="$work/$target"
   mkdir -p "$dir/corpus"
   cp -n tests/fuzz/corpus/"$corpus_name"/* "$dir/corpus/" 2>/dev/null || true
-  local dict=tests/fuzz/dict/json.dict
+  local dict=tests/fuzz/dict/json.dict extra=()
   case $target in
     fuzz_jinja) dict=tests/fuzz/dict/jinja.dict ;;
     fuzz_tokenizer_encode) dict="" ;;
+    # bodies up to a default --max-body: deep nesting needs room (a 250k-level body crashed serve)
+    fuzz_request) extra=(-max_len=1048576) ;;
   esac
   local limit=(-max_total_time="$seconds")
   [ -n "${FUZZ_RUNS:-}" ] && limit=(-runs="$FUZZ_RUNS")
   local args=("${limit[@]}" -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -print_final_stats=1
               -artifact_prefix="$dir/" "$dir/corpus")
   [ -n "$dict" ] && args=(-dict="$dict" "${args[@]}")
+  args=("${extra[@]}" "${args[@]}")
   local started=$SECONDS
   if ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} "$build/tests/fuzz/$target" "${args[@]}" >"$dir/log" 2>&1; then
     local runs cov corpus

@@ -285,6 +285,35 @@ TEST(Serve, BadRequestsGetOpenAiErrorsAndTheServerGoesOn) {
   EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "story");
 }
 
+// Bodies under the default --max-body that used to kill the server: JSON nested 250k levels deep
+// in the fields request handling copies (SIGSEGV: the copy recursed once per level) and bytes
+// that are not UTF-8 (a 500 "error": the parse error quoting them could not be written). Each is a
+// 400 naming the cause, and the server goes on answering.
+TEST(Serve, HostileBodiesAreRefusedAndTheServerLives) {
+  Served server;
+  const std::string deep = std::string(250000, '[') + std::string(250000, ']');
+  const std::string user = R"({"role":"user","content":"hi"})";
+  for (const auto& [path, body] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/chat/completions", R"({"messages":[)" + user + R"(],"tool_choice":)" + deep + "}"},
+           {"/v1/chat/completions", R"({"messages":[{"role":"user","content":)" + deep + "}]}"},
+           {"/v1/chat/completions", R"({"messages":[)" + user + R"(],"tools":)" + deep + "}"},
+           {"/tokenize", R"({"messages":[)" + user + R"(],"tools":)" + deep + "}"},
+           {"/v1/chat/completions",
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}"}}) {
+    auto r = server.post(path, body);
+    ASSERT_TRUE(r) << path << ": no answer (" << httplib::to_string(r.error()) << ")";
+    EXPECT_EQ(r->status, 400) << path << ": " << r->body.substr(0, 200);
+    const json j = json::parse(r->body);
+    const std::string message = j["error"]["message"];
+    EXPECT_TRUE(message.find("deeper than") != std::string::npos ||
+                message.find("not valid JSON") != std::string::npos)
+        << message;
+  }
+  auto ok = server.post("/v1/chat/completions", chat_body("hi", 3).dump());
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
 TEST(Serve, CompletionsAndSigtermEndsWithStatusZero) {
   Served server;
   json b = {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}};

@@ -48,6 +48,21 @@ std::string content_text(const json& content, size_t index) {
 
 }  // namespace
 
+json parse_body(const std::string& text) {
+  struct TooDeep {};
+  try {
+    // the callback sees each value's depth as it starts (the outermost is 0)
+    return json::parse(text, [](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxBodyDepth) throw TooDeep{};
+      return true;
+    });
+  } catch (const TooDeep&) {
+    reject(cat("the body nests arrays and objects deeper than ", kMaxBodyDepth, " levels"));
+  } catch (const json::exception& e) {
+    reject(std::string("the body is not valid JSON: ") + e.what());
+  }
+}
+
 json template_messages(const json& messages) {
   if (!messages.is_array() || messages.empty())
     reject("messages must be a non-empty list", "messages");

@@ -27,6 +27,15 @@ struct ApiError {
   throw ApiError{status, type, message, param, code};
 }
 
+// The deepest nesting of arrays and objects a request body may have. Parsing is iterative, but
+// copying a json value recurses once per level: a body ~200k levels deep overflowed the stack in
+// the copies request handling makes.
+constexpr int kMaxBodyDepth = 128;
+
+// An HTTP body as JSON; a 400 when it is not JSON or nests deeper than kMaxBodyDepth (refused
+// while parsing, before anything copies it).
+nlohmann::json parse_body(const std::string& text);
+
 // One parsed request.
 struct Job {
   bool chat = true;

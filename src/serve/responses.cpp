@@ -13,7 +13,9 @@ std::string error_body(const ApiError& e) {
                 {"type", e.type},
                 {"param", e.param.empty() ? json(nullptr) : json(e.param)},
                 {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}}
-      .dump();
+      // a message may quote the client's bytes (a parse error's excerpt), which need not be
+      // UTF-8: replaced, so the error is still answered
+      .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 namespace {

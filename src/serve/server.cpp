@@ -233,12 +233,7 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
       if (armed) n.fetch_sub(1);
     }
   } release{in_flight_};
-  json body;
-  try {
-    body = json::parse(req.body);
-  } catch (const json::exception& e) {
-    reject(std::string("the body is not valid JSON: ") + e.what());
-  }
+  const json body = parse_body(req.body);
   const Job job =
       parse_request(body, chat, chat_, o_.served_model_name, model_->config().max_seq_len);
   Response r{chat ? "chatcmpl-" + std::to_string(next_response_++)
@@ -472,12 +467,7 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
         if (!authorized(req))
           throw ApiError{401, "invalid_request_error", "Incorrect API key provided", "",
                          "invalid_api_key"};
-        json body;
-        try {
-          body = json::parse(req.body);
-        } catch (const json::exception& e) {
-          reject(std::string("the body is not valid JSON: ") + e.what());
-        }
+        const json body = parse_body(req.body);
         if (!body.is_object()) reject("the request body must be a JSON object");
         check_ready();
         res.set_content(body_to_json(body).dump(), "application/json");
