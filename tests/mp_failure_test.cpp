@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <map>
 #include <thread>
 #include <vector>
@@ -251,6 +253,47 @@ TEST(MpFailureGloo, RankWithAnotherCheckpointStopsEveryRank) {
     }
     EXPECT_LT(since(start), kBoundSeconds);
   }
+}
+
+// Rank 0's rendezvous store is open to the network until the ranks meet. The probe's 5 bytes ('S'
+// and a length of 0xFFFFFFFF) aborted rank 0 (std::bad_alloc in the store's thread); an HTTP
+// request is another stranger. Each connection is closed with a warning, and the job goes on.
+TEST(MpFailureGloo, AStrangerAtTheStorePortDoesNotStopTheJob) {
+  if (std::string why = test::backend_unavailable("gloo"); !why.empty()) GTEST_SKIP() << why;
+  const std::string ckpt = test::convert_golden("tiny-v2", 2);
+  const std::string out = test::scratch_dir("out");
+  const int port = pick_free_port();
+  auto args = [&](int rank) {
+    return split_words(eval_args(ckpt, out + "/eval" + std::to_string(rank)));
+  };
+  const std::map<std::string, std::string> env = {{"DSINFER_COMM_TIMEOUT", "30"}};
+  auto rank0 = start_gloo_ranks(2, {0}, args, env, port);
+  auto poke = [&](const std::string& bytes) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool sent =
+        connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+    if (sent) {
+      char c;
+      recv(fd, &c, 1, 0);  // the store closes the connection
+    }
+    close(fd);
+    return sent;
+  };
+  ASSERT_TRUE(wait_until([&] { return poke(std::string("S\xff\xff\xff\xff", 5)); }, 20))
+      << "rank 0's store never listened:\n"
+      << rank0[0]->err();
+  EXPECT_TRUE(poke("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto rank1 = start_gloo_ranks(2, {1}, args, env, port);
+  EXPECT_EQ(rank0[0]->wait(kBoundSeconds), 0) << rank0[0]->err();
+  EXPECT_EQ(rank1[0]->wait(kBoundSeconds), 0) << rank1[0]->err();
+  EXPECT_CONTAINS(rank0[0]->err(), "warning: gloo store on port " + std::to_string(port) +
+                                       ": closed a connection from 127.0.0.1");
+  EXPECT_CONTAINS(rank0[0]->err(), "it is not a dsinfer rank");
 }
 
 // generate checks the prompts' token ids against the vocabulary; with ranks it must do so only

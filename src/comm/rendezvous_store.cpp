@@ -1,0 +1,391 @@
+#include "comm/rendezvous_store.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "core/log.h"
+#include "parallel/comm.h"
+
+namespace dsinfer {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string seconds_text(milliseconds t) {
+  std::ostringstream out;
+  out << static_cast<double>(t.count()) / 1000 << " s";
+  return out.str();
+}
+
+bool send_all(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (k <= 0) return false;
+    p += k, n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+bool recv_all(int fd, void* data, size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t k = ::recv(fd, p, n, 0);
+    if (k <= 0) return false;
+    p += k, n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+bool send_str(int fd, const std::string& s) {
+  const uint32_t n = static_cast<uint32_t>(s.size());
+  return send_all(fd, &n, 4) && send_all(fd, s.data(), n);
+}
+
+// A string of at most kMaxStoreString bytes (`too_long` says when the length was past it: the
+// length is the peer's word, and 4 GiB of it must not be allocated).
+bool recv_str(int fd, std::string& s, bool* too_long = nullptr) {
+  uint32_t n = 0;
+  if (!recv_all(fd, &n, 4)) return false;
+  if (n > kMaxStoreString) {
+    if (too_long) *too_long = true;
+    return false;
+  }
+  s.resize(n);
+  return recv_all(fd, s.data(), n);
+}
+
+// Reads the peer's hello, giving up at the first byte that differs (a stranger's 5 bytes must
+// not leave us waiting for 11 more). 1: it matched; 0: it differs; -1: the connection ended or
+// timed out first.
+int recv_hello(int fd) {
+  char got[kStoreHelloSize];
+  size_t have = 0;
+  while (have < kStoreHelloSize) {
+    const ssize_t k = ::recv(fd, got + have, kStoreHelloSize - have, 0);
+    if (k <= 0) return -1;
+    if (std::memcmp(got + have, kStoreHello + have, static_cast<size_t>(k)) != 0) return 0;
+    have += static_cast<size_t>(k);
+  }
+  return 1;
+}
+
+std::optional<in_addr> literal_ipv4(const std::string& host) {
+  in_addr a{};
+  if (inet_pton(AF_INET, host.c_str(), &a) != 1) return std::nullopt;
+  return a;
+}
+
+sockaddr_in resolve(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  check(rc == 0 && res, "gloo: cannot resolve MASTER_ADDR=", host, ": ", gai_strerror(rc));
+  sockaddr_in addr = *reinterpret_cast<sockaddr_in*>(res->ai_addr);
+  freeaddrinfo(res);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  return addr;
+}
+
+std::string peer_name(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  char buf[INET_ADDRSTRLEN] = "?";
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    inet_ntop(AF_INET, &a.sin_addr, buf, sizeof buf);
+  return cat(buf, ":", ntohs(a.sin_port));
+}
+
+// A line per closed bad connection, the first few only: a flood must not flood the log too.
+void warn_bad_connection(int port, int fd, const std::string& why) {
+  static std::atomic<int> said{0};
+  const int n = said.fetch_add(1);
+  if (n < 5)
+    log_line(LogLevel::kQuiet,
+             cat("warning: gloo store on port ", port, ": closed a connection from ", peer_name(fd),
+                 ": ", why, n == 4 ? " (no more of these)" : ""));
+}
+
+}  // namespace
+
+struct StoreServer::State {
+  int port = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, std::string> kv;
+};
+
+namespace {
+
+// One connection's requests, until it closes or breaks the protocol (`why` then says how).
+void serve_connection(int c, StoreServer::State& st, std::string& why);
+
+}  // namespace
+
+StoreServer::StoreServer(const std::string& host, int port) {
+  fd_ = socket(AF_INET, SOCK_STREAM, 0);
+  check(fd_ >= 0, "gloo store: socket: ", std::strerror(errno));
+  const int one = 1;
+  setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  // A host name may resolve here to a loopback alias (Debian's 127.0.1.1) while other machines
+  // reach it by its real address, so only a literal address narrows the listening socket.
+  const std::optional<in_addr> literal = literal_ipv4(host);
+  bool narrowed = false;
+  if (literal) {
+    sockaddr_in only = addr;
+    only.sin_addr = *literal;
+    narrowed = bind(fd_, reinterpret_cast<sockaddr*>(&only), sizeof only) == 0;
+  }
+  if (!narrowed) {
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      const int err = errno;
+      close(fd_);
+      fail("gloo store: cannot listen on port ", port, ": ", std::strerror(err),
+           " (set MASTER_PORT or DSINFER_STORE_PORT to a free port)");
+    }
+    log_info("gloo store: listening on every interface, port ", port, " (MASTER_ADDR=", host,
+             literal ? " is not an address of this machine" : " is not a literal IPv4 address",
+             "; it closes once the ranks have met)");
+  }
+  if (listen(fd_, 128) != 0) {
+    const int err = errno;
+    close(fd_);
+    fail("gloo store: cannot listen on port ", port, ": ", std::strerror(err));
+  }
+  state_ = std::make_shared<State>();
+  state_->port = port;
+  std::thread([fd = fd_, st = state_] {
+    for (;;) {
+      const int c = accept(fd, nullptr, nullptr);
+      if (c < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        return;  // the store was closed
+      }
+      std::thread([c, st] {
+        std::string why;
+        try {
+          serve_connection(c, *st, why);
+        } catch (const std::exception& e) {  // never std::terminate from a stranger's bytes
+          why = e.what();
+        }
+        if (!why.empty()) warn_bad_connection(st->port, c, why);
+        close(c);
+      }).detach();
+    }
+  }).detach();
+}
+
+StoreServer::~StoreServer() {
+  shutdown(fd_, SHUT_RDWR);
+  close(fd_);
+}
+
+namespace {
+
+void serve_connection(int c, StoreServer::State& st, std::string& why) {
+  // A rank says hello at once; a stranger that says nothing is not kept for ever.
+  timeval hello_wait{10, 0};
+  setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &hello_wait, sizeof hello_wait);
+  const int hello = recv_hello(c);
+  if (hello < 0) {
+    why = "it sent no dsinfer-store hello within 10 s";
+    return;
+  }
+  if (hello == 0) {
+    why = "it is not a dsinfer rank (its first bytes are not the dsinfer-store hello)";
+    return;
+  }
+  timeval forever{0, 0};  // a rank's requests may come far apart (it loads between them)
+  setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &forever, sizeof forever);
+  if (!send_all(c, kStoreHello, kStoreHelloSize)) return;
+  for (;;) {
+    char op = 0;
+    std::string key, value;
+    bool too_long = false;
+    if (!recv_all(c, &op, 1)) return;  // the rank is done
+    if (op != 'S' && op != 'A' && op != 'G' && op != 'C') {
+      why = cat("unknown request ", static_cast<int>(static_cast<unsigned char>(op)));
+      return;
+    }
+    if (!recv_str(c, key, &too_long)) {
+      if (too_long) why = cat("a key longer than ", kMaxStoreString, " bytes");
+      return;
+    }
+    if (op == 'S' || op == 'A') {
+      if (!recv_str(c, value, &too_long)) {
+        if (too_long) why = cat("a value longer than ", kMaxStoreString, " bytes");
+        return;
+      }
+      char ok = 1;
+      std::string old;
+      {
+        std::lock_guard<std::mutex> lock(st.mu);
+        auto [it, added] = st.kv.try_emplace(key, value);
+        if (!added && op == 'A') ok = 0, old = it->second;
+        if (!added && op == 'S') it->second = value;
+      }
+      st.cv.notify_all();
+      if (!send_all(c, &ok, 1) || (op == 'A' && !send_str(c, old))) return;
+    } else if (op == 'G') {
+      uint64_t ms = 0;
+      if (!recv_all(c, &ms, 8)) return;
+      ms = std::min<uint64_t>(ms, uint64_t{1} << 40);  // (wait_for overflows past ~2^63 ns)
+      std::unique_lock<std::mutex> lock(st.mu);
+      const bool found =
+          st.cv.wait_for(lock, milliseconds(ms), [&] { return st.kv.count(key) > 0; });
+      if (found) value = st.kv[key];
+      lock.unlock();
+      const char ok = found ? 1 : 0;
+      if (!send_all(c, &ok, 1) || !send_str(c, value)) return;
+    } else {
+      size_t n = 0;
+      {
+        std::lock_guard<std::mutex> lock(st.mu);
+        for (auto it = st.kv.lower_bound(key); it != st.kv.end() && it->first.rfind(key, 0) == 0;
+             ++it)
+          ++n;
+      }
+      if (!send_str(c, std::to_string(n))) return;
+    }
+  }
+}
+
+}  // namespace
+
+StoreClient::StoreClient(const std::string& host, int port, milliseconds timeout)
+    : where_(host + ":" + std::to_string(port)), timeout_(timeout) {
+  const sockaddr_in addr = resolve(host, port);
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    check(fd_ >= 0, "gloo store: socket: ", std::strerror(errno));
+    if (connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) break;
+    const int err = errno;
+    close(fd_);
+    fd_ = -1;
+    if (Clock::now() >= deadline)
+      throw CommError(cat("gloo: rendezvous timed out after ", seconds_text(timeout),
+                          ": rank 0 never arrived (its store at MASTER_ADDR:MASTER_PORT = ", where_,
+                          " did not answer: ", std::strerror(err),
+                          "; check that rank 0 runs and that MASTER_ADDR and MASTER_PORT are the "
+                          "same on every rank)"));
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  const int one = 1;
+  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  limit_wait(milliseconds(0));
+  if (!send_all(fd_, kStoreHello, kStoreHelloSize) || recv_hello(fd_) != 1) {
+    close(fd_);
+    fd_ = -1;
+    throw CommError(cat("gloo: port ", port, " of ", host,
+                        " (MASTER_ADDR:MASTER_PORT) answered something that is not a dsinfer "
+                        "rank's store, or nothing within ",
+                        seconds_text(timeout),
+                        ": another program holds the port (set MASTER_PORT, or "
+                        "DSINFER_STORE_PORT, to a free one) or rank 0 is another version"));
+  }
+}
+
+std::string local_address_towards(const std::string& master) {
+  sockaddr_in addr = resolve(master, 9);
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) return master;
+  std::string out = master;
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+    char buf[INET_ADDRSTRLEN] = {};
+    if (inet_ntop(AF_INET, &local.sin_addr, buf, sizeof buf)) out = buf;
+  }
+  close(fd);
+  return out;
+}
+
+StoreClient::~StoreClient() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void StoreClient::limit_wait(milliseconds extra) {
+  const int64_t ms = (timeout_ + extra).count();
+  timeval t{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>((ms % 1000) * 1000)};
+  setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &t, sizeof t);
+  setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &t, sizeof t);
+}
+
+void StoreClient::lost(const std::string& doing) const {
+  throw CommError(cat("gloo: lost the connection to rank 0's store at ", where_, " while ", doing,
+                      " (rank 0 died or exited, or did not answer within ", seconds_text(timeout_),
+                      ": DSINFER_COMM_TIMEOUT)"));
+}
+
+void StoreClient::set(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  limit_wait(milliseconds(0));
+  char ok = 0;
+  const char op = 'S';
+  if (!send_all(fd_, &op, 1) || !send_str(fd_, key) || !send_str(fd_, value) ||
+      !recv_all(fd_, &ok, 1))
+    lost("setting " + key);
+}
+
+std::optional<std::string> StoreClient::add(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  limit_wait(milliseconds(0));
+  char ok = 0;
+  const char op = 'A';
+  std::string old;
+  if (!send_all(fd_, &op, 1) || !send_str(fd_, key) || !send_str(fd_, value) ||
+      !recv_all(fd_, &ok, 1) || !recv_str(fd_, old))
+    lost("setting " + key);
+  if (ok) return std::nullopt;
+  return old;
+}
+
+std::optional<std::string> StoreClient::get_within(const std::string& key, milliseconds wait) {
+  std::lock_guard<std::mutex> lock(mu_);
+  wait = std::max(wait, milliseconds(0));
+  limit_wait(wait);  // the store answers after `wait` at the latest
+  char ok = 0;
+  const char op = 'G';
+  const uint64_t ms = static_cast<uint64_t>(wait.count());
+  std::string value;
+  if (!send_all(fd_, &op, 1) || !send_str(fd_, key) || !send_all(fd_, &ms, 8) ||
+      !recv_all(fd_, &ok, 1) || !recv_str(fd_, value))
+    lost("waiting for " + key);
+  if (!ok) return std::nullopt;
+  return value;
+}
+
+size_t StoreClient::count(const std::string& prefix) {
+  std::lock_guard<std::mutex> lock(mu_);
+  limit_wait(milliseconds(0));
+  const char op = 'C';
+  std::string n;
+  if (!send_all(fd_, &op, 1) || !send_str(fd_, prefix) || !recv_str(fd_, n))
+    lost("counting " + prefix);
+  return static_cast<size_t>(std::strtoull(n.c_str(), nullptr, 10));
+}
+
+}  // namespace dsinfer
