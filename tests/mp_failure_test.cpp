@@ -296,6 +296,58 @@ TEST(MpFailureGloo, AStrangerAtTheStorePortDoesNotStopTheJob) {
   EXPECT_CONTAINS(rank0[0]->err(), "it is not a dsinfer rank");
 }
 
+// serve at world size 2 when rank 1 dies (SIGKILL): rank 0 used to abort on its next step
+// (CommError escaping the engine thread) and said "ok" on /health until then. Now a stream in
+// flight ends with an error event naming the failure, and rank 0 exits 1 with an `error:` line
+// within seconds, also when idle (its heartbeat finds the dead rank).
+TEST(MpFailureGloo, ServeEndsItsStreamsAndExitsWhenARankDies) {
+  if (std::string why = test::backend_unavailable("gloo"); !why.empty()) GTEST_SKIP() << why;
+  const std::string ckpt = test::convert_golden("tiny-v3-story", 2, /*with_tokenizer=*/true);
+  for (const bool in_flight : {true, false}) {
+    SCOPED_TRACE(in_flight ? "a stream in flight" : "idle");
+    const int http_port = pick_free_port();
+    auto ranks =
+        start_gloo_ranks(2, {0, 1},
+                         [&](int) {
+                           return std::vector<std::string>{"serve", "--ckpt-path", ckpt, "--port",
+                                                           std::to_string(http_port)};
+                         },
+                         {{"DSINFER_COMM_TIMEOUT", "30"}});
+    httplib::Client client("127.0.0.1", http_port);
+    client.set_read_timeout(60, 0);
+    ASSERT_TRUE(wait_until(
+        [&] {
+          auto r = client.Get("/health");
+          return r && r->status == 200;
+        },
+        kBoundSeconds))
+        << ranks[0]->err();
+    std::future<httplib::Result> stream;
+    if (in_flight) {
+      const std::string body =
+          R"({"messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":15000,)"
+          R"("ignore_eos":true,"stream":true})";
+      stream = std::async(std::launch::async, [&] {
+        httplib::Client c("127.0.0.1", http_port);
+        c.set_read_timeout(60, 0);
+        return c.Post("/v1/chat/completions", body, "application/json");
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    const auto killed = Clock::now();
+    kill(ranks[1]->pid(), SIGKILL);
+    EXPECT_EQ(ranks[0]->wait(20), 1) << ranks[0]->err();
+    EXPECT_LT(since(killed), 20);
+    EXPECT_CONTAINS(ranks[0]->err(), "error: a rank failed: gloo");
+    if (in_flight) {
+      auto r = stream.get();
+      ASSERT_TRUE(r) << httplib::to_string(r.error());
+      EXPECT_CONTAINS(r->body, "\"error\"");
+      EXPECT_CONTAINS(r->body, "a rank failed");
+    }
+  }
+}
+
 // generate checks the prompts' token ids against the vocabulary; with ranks it must do so only
 // after they agreed on the config, else a rank with a smaller vocabulary fails alone on a token
 // id and the other sees only a lost connection.

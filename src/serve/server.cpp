@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -11,15 +12,16 @@
 #include <ctime>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <thread>
 
 #include "chat/deepseek_output.h"
 #include "core/error.h"
 #include "core/json_excerpt.h"
 #include "core/log.h"
+#include "parallel/comm.h"
 #include "serve/connection_probe.h"
 #include "serve/metrics.h"
 #include "serve/output.h"
@@ -72,8 +74,8 @@ class Server {
   }
 
  private:
-  enum State { kLoading, kReady, kDraining };
-  // 503 unless the model is loaded and the server is not shutting down.
+  enum State { kLoading, kReady, kDraining, kFailed };
+  // 503 unless the model is loaded and the server is neither shutting down nor failed.
   void check_ready() const;
   // One response's identity and its line to the engine thread.
   struct Response {
@@ -94,6 +96,9 @@ class Server {
   // id, object, created, model, system_fingerprint
   nlohmann::json response_head(const Response& r, const char* object) const;
   void engine_loop();
+  // The engine failed (a rank died: its step or heartbeat threw): every request still open ends
+  // with `why` as its error, new ones get 503, and run() is woken to stop with it.
+  void fail_every_request(const std::string& why);
   RequestId submit(const Job& job, const std::shared_ptr<Channel>& ch);
 
   std::unique_ptr<Transformer> model_;
@@ -109,9 +114,15 @@ class Server {
   std::atomic<int> in_flight_{0};
   std::atomic<int64_t> next_response_{0};
   ServerMetrics metrics_;
-  std::mutex active_mutex_;
-  std::set<RequestId> active_;  // submitted and not finished (cancelled at the drain deadline)
+  mutable std::mutex active_mutex_;
+  // submitted and not finished (cancelled at the drain deadline, failed when a rank dies)
+  std::map<RequestId, std::shared_ptr<Channel>> active_;
+  std::string failure_;  // why the engine failed (under active_mutex_; set once, with kFailed)
 };
+
+// How often an idle engine thread tells the other ranks it is alive (a pause order): a rank that
+// died is noticed within a few of these, not at the next request.
+constexpr auto kHeartbeat = std::chrono::seconds(2);
 
 void Server::check_ready() const {
   const int state = state_;
@@ -119,6 +130,10 @@ void Server::check_ready() const {
     reject("the model is still loading; retry shortly", "", 503, "server_error", "loading");
   if (state == kDraining)
     reject("the server is shutting down", "", 503, "server_error", "shutting_down");
+  if (state == kFailed) {
+    std::lock_guard<std::mutex> lock(active_mutex_);
+    reject(failure_, "", 503, "server_error", "rank_failed");
+  }
 }
 
 RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
@@ -185,7 +200,14 @@ RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
     params.token_logits = logprobs;  // the rows logprobs read, gathered on every rank
     id = engine_->submit(job.prompt, params, std::move(events));
     *active = id;
-    active_.insert(id);
+    if (state_ == kFailed) {  // after fail_every_request's sweep: no step will ever end it
+      std::lock_guard<std::mutex> ch_lock(ch->mutex);
+      ch->finished = true;
+      ch->reason = FinishReason::kError;
+      ch->error = failure_;
+    } else {
+      active_.emplace(id, ch);
+    }
   }
   {
     std::lock_guard<std::mutex> lock(work_mutex_);
@@ -196,24 +218,51 @@ RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
 }
 
 void Server::engine_loop() {
-  for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(work_mutex_);
-      work_.wait(lock, [&] { return pending_work_ || stopping_; });
-      if (stopping_) return;
-      pending_work_ = false;
-    }
-    while (engine_->step()) {
-      metrics_.mtp_drafted = engine_->stats().drafted;
-      metrics_.mtp_accepted = engine_->stats().accepted;
-      metrics_.kv_used_blocks = cache_->used_blocks();
-      if (const PrefixCache* prefix = engine_->prefix_cache()) {
-        metrics_.prefix_cache_blocks = prefix->nodes();
-        metrics_.prefix_cache_evictions = prefix->evictions();
+  try {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(work_mutex_);
+        if (!work_.wait_for(lock, kHeartbeat, [&] { return pending_work_ || stopping_; })) {
+          lock.unlock();
+          engine_->pause();  // idle: the heartbeat (a no-op at world size 1)
+          continue;
+        }
+        if (stopping_) return;
+        pending_work_ = false;
       }
+      while (engine_->step()) {
+        metrics_.mtp_drafted = engine_->stats().drafted;
+        metrics_.mtp_accepted = engine_->stats().accepted;
+        metrics_.kv_used_blocks = cache_->used_blocks();
+        if (const PrefixCache* prefix = engine_->prefix_cache()) {
+          metrics_.prefix_cache_blocks = prefix->nodes();
+          metrics_.prefix_cache_evictions = prefix->evictions();
+        }
+      }
+      engine_->pause();  // the other ranks wait for the next orders (none at world size 1)
     }
-    engine_->pause();  // the other ranks wait for the next orders (none at world size 1)
+  } catch (const std::exception& e) {  // CommError: a rank died or stopped answering
+    fail_every_request(e.what());
   }
+}
+
+void Server::fail_every_request(const std::string& why) {
+  const std::string message = "a rank failed: " + why;  // (run() ends with it as the error line)
+  {
+    std::lock_guard<std::mutex> lock(active_mutex_);
+    failure_ = message;
+    state_ = kFailed;
+    for (auto& [id, ch] : active_) {
+      std::lock_guard<std::mutex> ch_lock(ch->mutex);
+      ch->finished = true;
+      ch->reason = FinishReason::kError;
+      ch->error = message;
+      ch->ready.notify_all();
+      ++metrics_.requests_failed;
+    }
+    active_.clear();
+  }
+  kill(getpid(), SIGTERM);  // run()'s sigwait: stop, and exit with the failure
 }
 
 void Server::handle(const httplib::Request& req, httplib::Response& res, bool chat) {
@@ -451,6 +500,13 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     const int state = state_;
     if (state != kReady) res.status = 503;
+    if (state == kFailed) {
+      std::lock_guard<std::mutex> lock(active_mutex_);
+      res.set_content(json{{"status", "failed"}, {"error", failure_}}.dump(
+                          -1, ' ', false, json::error_handler_t::replace),
+                      "application/json");
+      return;
+    }
     res.set_content(state == kReady     ? R"({"status":"ok"})"
                     : state == kLoading ? R"({"status":"loading"})"
                                         : R"({"status":"draining"})",
@@ -538,8 +594,10 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   const sigset_t signals = block_shutdown_signals();
   int sig = 0;
   sigwait(&signals, &sig);
-  state_ = kDraining;  // new requests get 503; running ones finish
-  log_info("serve: signal ", sig, ", draining ", in_flight_.load(), " request(s)");
+  int expected = kReady;
+  const bool failed = !state_.compare_exchange_strong(expected, kDraining);  // (else kFailed)
+  if (!failed) log_info("serve: signal ", sig, ", draining ", in_flight_.load(), " request(s)");
+  // (a failed engine has ended every request with its error: what is in flight is being written)
   const double deadline = now_seconds() + o_.drain_seconds;
   while (in_flight_ > 0 && now_seconds() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -547,7 +605,7 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
     log_info("serve: ", in_flight_.load(), " request(s) still running after ", o_.drain_seconds,
              " s: cancelling them");
     std::lock_guard<std::mutex> lock(active_mutex_);
-    for (RequestId id : active_) engine_->cancel(id);
+    for (const auto& entry : active_) engine_->cancel(entry.first);
   }
   {
     std::lock_guard<std::mutex> lock(work_mutex_);
@@ -562,6 +620,10 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   }
   work_.notify_one();
   engine_thread.join();
+  if (failed) {
+    std::lock_guard<std::mutex> lock(active_mutex_);
+    throw CommError(failure_);  // the program's `error:` line and exit status 1
+  }
   engine_->stop();
 }
 
