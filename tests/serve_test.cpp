@@ -7,9 +7,12 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -68,6 +71,7 @@ class Served {
                        const httplib::Headers& h = {}) const {
     return client().Post(path.c_str(), h, body, "application/json");
   }
+  int port() const { return port_; }
   // SIGTERM; the exit status.
   int terminate() {
     const pid_t pid = pid_;
@@ -312,6 +316,52 @@ TEST(Serve, HostileBodiesAreRefusedAndTheServerLives) {
   auto ok = server.post("/v1/chat/completions", chat_body("hi", 3).dump());
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
+// The raw HTTP answer to `request` sent over a plain socket to 127.0.0.1:port (up to 64 KB).
+std::string raw_exchange(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return "(no connection)";
+  send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  timeval t{20, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &t, sizeof t);
+  std::string answer;
+  char buf[4096];
+  ssize_t n;
+  while (answer.find("\r\n\r\n") == std::string::npos && (n = recv(fd, buf, sizeof buf, 0)) > 0)
+    answer.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return answer;
+}
+
+// --max-body bounds the body as decoded, whatever its transfer or content encoding (a 306 KB gzip
+// body inflated to 300 MB, a chunked one was read whole), and any content type is JSON to us
+// (cpp-httplib's 8 KiB limit on form-encoded bodies, what `curl -d` sends, made them 413).
+TEST(Serve, MaxBodyBoundsTheDecodedBodyOfAnyEncoding) {
+  Served server({"--max-body", "16384"});
+  json big = chat_body(std::string(100000, 'x'), 3);
+  httplib::Client gzip = server.client();
+  gzip.set_compress(true);  // ~100 KB of x: a few hundred bytes on the wire
+  auto r = gzip.Post("/v1/chat/completions", big.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413) << r->body;
+  EXPECT_NE(r->body.find("counted after any decoding"), std::string::npos) << r->body;
+  std::string chunked =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 40; ++i) chunked += "400\r\n" + std::string(1024, ' ') + "\r\n";
+  chunked += "0\r\n\r\n";
+  EXPECT_EQ(raw_exchange(server.port(), chunked).substr(0, 12), "HTTP/1.1 413");
+  // a 10 KB body sent as a form (curl -d's content type) is still a chat request
+  const std::string form = chat_body("hi" + std::string(10000, ' '), 3).dump();
+  auto ok = server.client().Post("/v1/chat/completions", form, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(server.post("/v1/chat/completions", chat_body("hi", 3).dump())->status, 200);
 }
 
 TEST(Serve, CompletionsAndSigtermEndsWithStatusZero) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
 #include <ctime>
 #include <deque>
 #include <functional>
@@ -53,6 +54,34 @@ void answer(httplib::Response& res, int error_status, Work&& work) {
   }
 }
 
+// The request's body as cpp-httplib decodes it (chunked, gzip, deflate), at most `max_body` bytes
+// of it: httplib's own limit applies only to a Content-Length, not to what a chunked or compressed
+// body becomes (a 306 KB gzip body was 300 MB), and its 8 KiB limit on form-encoded bodies (what
+// `curl -d` sends) does not apply here: every body is JSON to us.
+std::string read_body(const httplib::Request& req, const httplib::ContentReader& reader,
+                      int64_t max_body, httplib::Response& res) {
+  std::string body;
+  // (httplib refuses a Content-Length past the limit itself, before any byte reaches us)
+  bool too_large = std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) >
+                   static_cast<uint64_t>(max_body);
+  const bool complete = reader([&](const char* data, size_t n) {
+    if (body.size() + n > static_cast<size_t>(max_body)) {
+      too_large = true;
+      return false;
+    }
+    body.append(data, n);
+    return true;
+  });
+  if (too_large || !complete) res.set_header("Connection", "close");  // the rest is unread
+  if (too_large)
+    reject(cat("the request body exceeds --max-body (", max_body,
+               " bytes, counted after any decoding)"),
+           "", 413);
+  if (!complete)
+    reject("the request body could not be read (cut off, or a bad chunked or compressed encoding)");
+  return body;
+}
+
 class Server {
  public:
   Server(const ChatFormatter& chat, const ServeOptions& o)
@@ -87,7 +116,8 @@ class Server {
   };
   // POST /v1/chat/completions (chat) or /v1/completions: admission, parsing, submission, then
   // the whole response or a stream.
-  void handle(const httplib::Request& req, httplib::Response& res, bool chat);
+  void handle(const httplib::Request& req, const std::string& body_text, httplib::Response& res,
+              bool chat);
   void respond_whole(const httplib::Request& req, httplib::Response& res, const Job& job,
                      const Response& r);
   void respond_stream(httplib::Response& res, const Job& job, const Response& r);
@@ -265,7 +295,8 @@ void Server::fail_every_request(const std::string& why) {
   kill(getpid(), SIGTERM);  // run()'s sigwait: stop, and exit with the failure
 }
 
-void Server::handle(const httplib::Request& req, httplib::Response& res, bool chat) {
+void Server::handle(const httplib::Request& req, const std::string& body_text,
+                    httplib::Response& res, bool chat) {
   check_ready();
   if (in_flight_.fetch_add(1) >= o_.max_running + o_.max_queued) {
     in_flight_.fetch_sub(1);
@@ -282,7 +313,7 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, bool ch
       if (armed) n.fetch_sub(1);
     }
   } release{in_flight_};
-  const json body = parse_body(req.body);
+  const json body = parse_body(body_text);
   const Job job =
       parse_request(body, chat, chat_, o_.served_model_name, model_->config().max_seq_len);
   Response r{chat ? "chatcmpl-" + std::to_string(next_response_++)
@@ -461,12 +492,14 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
     return diff == 0;  // constant time in the key's length
   };
   auto api = [&](bool chat) {
-    return [&, chat](const httplib::Request& req, httplib::Response& res) {
+    return [&, chat](const httplib::Request& req, httplib::Response& res,
+                     const httplib::ContentReader& reader) {
       answer(res, 500, [&] {
+        const std::string body = read_body(req, reader, o_.max_body, res);
         if (!authorized(req))
           throw ApiError{401, "invalid_request_error", "Incorrect API key provided", "",
                          "invalid_api_key"};
-        handle(req, res, chat);
+        handle(req, body, res, chat);
       });
     };
   };
@@ -518,12 +551,14 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   // POST /tokenize {"prompt": "..."} or {"messages": [...]} (the rendered chat prompt);
   // POST /detokenize {"tokens": [...]}.
   auto tool = [&](auto&& body_to_json) {
-    return [&, body_to_json](const httplib::Request& req, httplib::Response& res) {
+    return [&, body_to_json](const httplib::Request& req, httplib::Response& res,
+                             const httplib::ContentReader& reader) {
       answer(res, 400, [&] {
+        const std::string text = read_body(req, reader, o_.max_body, res);
         if (!authorized(req))
           throw ApiError{401, "invalid_request_error", "Incorrect API key provided", "",
                          "invalid_api_key"};
-        const json body = parse_body(req.body);
+        const json body = parse_body(text);
         if (!body.is_object()) reject("the request body must be a JSON object");
         check_ready();
         res.set_content(body_to_json(body).dump(), "application/json");
