@@ -88,6 +88,13 @@ TEST_F(ModelLoadErrors, MissingTensorIsNamed) {
   expect_error(eval(), "layers.1.attn.wkv_b.scale");
 }
 
+// V3's sigmoid routing needs the router's selection bias: without it the model routed otherwise
+// and answered other text with exit 0 (it was bound only when present).
+TEST_F(ModelLoadErrors, AMissingRouterBiasIsNamed) {
+  rewrite_shard("layers.2.ffn.gate.bias");
+  expect_error(eval(), "missing tensor layers.2.ffn.gate.bias");
+}
+
 TEST_F(ModelLoadErrors, UnexpectedTensorIsNamed) {
   rewrite_shard("", "layers.1.attn.bogus.weight");
   expect_error(eval(), "layers.1.attn.bogus.weight");

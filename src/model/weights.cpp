@@ -172,9 +172,11 @@ LayerWeights read_layer(ShardReader& reader, const ModelConfig& c, const ShardPl
   } else {
     MoeWeights& m = layer.moe;
     m.gate = reader.plain_matrix(p + ".ffn.gate.weight", c.n_routed_experts, dim);
-    // The router's selection bias (V3's e_score_correction_bias) is used when the checkpoint
-    // has it; the reference demo keys it on dim == 7168, which only fits the real V3.
-    if (reader.contains(p + ".ffn.gate.bias"))
+    // The router's selection bias (V3's e_score_correction_bias): V3's sigmoid routing
+    // (noaux_tc) needs it, so there a missing one is an error naming it (without it the model
+    // routes differently and answers other text, silently); elsewhere it is used when present.
+    // The reference demo keys it on dim == 7168, which only fits the real V3.
+    if (c.score_func == ScoreFunc::kSigmoid || reader.contains(p + ".ffn.gate.bias"))
       m.gate_bias = reader.vector(p + ".ffn.gate.bias", c.n_routed_experts);
     for (int e = 0; e < plan.n_local_experts; ++e)
       m.experts.push_back(reader.mlp(p + ".ffn.experts." + std::to_string(plan.experts_begin + e),
