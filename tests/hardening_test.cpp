@@ -158,6 +158,72 @@ TEST(Hardening, SamplingNumbersOutOfRangeAreErrors) {
   EXPECT_CONTAINS(over.err, "--max-new-tokens");
 }
 
+// ---- the second probe's findings (issue 35)
+
+// perplexity of no sequence printed a null perplexity and exited 0
+TEST(Hardening, PerplexityOfNothingIsAnError) {
+  const std::string dir = scratch_dir("ppl-empty");
+  write_file(dir + "/case.json", R"({"tokens": []})");
+  expect_error(
+      run_dsinfer("perplexity --ckpt-path " + tiny_ckpt() + " --case " + dir + "/case.json"),
+      dir + "/case.json: no sequences to score");
+}
+
+// perplexity held every position's logits at once (tokens x vocab floats: 3000 tokens of the V3
+// vocabulary are 1.5 GB); scored in steps, it fits in far less (the address space is capped at
+// 1 GiB here). Under AddressSanitizer no cap fits its shadow memory.
+TEST(Hardening, PerplexityMemoryDoesNotGrowWithTheText) {
+  SKIP_UNDER_ASAN();
+  const std::string dir = scratch_dir("ppl-long");
+  std::string tokens = "[5";
+  for (int i = 1; i < 3000; ++i) tokens += ",5";
+  write_file(dir + "/case.json", R"({"tokens": [)" + tokens + "]]}");
+  const auto r =
+      run_command("prlimit --as=1073741824 " + kBin + " --threads 1 perplexity --ckpt-path " +
+                  tiny_ckpt() + " --case " + dir + "/case.json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "perplexity ");
+}
+
+// The batch echo printed prompts with printf's %s, which stops at a NUL byte
+TEST(Hardening, ThePromptEchoIsTheWholePrompt) {
+  const std::string prompts = scratch_dir("nul-prompt") + "/prompts.txt";
+  write_file(prompts, std::string("hel\0lo\n", 7));
+  const auto r = run_dsinfer("generate --ckpt-path " + tiny_ckpt() + " --input-file " + prompts +
+                             " --max-new-tokens 2");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, std::string("Prompt: hel\0lo\nCompletion: ", 24));
+}
+
+// The thread pool's constructor unwound past the workers it had started when the system refused
+// one, and waited for ever on the condition variable it destroyed under them
+TEST(Hardening, ThreadsTheSystemRefusesAreAnError) {
+  SKIP_UNDER_ASAN();
+  const std::string prompts = scratch_dir("threads") + "/prompts.txt";
+  write_file(prompts, "hello\n");
+  const auto r =
+      run_command("prlimit --as=314572800 " + kBin + " --threads 64 generate --ckpt-path " +
+                  tiny_ckpt() + " --input-file " + prompts + " --max-new-tokens 2");
+  expect_error(r, "cannot start 64 threads: the system refused the thread after ");
+}
+
+// CLI11's own messages had no `error:` prefix, and an unknown command said "A subcommand is
+// required"; an empty --api-key turned authentication off without a word; a huge
+// --kv-cache-tokens overflowed to a negative budget
+TEST(Hardening, CommandLineMistakesAreErrorLines) {
+  expect_error(run_dsinfer("frobnicate"),
+               "The following argument was not expected: frobnicate "
+               "(not a command; the commands: convert, ");
+  expect_error(run_dsinfer(""), "no command given; the commands: convert, ");
+  expect_error(run_dsinfer("generate --ckpt-path " + tiny_ckpt() + " --no-such-flag"),
+               "The following argument was not expected: --no-such-flag\nRun with --help");
+  expect_error(run_dsinfer("serve --ckpt-path " + tiny_ckpt() + " --api-key ''"),
+               "--api-key is empty");
+  for (const char* budget : {"9223372036854775807", "-1"})
+    expect_error(run_dsinfer("serve --ckpt-path " + tiny_ckpt() + " --kv-cache-tokens " + budget),
+                 "--kv-cache-tokens must be in [0, ");
+}
+
 // ---- a --ckpt-path that is not a directory (it was "config.json does not exist" inside it)
 
 TEST(Hardening, ACkptPathThatIsNoDirectoryIsNamed) {

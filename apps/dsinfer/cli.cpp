@@ -35,6 +35,14 @@ void warn_if_no_huge_pages() {
     log_info("warning: --huge-pages: transparent huge pages are off (", path,
              " says never); the shards are copied into 4 KB pages (echo madvise > ", path, ")");
 }
+// "the commands: convert, generate, ..." for messages about a missing or unknown command.
+std::string command_list(CLI::App& app) {
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  return "the commands: " + names + " (dsinfer COMMAND --help)";
+}
+
 }  // namespace
 
 void write_stdout(std::string_view text) {
@@ -57,7 +65,7 @@ int run_cli(int argc, char** argv) {
   CLI::App app{
       "dsinfer: DeepSeek (V2, V2-Lite, V3, V3.1, R1) inference on CPUs, compatible with the\n"
       "reference DeepSeek-V3 demo (same shards, same numbers, same flags)."};
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);  // none is our own error below, naming the commands
   int threads = 0;
   bool quiet = false, debug = false;
   std::string comm_backend;
@@ -114,6 +122,7 @@ int run_cli(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   try {
     app.parse(argc, argv);
+    if (app.get_subcommands().empty()) throw Error("no command given; " + command_list(app));
     if (threads > 0) ThreadPool::set_default_threads(threads);
     if (quiet) set_log_level(LogLevel::kQuiet);
     if (debug) set_log_level(LogLevel::kDebug);
@@ -141,10 +150,14 @@ int run_cli(int argc, char** argv) {
       if (command.parser->parsed()) command.run();
     flush_stdout();
   } catch (const CLI::ParseError& e) {
-    // --help (and the like) succeed; a bad command line is status 1 like every other error, not
-    // CLI11's own codes (104-114)
-    const int status = app.exit(e);
-    return status == 0 ? 0 : 1;
+    // --help (and the like) succeed; a bad command line is status 1 and an `error:` line like
+    // every other error, not CLI11's own codes (104-114)
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::string message = e.what();
+    if (app.get_subcommands().empty() && dynamic_cast<const CLI::ExtrasError*>(&e))
+      message += " (not a command; " + command_list(app) + ")";
+    std::fprintf(stderr, "error: %s\nRun with --help for more information.\n", message.c_str());
+    return 1;
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

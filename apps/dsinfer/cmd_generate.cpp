@@ -149,7 +149,8 @@ void run_batch(const GenerateCliOptions& o, const ModelConfig& config, const Tok
   if (comm->rank() != 0) return;
   for (size_t i = 0; i < prompts.size(); ++i) {
     const std::string completion = tokenizer.decode(completions[i], /*skip_special_tokens=*/true);
-    std::printf("Prompt: %s\nCompletion: %s\n\n", prompts[i].c_str(), completion.c_str());
+    // whole strings: a prompt or completion may hold a NUL byte, where printf's %s would stop
+    write_stdout("Prompt: " + prompts[i] + "\nCompletion: " + completion + "\n\n");
   }
   flush_stdout();
 }
@@ -229,8 +230,9 @@ void run_generate(const GenerateCliOptions& o) {
   check(!o.input_file.empty() || o.interactive,
         "Either input-file or interactive mode must be specified");
   check(o.max_new_tokens >= 0, "--max-new-tokens must be >= 0");
-  check(o.max_running >= 0 && o.step_tokens >= 0 && o.kv_cache_tokens >= 0,
-        "--max-running, --step-tokens and --kv-cache-tokens must be >= 0");
+  check(o.max_running >= 0 && o.step_tokens >= 0, "--max-running and --step-tokens must be >= 0");
+  check(o.kv_cache_tokens >= 0 && o.kv_cache_tokens <= kMaxKVPositions,
+        "--kv-cache-tokens must be in [0, ", kMaxKVPositions, "], got ", o.kv_cache_tokens);
   const ModelConfig config = o.model.load_config();
   const Tokenizer tokenizer = Tokenizer::load(o.model.ckpt_path);
   const ChatFormatter chat(tokenizer);

@@ -19,6 +19,7 @@ struct ServeCliOptions {
   ModelOptions model;
   ServeOptions serve;
   std::string api_key_file;
+  bool api_key_given = false;  // --api-key "" must not mean "no authentication" silently
 };
 
 std::string read_key(const std::string& path) {
@@ -34,8 +35,12 @@ std::string read_key(const std::string& path) {
 void run_serve(ServeCliOptions o) {
   block_shutdown_signals();  // before any thread starts (the model's pool): serve() takes them
   check(o.serve.port >= 0 && o.serve.port <= 65535, "--port must be in [0, 65535]");
+  check(!o.api_key_given || !o.serve.api_key.empty(),
+        "--api-key is empty: give a key, or leave the flag out to serve without one");
   check(o.serve.api_key.empty() || o.api_key_file.empty(),
         "give --api-key or --api-key-file, not both");
+  check(o.serve.kv_cache_tokens >= 0 && o.serve.kv_cache_tokens <= kMaxKVPositions,
+        "--kv-cache-tokens must be in [0, ", kMaxKVPositions, "], got ", o.serve.kv_cache_tokens);
   if (!o.api_key_file.empty()) o.serve.api_key = read_key(o.api_key_file);
   if (o.serve.served_model_name.empty())
     o.serve.served_model_name =
@@ -79,7 +84,8 @@ Command register_serve(CLI::App& app, const KernelConfig& kernels) {
   sub->add_option("--port", o->serve.port, "port to listen on (0: any free one, logged)")
       ->capture_default_str();
   sub->add_option("--api-key", o->serve.api_key,
-                  "require `Authorization: Bearer KEY` (not on /health)");
+                  "require `Authorization: Bearer KEY` (not on /health and /metrics)")
+      ->each([o](const std::string&) { o->api_key_given = true; });
   sub->add_option("--api-key-file", o->api_key_file, "the key on the first line of a file");
   sub->add_option("--served-model-name", o->serve.served_model_name,
                   "the model id (default: the checkpoint dir's name)");

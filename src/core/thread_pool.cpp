@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <system_error>
 #include <utility>
+
+#include "core/error.h"
 
 namespace dsinfer {
 
@@ -67,16 +70,28 @@ int ThreadPool::local_ranks() {
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = default_thread_count();
   n_threads_ = n_threads;
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  try {
+    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  } catch (const std::system_error& e) {
+    // the system refused a thread (memory for its stack, a pids limit): stop the ones started,
+    // which wait on members an unwinding constructor would destroy under them
+    const size_t started = workers_.size() + 1;
+    stop_workers();
+    fail("cannot start ", n_threads_, " threads: the system refused the thread after ", started,
+         " (", e.what(), "); use --threads ", started, " or fewer, or raise the process's limits");
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_.store(true, std::memory_order_release);
   }
   wake_.notify_all();
   for (auto& worker : workers_) worker.join();
+  workers_.clear();
 }
 
 void ThreadPool::worker_loop(int index) {

@@ -44,6 +44,7 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  void stop_workers();  // wakes every worker to return and joins it
 
   // Runs fn over this thread's chunk, keeping the first exception in error_.
   void run_chunk(const std::function<void(int64_t, int64_t)>& fn, int64_t begin, int64_t end);

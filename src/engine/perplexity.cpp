@@ -17,6 +17,10 @@ double token_nll(const float* logits, int64_t vocab, int32_t target) {
   return std::log(sum) + max_logit - logits[target];
 }
 
+namespace {
+constexpr int64_t kScoreStepTokens = 512;
+}  // namespace
+
 std::vector<double> sequence_nll(Transformer& model, const std::vector<int32_t>& tokens) {
   const ModelConfig& c = model.config();
   check(tokens.size() >= 2, "a sequence needs at least 2 tokens to score, got ", tokens.size());
@@ -27,9 +31,14 @@ std::vector<double> sequence_nll(Transformer& model, const std::vector<int32_t>&
           c.vocab_size, ")");
   const int64_t n = static_cast<int64_t>(tokens.size());
   std::vector<double> nll(static_cast<size_t>(n - 1));
-  score_sequences(model, {tokens}, [&](int, int64_t position, const float* logits) {
-    if (position + 1 < n) nll[position] = token_nll(logits, c.vocab_size, tokens[position + 1]);
-  });
+  // in steps of kScoreStepTokens: a whole 16k-token sequence at once held 16k x vocab logits
+  // (8.5 GB at V3's vocabulary); this way a few hundred MB
+  score_sequences(
+      model, {tokens},
+      [&](int, int64_t position, const float* logits) {
+        if (position + 1 < n) nll[position] = token_nll(logits, c.vocab_size, tokens[position + 1]);
+      },
+      KVDType::kF32, kScoreStepTokens);
   return nll;
 }
 
@@ -45,6 +54,7 @@ std::vector<std::vector<int32_t>> parse_perplexity_case(const nlohmann::json& j,
       ids.push_back(static_cast<int32_t>(json_integer(t, 0, INT32_MAX, path + ": a token")));
     sequences.push_back(std::move(ids));
   }
+  check(!sequences.empty(), path, ": no sequences to score (tokens is empty)");
   return sequences;
 }
 

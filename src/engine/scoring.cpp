@@ -9,7 +9,7 @@ namespace dsinfer {
 void score_sequences(
     Transformer& model, const std::vector<std::vector<int32_t>>& sequences,
     const std::function<void(int sequence, int64_t position, const float* logits)>& on_logits,
-    KVDType kv_dtype) {
+    KVDType kv_dtype, int64_t step_tokens) {
   int64_t positions = 0, tokens = 0;
   for (const auto& s : sequences) {
     positions += KVCache::blocks_of(static_cast<int64_t>(s.size()));
@@ -17,7 +17,7 @@ void score_sequences(
   }
   KVCache cache(model.config(), positions, kv_dtype);
   EngineOptions options;
-  options.step_tokens = std::max<int64_t>(tokens, 1);  // every sequence whole, in one step
+  options.step_tokens = step_tokens > 0 ? step_tokens : std::max<int64_t>(tokens, 1);
   options.max_running = std::max<int>(static_cast<int>(sequences.size()), 1);
   options.prefix_cache = false;
   Engine engine(model, cache, options);

@@ -14,10 +14,12 @@ namespace dsinfer {
 
 // on_logits(sequence index, input position, logits [vocab]) for every position of every sequence;
 // the row at position p predicts the token at p + 1. Bad sequences are an Error on every rank.
-// kv_dtype: the KV cache's element type (bf16 rounds every entry as it is written).
+// kv_dtype: the KV cache's element type (bf16 rounds every entry as it is written). step_tokens:
+// at most this many positions per step (0: all in one), which bounds the logits held at once to
+// step_tokens x vocab floats; the rows are the same bits either way (batch invariance).
 void score_sequences(
     Transformer& model, const std::vector<std::vector<int32_t>>& sequences,
     const std::function<void(int sequence, int64_t position, const float* logits)>& on_logits,
-    KVDType kv_dtype = KVDType::kF32);
+    KVDType kv_dtype = KVDType::kF32, int64_t step_tokens = 0);
 
 }  // namespace dsinfer

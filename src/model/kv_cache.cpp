@@ -23,11 +23,10 @@ KVCache::KVCache(const ModelConfig& c, int64_t budget_positions, KVDType dtype)
       kv_lora_rank_(c.kv_lora_rank),
       rope_dim_(c.qk_rope_head_dim),
       dtype_(dtype) {
-  check(budget_positions >= 0, "KV cache budget must be >= 0 positions, got ", budget_positions);
+  check(budget_positions >= 0 && budget_positions <= kMaxKVPositions, "KV cache budget of ",
+        budget_positions, " positions is outside [0, ", kMaxKVPositions, "]");
   // a budget of n positions always holds a sequence of n
   total_blocks_ = blocks_for(budget_positions);
-  check(total_blocks_ < (int64_t{1} << 31), "KV cache budget of ", budget_positions,
-        " positions is too large");
   storage_.resize(static_cast<size_t>(total_blocks_));
   refs_.assign(static_cast<size_t>(total_blocks_), 0);
   free_.reserve(static_cast<size_t>(total_blocks_));

@@ -36,6 +36,8 @@ namespace dsinfer {
 using SeqId = int64_t;
 using BlockId = int32_t;
 inline constexpr int64_t kKVBlock = 64;  // positions per block
+// The largest budget: block ids are int32 (2^37 positions; V3 would need 18 PB of them).
+inline constexpr int64_t kMaxKVPositions = (int64_t{1} << 31) * kKVBlock - kKVBlock;
 
 enum class KVDType { kF32, kBF16 };
 const char* kv_dtype_name(KVDType dtype);
