@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Decode at depth, dsinfer and the peer (ik_llama.cpp) on the bench slice, alternating (dsinfer
-# fast, peer, dsinfer exact, peer, ... for ROUNDS rounds), same thread count: tokens/s of decode
+# fast, peer, dsinfer fast with a bf16 cache, dsinfer exact, peer, ... for ROUNDS rounds), same thread count: tokens/s of decode
 # batch 1 after DEPTHS cached positions. dsinfer: `bench --depth` (the cache filled with synthetic
 # entries, bench/README.md); the peer: llama-bench -gp D,16 (prefills D tokens, then times 16
 # generated), its defaults -mla 3 -fa 1 -fmoe 1 plus PEER_ARGS, the slice as Q8_0 with a bf16 head.
@@ -19,11 +19,12 @@ mkdir -p "$OUT"
 echo "results in $OUT" >&2
 max_depth=0
 for d in $DEPTHS; do [ "$d" -gt "$max_depth" ] && max_depth=$d; done
-ds_run() {  # mode round
-  local flags=()
-  [ "$1" = fast ] && flags=(--fast)
+ds_run() {  # mode (fast, fast-bf16, exact) round
+  local flags=() cache=()
+  [ "$1" != exact ] && flags=(--fast)
+  [ "$1" = fast-bf16 ] && cache=(--kv-cache-dtype bf16)
   echo "round $2: dsinfer $1" >&2
-  "$DSINFER" --threads "$THREADS" "${flags[@]}" bench --ckpt-path "$MP1" --max-seq-len $((max_depth + 64)) --json \
+  "$DSINFER" --threads "$THREADS" "${flags[@]}" bench "${cache[@]}" --ckpt-path "$MP1" --max-seq-len $((max_depth + 64)) --json \
     --serving 0 --runs 1 --passes 1 --batch 1 --prefill 8 --decode-steps 16 --warmup-steps 2 \
     --depth "$(echo $DEPTHS | tr ' ' ',')" >"$OUT/dsinfer-$1-$2.json" 2>"$OUT/dsinfer-$1-$2.log"
 }
@@ -38,6 +39,7 @@ peer_run() {  # round
 for round in $(seq "$ROUNDS"); do
   ds_run fast "$round"
   peer_run "$round-a"
+  ds_run fast-bf16 "$round"
   ds_run exact "$round"
   peer_run "$round-b"
 done
@@ -47,7 +49,8 @@ out, peer_commit, peer_args, threads, depths = sys.argv[1:6]
 depths = [int(d) for d in depths.split()]
 def load(pattern):
     return [json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, pattern)))]
-fast, exact, peer = load("dsinfer-fast-*.json"), load("dsinfer-exact-*.json"), load("peer-*.json")
+fast, exact, peer = load("dsinfer-fast-[0-9]*.json"), load("dsinfer-exact-*.json"), load("peer-*.json")
+fast_bf16 = load("dsinfer-fast-bf16-*.json")
 def span(values):
     values = [v for v in values if v is not None]
     if not values: return "-"
@@ -60,8 +63,9 @@ def peer_ts(depth):
     return [e["avg_ts"] for r in peer for e in r if e["n_prompt"] == depth and e["n_gen"] == 16]
 print(f"decode batch 1 at depth, tok/s: dsinfer and ik_llama.cpp {peer_commit} ({peer_args}), {threads} threads, "
       f"{len(fast)} rounds alternating")
-print("| depth | dsinfer --fast | dsinfer exact | ik_llama.cpp |")
-print("|---|---|---|---|")
-for d in depths:
-    print(f"| {d} | {span(ds(fast, d))} | {span(ds(exact, d))} | {span(peer_ts(d))} |")
+print("| depth | dsinfer --fast | --fast, bf16 cache | dsinfer exact | ik_llama.cpp |")
+print("|---|---|---|---|---|")
+for d in [16] + depths:
+    peer_col = span(peer_ts(d)) if d != 16 else "-"
+    print(f"| {d} | {span(ds(fast, d))} | {span(ds(fast_bf16, d))} | {span(ds(exact, d))} | {peer_col} |")
 PYEOF
