@@ -93,6 +93,10 @@ Command register_serve(CLI::App& app, const KernelConfig& kernels) {
       ->capture_default_str();
   sub->add_option("--max-queued", o->serve.max_queued, "most requests waiting; more get 429")
       ->capture_default_str();
+  sub->add_option("--allowed-origins", o->serve.allowed_origins,
+                  "web origins whose pages may call the API from a browser (CORS), e.g. "
+                  "https://chat.example.com; * allows any")
+      ->capture_default_str();
   sub->add_option("--max-body", o->serve.max_body, "largest request body in bytes; more get 413")
       ->capture_default_str();
   sub->add_option(

@@ -52,6 +52,10 @@ PumpResult pump_tokens(Channel& ch, Output& output, const std::function<void()>&
       ++result.completion_tokens;
       if (!sink.deliver(output.push(got[i]), i < lps.size() ? &lps[i] : nullptr))
         result.client_gone = true;
+      if (output.stopped() && !result.client_gone) {
+        std::lock_guard<std::mutex> lock(ch.mutex);
+        ch.stopped_by_text = true;
+      }
       if (output.stopped() || result.client_gone)
         cancel_once();  // a stop string, or the client went away
     }

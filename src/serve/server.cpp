@@ -24,6 +24,7 @@
 #include "core/log.h"
 #include "parallel/comm.h"
 #include "serve/connection_probe.h"
+#include "serve/http_policy.h"
 #include "serve/metrics.h"
 #include "serve/output.h"
 #include "serve/request.h"
@@ -142,6 +143,7 @@ class Server {
   std::condition_variable work_;
   bool pending_work_ = false, stopping_ = false;
   std::atomic<int> in_flight_{0};
+  const std::string launch_id_ = launch_id();  // response ids: <object>-<launch>-<n>
   std::atomic<int64_t> next_response_{0};
   ServerMetrics metrics_;
   mutable std::mutex active_mutex_;
@@ -212,11 +214,12 @@ RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
       active_.erase(*active);
     }
     --(clock->started ? m->requests_running : m->requests_waiting);
-    ++(r == FinishReason::kError       ? m->requests_failed
-       : r == FinishReason::kCancelled ? m->requests_cancelled
-                                       : m->requests_finished);
-    if (clock->any) m->e2e.observe(clock->last - clock->arrived);
     std::lock_guard<std::mutex> lock(ch->mutex);
+    const bool cancelled = r == FinishReason::kCancelled && !ch->stopped_by_text;
+    ++(r == FinishReason::kError ? m->requests_failed
+       : cancelled               ? m->requests_cancelled
+                                 : m->requests_finished);
+    if (clock->any) m->e2e.observe(clock->last - clock->arrived);
     ch->finished = true;
     ch->reason = r;
     ch->error = e;
@@ -316,8 +319,7 @@ void Server::handle(const httplib::Request& req, const std::string& body_text,
   const json body = parse_body(body_text);
   const Job job =
       parse_request(body, chat, chat_, o_.served_model_name, model_->config().max_seq_len);
-  Response r{chat ? "chatcmpl-" + std::to_string(next_response_++)
-                  : "cmpl-" + std::to_string(next_response_++),
+  Response r{(chat ? "chatcmpl-" : "cmpl-") + launch_id_ + "-" + std::to_string(next_response_++),
              static_cast<int64_t>(std::time(nullptr)), chat, std::make_shared<Channel>(), -1};
   r.rid = submit(job, r.ch);
   if (!job.stream) return respond_whole(req, res, job, r);
@@ -331,6 +333,14 @@ json Server::response_head(const Response& r, const char* object) const {
               {"created", r.created},
               {"model", o_.served_model_name},
               {"system_fingerprint", "dsinfer"}};
+}
+
+// Cancelled with the client still there and no stop string: only the drain deadline does that.
+// The answer is incomplete, so it is an error, not a finish_reason "stop".
+constexpr char kCutOffMessage[] =
+    "the server shut down before this answer was complete (its --drain deadline passed)";
+bool cut_off(FinishReason reason, const Output& output) {
+  return reason == FinishReason::kCancelled && !output.stopped();
 }
 
 void Server::respond_whole(const httplib::Request& req, httplib::Response& res, const Job& job,
@@ -353,6 +363,8 @@ void Server::respond_whole(const httplib::Request& req, httplib::Response& res, 
       *r.ch, output, [&] { engine_->cancel(r.rid); }, sink);
   if (r.ch->reason == FinishReason::kError)
     throw ApiError{500, "server_error", r.ch->error, "", ""};
+  if (cut_off(r.ch->reason, output))
+    throw ApiError{503, "server_error", kCutOffMessage, "", "shutting_down"};
   Output::append(all, output.finish());
   const char* reason = finish_name(r.ch->reason, output.stopped(), output.made_tool_calls());
   json choice = {{"index", 0},
@@ -450,12 +462,13 @@ bool Server::stream_events(const Job& job, const Response& r, httplib::DataSink&
   const PumpResult pumped = pump_tokens(
       *r.ch, output, [&] { engine_->cancel(r.rid); }, out);
   if (pumped.client_gone || !alive) return false;
-  if (r.ch->reason == FinishReason::kError) {
+  if (r.ch->reason == FinishReason::kError || cut_off(r.ch->reason, output)) {
+    const bool failed = r.ch->reason == FinishReason::kError;
     send(json{{"error",
-               {{"message", r.ch->error},
+               {{"message", failed ? r.ch->error : std::string(kCutOffMessage)},
                 {"type", "server_error"},
                 {"param", nullptr},
-                {"code", nullptr}}}});
+                {"code", failed ? json(nullptr) : json("shutting_down")}}}});
   } else {
     emit(output.finish());
     send(chunk(r.chat ? json::object() : json(""),
@@ -483,13 +496,45 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   http.set_write_timeout(30, 0);
   http.set_keep_alive_max_count(100);
   auto authorized = [&](const httplib::Request& req) {
-    if (o_.api_key.empty()) return true;
-    const std::string want = "Bearer " + o_.api_key, got = req.get_header_value("Authorization");
-    unsigned diff = static_cast<unsigned>(want.size() ^ got.size());
-    for (size_t i = 0; i < want.size(); ++i)
-      diff |= static_cast<unsigned char>(want[i]) ^
-              (i < got.size() ? static_cast<unsigned char>(got[i]) : 0u);
-    return diff == 0;  // constant time in the key's length
+    return authorized_by(req.get_header_value("Authorization"), o_.api_key);
+  };
+  // CORS: every answer names the origins allowed to read it; a browser's preflight (OPTIONS)
+  // gets the methods and headers the API takes
+  http.set_post_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
+    const std::string origin = allowed_origin(o_.allowed_origins, req.get_header_value("Origin"));
+    if (origin.empty()) return;
+    res.set_header("Access-Control-Allow-Origin", origin);
+    if (origin != "*") res.set_header("Vary", "Origin");
+  });
+  http.Options(R"(/.*)", [](const httplib::Request& req, httplib::Response& res) {
+    res.status = 204;
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+    res.set_header("Access-Control-Allow-Headers",
+                   asked.empty() ? "Authorization, Content-Type" : asked);
+    res.set_header("Access-Control-Max-Age", "86400");
+  });
+  // the other method on an endpoint: 405 naming the one it takes
+  auto wrong_method = [](const char* allow) {
+    return [allow](const httplib::Request& req, httplib::Response& res) {
+      res.status = 405;
+      res.set_header("Allow", allow);
+      res.set_content(error_body({405, "invalid_request_error",
+                                  cat(req.method, " is not allowed on ", req.path, "; use ", allow),
+                                  "", "method_not_allowed"}),
+                      "application/json");
+    };
+  };
+  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"})
+    http.Get(path, wrong_method("POST"));
+  for (const char* path : {"/v1/models", "/health", "/metrics"})
+    http.Post(path, wrong_method("GET"));
+  auto model_object = [&] {
+    return json{{"id", o_.served_model_name},
+                {"object", "model"},
+                {"created", 0},
+                {"owned_by", "dsinfer"},
+                {"max_model_len", model_->config().max_seq_len}};
   };
   auto api = [&](bool chat) {
     return [&, chat](const httplib::Request& req, httplib::Response& res,
@@ -505,7 +550,8 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   };
   http.Post("/v1/chat/completions", api(true));
   http.Post("/v1/completions", api(false));
-  http.Get("/v1/models", [&](const httplib::Request& req, httplib::Response& res) {
+  // GET /v1/models lists the served model; GET /v1/models/{id} is it (openai.models.retrieve)
+  http.Get(R"(/v1/models(/(.+))?)", [&](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(req)) {
       res.status = 401;
       res.set_content(error_body({401, "invalid_request_error", "Incorrect API key provided", "",
@@ -521,13 +567,21 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
           "application/json");
       return;
     }
-    res.set_content(json{{"object", "list"},
-                         {"data", json::array({{{"id", o_.served_model_name},
-                                                {"object", "model"},
-                                                {"created", 0},
-                                                {"owned_by", "dsinfer"},
-                                                {"max_model_len", model_->config().max_seq_len}}})}}
-                        .dump(),
+    if (req.matches.size() > 2 && req.matches[2].matched) {
+      const std::string id = req.matches[2].str();
+      if (id != o_.served_model_name) {
+        res.status = 404;
+        res.set_content(error_body({404, "invalid_request_error",
+                                    "The model `" + id + "` does not exist (this server serves `" +
+                                        o_.served_model_name + "`)",
+                                    "model", "model_not_found"}),
+                        "application/json");
+        return;
+      }
+      res.set_content(model_object().dump(), "application/json");
+      return;
+    }
+    res.set_content(json{{"object", "list"}, {"data", json::array({model_object()})}}.dump(),
                     "application/json");
   });
   http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {

@@ -34,6 +34,9 @@ struct Channel {
   FinishReason reason = FinishReason::kStop;
   std::string error;
   int64_t reused = 0;  // prompt tokens that came from the prefix cache
+  // a stop string ended the text (the HTTP side cancels the request, which then finishes
+  // normally: /metrics counts it finished, not cancelled)
+  bool stopped_by_text = false;
 
   // Waits up to timeout_s (forever when < 0) for tokens or the end, and moves what came into
   // `got` and `logprobs` (replacing their contents). False when the time passed with neither.
