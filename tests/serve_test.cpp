@@ -18,6 +18,7 @@
 #include <cmath>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "parallel/free_port.h"
@@ -253,7 +254,8 @@ TEST(Serve, StopStringsEndTheTextAndAreNeverSent) {
 // What clients and browsers expect of an OpenAI-style server beyond the completions: CORS (a
 // preflight got 404 and no answer named an allowed origin, so browser chat pages could not call
 // it), GET /v1/models/{id} (openai.models.retrieve got 404), 405 for the wrong method (404), a
-// bearer scheme in any case, and response ids that do not restart at chatcmpl-0 every launch.
+// bearer scheme in any case, response ids that do not restart at chatcmpl-0 every launch, and
+// a new sample for each unseeded request.
 TEST(Serve, CorsModelRetrievalMethodsAndIdsAreWhatClientsExpect) {
   Served server({"--api-key", "k"});
   const httplib::Headers key = {{"Authorization", "bearer k"}};  // lowercase scheme
@@ -291,6 +293,15 @@ TEST(Serve, CorsModelRetrievalMethodsAndIdsAreWhatClientsExpect) {
   auto post = c.Post("/health", "", "application/json");
   EXPECT_EQ(post->status, 405);
   EXPECT_EQ(post->get_header_value("Allow"), "GET");
+  // "regenerate" without a seed: another sample each time (a fixed default seed repeated it)
+  json hot = chat_body("Once upon a time", 24);
+  hot["temperature"] = 1.5;
+  std::set<std::string> answers;
+  for (int i = 0; i < 3; ++i)
+    answers.insert(json::parse(server.post("/v1/chat/completions", hot.dump(), key)
+                                   ->body)["choices"][0]["message"]["content"]
+                       .get<std::string>());
+  EXPECT_GT(answers.size(), 1u);
   // another launch: other ids
   Served again;
   const std::string id3 =

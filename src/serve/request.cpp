@@ -1,5 +1,7 @@
 #include "serve/request.h"
 
+#include <random>
+
 #include "core/error.h"
 #include "core/json_excerpt.h"
 
@@ -8,6 +10,11 @@ namespace dsinfer {
 using json = nlohmann::json;
 
 namespace {
+
+uint64_t fresh_seed() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device();
+}
 
 double number(const json& body, const char* name, double fallback, double lo, double hi) {
   if (!body.contains(name) || body[name].is_null()) return fallback;
@@ -178,8 +185,12 @@ Job parse_request(const json& body, bool chat, const ChatFormatter& chat_formatt
   p.temperature = static_cast<float>(number(body, "temperature", 1.0, 0, 2));
   p.top_p = static_cast<float>(number(body, "top_p", 1.0, 1e-9, 1));
   p.top_k = static_cast<int>(integer(body, "top_k", 0, 0, 1 << 30));
-  p.seed = static_cast<uint64_t>(
-      integer(body, "seed", static_cast<int64_t>(p.seed), INT64_MIN, INT64_MAX));
+  // without a seed each request draws its own, as OpenAI's and vLLM's servers do: a fixed
+  // default made every "regenerate" give the same answer. With one, the answer is a function of
+  // (prompt, parameters, seed), whatever runs beside it.
+  const bool seeded = body.contains("seed") && !body["seed"].is_null();
+  p.seed =
+      seeded ? static_cast<uint64_t>(integer(body, "seed", 0, INT64_MIN, INT64_MAX)) : fresh_seed();
   // ignore_eos (vLLM's extension, for benchmarks): run to max_tokens whatever the model says
   if (tokenizer.eos_id() >= 0 && !field<bool>(body, "ignore_eos", false, "a boolean"))
     p.stop_ids = {tokenizer.eos_id()};
