@@ -224,6 +224,28 @@ TEST(Hardening, CommandLineMistakesAreErrorLines) {
                  "--kv-cache-tokens must be in [0, ");
 }
 
+// serve --api-key-file on a FIFO blocked in open() for ever, SIGTERM already blocked; /dev/zero
+// was read until memory ran out
+TEST(Hardening, AnApiKeyFileThatIsNoFileIsAnError) {
+  const std::string fifo = scratch_dir("key-fifo") + "/key";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {fifo, std::string("/dev/zero")})
+    expect_error(run_dsinfer("serve --ckpt-path " + tiny_ckpt() + " --api-key-file " + path),
+                 "--api-key-file " + path + " is not a regular file");
+}
+
+// MASTER_PORT=0 listened on a port nobody knew (rank 0 then "never arrived"); 65536 wrapped
+TEST(Hardening, AStorePortOutOfRangeIsAnError) {
+  const std::string prompts = scratch_dir("port") + "/prompts.txt";
+  write_file(prompts, "hello\n");
+  for (const char* port : {"0", "65536"})
+    expect_error(run_command("WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                             std::string(port) + " " + kBin + " generate --ckpt-path " +
+                             tiny_ckpt() + " --input-file " + prompts),
+                 "gloo: the store's port " + std::string(port) +
+                     " (MASTER_PORT, DSINFER_STORE_PORT) is not in [1, 65535]");
+}
+
 // ---- a --ckpt-path that is not a directory (it was "config.json does not exist" inside it)
 
 TEST(Hardening, ACkptPathThatIsNoDirectoryIsNamed) {

@@ -1,13 +1,13 @@
 // dsinfer serve: the OpenAI-compatible server (src/serve/server.h) at any world size: rank 0
 // listens and schedules, every rank steps together.
 #include <filesystem>
-#include <fstream>
 
 #include "chat/chat_formatter.h"
 #include "comm/backends.h"
 #include "commands.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/read_file.h"
 #include "model_options.h"
 #include "serve/server.h"
 
@@ -23,10 +23,10 @@ struct ServeCliOptions {
 };
 
 std::string read_key(const std::string& path) {
-  std::ifstream in(path);
-  check(in.good(), "cannot read --api-key-file ", path);
-  std::string key;
-  std::getline(in, key);
+  // a regular file of at most 64 KiB: a FIFO blocked for ever (with SIGTERM already blocked) and
+  // /dev/zero was read until memory ran out
+  const std::string text = read_input_file(path, "--api-key-file", 64 << 10);
+  std::string key = text.substr(0, text.find('\n'));
   while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
   check(!key.empty(), "--api-key-file ", path, " holds no key on its first line");
   return key;

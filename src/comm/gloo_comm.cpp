@@ -159,6 +159,9 @@ class GlooComm : public Comm {
     if (env("TORCHELASTIC_USE_AGENT_STORE") == "True")
       port += 1;  // torchrun's agent holds MASTER_PORT
     if (!env("DSINFER_STORE_PORT").empty()) port = env_int("DSINFER_STORE_PORT");
+    // (0 would listen on some free port nobody else knows; past 65535 wraps to another one)
+    check(port >= 1 && port <= 65535, "gloo: the store's port ", port,
+          " (MASTER_PORT, DSINFER_STORE_PORT) is not in [1, 65535]");
     try {
       if (rank_ == 0) server_ = std::make_unique<StoreServer>(master, port);
       StoreClient client(master, port, timeout_);
