@@ -234,6 +234,18 @@ TEST(Hardening, AnApiKeyFileThatIsNoFileIsAnError) {
                  "--api-key-file " + path + " is not a regular file");
 }
 
+// eval --case (and perplexity --case) on a FIFO nobody writes blocked in open() for ever
+TEST(Hardening, ACaseFileThatIsNoFileIsAnError) {
+  const std::string dir = scratch_dir("case-fifo");
+  const std::string fifo = dir + "/case.json";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  expect_error(
+      run_dsinfer("eval --ckpt-path " + tiny_ckpt() + " --case " + fifo + " --out " + dir + "/out"),
+      "case file " + fifo + " is not a regular file (a pipe)");
+  expect_error(run_dsinfer("perplexity --ckpt-path " + tiny_ckpt() + " --case " + fifo),
+               "case file " + fifo + " is not a regular file (a pipe)");
+}
+
 // MASTER_PORT=0 listened on a port nobody knew (rank 0 then "never arrived"); 65536 wrapped
 TEST(Hardening, AStorePortOutOfRangeIsAnError) {
   const std::string prompts = scratch_dir("port") + "/prompts.txt";

@@ -1,11 +1,13 @@
 #include "io/json_file.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "core/error.h"
+#include "core/read_file.h"
 
 namespace dsinfer {
+
+namespace {
+constexpr int64_t kMaxJsonFileBytes = int64_t{1} << 30;  // eval cases with logits run to MBs
+}  // namespace
 
 nlohmann::json parse_json(const std::string& text, const std::string& origin) {
   try {
@@ -16,11 +18,8 @@ nlohmann::json parse_json(const std::string& text, const std::string& origin) {
 }
 
 nlohmann::json read_json_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path);
-  check(in.good(), "cannot read ", what, " ", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_json(text.str(), path);
+  // (read_input_file: a FIFO nobody writes blocked `eval --case` in open() for ever)
+  return parse_json(read_input_file(path, what, kMaxJsonFileBytes), path);
 }
 
 }  // namespace dsinfer

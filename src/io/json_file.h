@@ -9,8 +9,8 @@ namespace dsinfer {
 // Parses `text`; an Error "<origin> is not valid JSON (...)" when it is not.
 nlohmann::json parse_json(const std::string& text, const std::string& origin);
 
-// Reads and parses the file at `path`; an Error "cannot read <what> <path>" when it cannot be
-// read, else as parse_json.
+// Reads (core/read_file.h: a regular file of at most 1 GiB) and parses the file at `path`; an
+// Error naming <what> and the path when it cannot be read, else as parse_json.
 nlohmann::json read_json_file(const std::string& path, const std::string& what);
 
 }  // namespace dsinfer
