@@ -271,6 +271,17 @@ TEST(Config, HfFormErrors) {
        "original_seq_len (rope_scaling.original_max_position_embeddings) must be positive"},
       {"beta_slow 0", [](json& j) { j["rope_scaling"]["beta_slow"] = 0; },
        "beta_slow must be positive"},
+      // finite as doubles, but not as the floats the math uses (NaN logits, exit 0 before)
+      {"rope factor 1e-300", [](json& j) { j["rope_scaling"]["factor"] = 1e-300; },
+       "rope_factor (rope_scaling.factor) must be a finite number > 0 that a float holds"},
+      {"rope factor 1e-46", [](json& j) { j["rope_scaling"]["factor"] = 1e-46; },
+       "that a float holds"},
+      {"mscale_all_dim 1e200", [](json& j) { j["rope_scaling"]["mscale_all_dim"] = 1e200; },
+       "mscale must be a finite number that a float holds"},
+      {"mscale_all_dim 1e5", [](json& j) { j["rope_scaling"]["mscale_all_dim"] = 1e5; },
+       "which the attention scores cannot take"},
+      {"routed_scaling_factor 1e38", [](json& j) { j["routed_scaling_factor"] = 1e38; },
+       "route_scale (routed_scaling_factor) must be a finite number of at most 1e6"},
       // an HF config lacking hidden_size is still read as one (it was "unknown config key
       // architectures")
       {"no hidden_size", [](json& j) { j.erase("hidden_size"); }, "HF config lacks hidden_size"},

@@ -269,16 +269,31 @@ void ModelConfig::validate() const {
   // what the reference's math needs (it raises on these; here they would be NaN logits and an
   // empty completion): the frequencies divide by log(rope_theta), YaRN takes log(rope_factor) and
   // log(original_seq_len / (beta * 2 pi)), the routed output is scaled by route_scale
-  check(std::isfinite(rope_theta) && rope_theta > 1, "rope_theta must be a finite number > 1, got ",
-        rope_theta);
-  check(std::isfinite(rope_factor) && rope_factor > 0,
-        "rope_factor (rope_scaling.factor) must be a finite number > 0, got ", rope_factor);
+  // Checked as the floats the math uses, not only as doubles: a factor of 1e-300 passed as a
+  // double and was 0 as a float, and 1e38 or 1e200 overflowed the products they scale.
+  auto normal_float = [](double x) {
+    const float f = static_cast<float>(x);
+    return std::isfinite(f) && (x == 0 || f != 0) && std::fabs(x) <= 1e30;
+  };
+  check(std::isfinite(rope_theta) && rope_theta > 1 && normal_float(rope_theta),
+        "rope_theta must be a finite number > 1, got ", rope_theta);
+  check(std::isfinite(rope_factor) && rope_factor > 0 && normal_float(rope_factor),
+        "rope_factor (rope_scaling.factor) must be a finite number > 0 that a float holds, got ",
+        rope_factor);
   positive(original_seq_len, "original_seq_len (rope_scaling.original_max_position_embeddings)");
   positive(beta_fast, "beta_fast");
   positive(beta_slow, "beta_slow");
-  check(std::isfinite(mscale), "mscale must be a finite number, got ", mscale);
-  check(std::isfinite(route_scale),
-        "route_scale (routed_scaling_factor) must be a finite number, got ", route_scale);
+  check(std::isfinite(mscale) && normal_float(mscale),
+        "mscale must be a finite number that a float holds, got ", mscale);
+  // YaRN's factor on the softmax scale, (0.1 mscale ln(rope_factor) + 1)^2 (model/rope.cpp)
+  const double softmax_factor = std::pow(0.1 * mscale * std::log(rope_factor) + 1.0, 2);
+  check(normal_float(softmax_factor) && softmax_factor <= 1e6, "mscale ", mscale,
+        " with rope_factor ", rope_factor, " makes the softmax scale's factor ", softmax_factor,
+        ", which the attention scores cannot take");
+  // real checkpoints scale the routed experts by 1 to 16; a factor past 1e6 overflows fp32
+  check(std::isfinite(route_scale) && std::fabs(route_scale) <= 1e6,
+        "route_scale (routed_scaling_factor) must be a finite number of at most 1e6, got ",
+        route_scale);
 }
 
 std::string ModelConfig::summary() const {
