@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 
+#include "io/safetensors.h"
 #include "test_support.h"
 
 namespace dsinfer {
@@ -256,6 +258,32 @@ TEST(Hardening, AStorePortOutOfRangeIsAnError) {
                              tiny_ckpt() + " --input-file " + prompts),
                  "gloo: the store's port " + std::string(port) +
                      " (MASTER_PORT, DSINFER_STORE_PORT) is not in [1, 65535]");
+}
+
+// NaN weights gave empty completions ("16 completion tokens" of nothing) and exit 0: a step whose
+// logits hold NaN or +inf now ends the request with an error. Here the final norm is all NaN.
+TEST(Hardening, NonFiniteLogitsEndTheGenerationWithAnError) {
+  const std::string dir = scratch_dir("nan-weights"), ckpt = dir + "/ckpt";
+  fs::copy(tiny_ckpt(), ckpt, fs::copy_options::recursive);
+  const std::string shard = ckpt + "/model0-mp1.safetensors", tmp = shard + ".tmp";
+  {
+    SafetensorsFile in(shard);
+    std::vector<SafetensorsWriter::Entry> entries;
+    for (const auto& [name, t] : in.tensors()) entries.push_back({name, t.dtype, t.shape});
+    SafetensorsWriter out(tmp, entries);
+    for (const auto& [name, t] : in.tensors()) {
+      std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
+      if (name == "norm.weight") std::fill(bytes.begin(), bytes.end(), uint8_t{0xFF});  // NaN
+      out.write(name, bytes.data(), bytes.size());
+    }
+    out.finish();
+  }
+  fs::rename(tmp, shard);
+  const std::string prompts = dir + "/prompts.txt";
+  write_file(prompts, "hello\n");
+  expect_error(run_dsinfer("generate --ckpt-path " + ckpt + " --input-file " + prompts +
+                           " --max-new-tokens 4"),
+               "the model's logits are not finite (NaN or infinity)");
 }
 
 // ---- a --ckpt-path that is not a directory (it was "config.json does not exist" inside it)

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <barrier>
 #include <cmath>
@@ -207,12 +208,41 @@ TEST(VocabDraw, SlicesGiveTheWholeRowsTokenWithTiesInfinitiesAndNaN) {
     ThreadComm solo(one, 0);
     const std::vector<int32_t> expected = draw_tokens(whole, vocab, draws, solo);
     std::vector<float> scratch;
-    for (size_t i = 0; i < draws.size(); ++i)
-      ASSERT_EQ(expected[i], sample_keyed(rows.data() + draws[i].row * vocab, vocab,
-                                          *draws[i].params, draws[i].position, scratch));
+    for (size_t i = 0; i < draws.size(); ++i) {
+      // a NaN anywhere in a row is no draw (the request ends with an error); -inf is masked
+      const float* row = rows.data() + draws[i].row * vocab;
+      const bool has_nan = std::any_of(row, row + vocab, [](float v) { return std::isnan(v); });
+      ASSERT_EQ(expected[i],
+                has_nan ? kNoTokenFromNonFiniteLogits
+                        : sample_keyed(row, vocab, *draws[i].params, draws[i].position, scratch));
+    }
     for (const std::vector<int32_t>& got : draw_on_slices(rows, vocab, world, draws))
       ASSERT_EQ(got, expected) << "trial " << trial << ", world " << world;
   }
+}
+
+// Overflowing weights or configs give NaN or +inf logits: no token (the engine ends the request
+// with an error, exit 0 and an empty completion before), whole rows and slices alike, whichever
+// rank's slice holds the bad value; -inf alone is a masked id and draws.
+TEST(VocabDraw, NaNOrPlusInfinityAnywhereIsNoToken) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const int64_t vocab = 8;
+  SamplingParams greedy, hot;
+  hot.temperature = 1.0f;
+  for (const SamplingParams* how : {&greedy, &hot})
+    for (int64_t at = 0; at < vocab; ++at)
+      for (const float bad : {nan, kInf, -kInf}) {
+        std::vector<float> row = {1, 2, 3, 4, 5, 6, 7, 0.5f};
+        row[static_cast<size_t>(at)] = bad;
+        const int32_t want = bad == -kInf ? 0 : kNoTokenFromNonFiniteLogits;
+        for (int world : {1, 2, 4}) {
+          for (const std::vector<int32_t>& got : draw_on_slices(row, vocab, world, {{0, how, 3}}))
+            if (bad == -kInf)
+              EXPECT_GE(got[0], 0);
+            else
+              EXPECT_EQ(got[0], want) << "world " << world << ", bad id " << at;
+        }
+      }
 }
 
 TEST(VocabDraw, ASliceRefusesADrawThatNeedsTheWholeRow) {

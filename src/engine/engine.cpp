@@ -383,6 +383,12 @@ bool Engine::step() {
 }
 
 bool Engine::take_token(Request& r, const float* logits, int32_t token, bool report_logits) {
+  if (token == kNoTokenFromNonFiniteLogits) {
+    finish(r, FinishReason::kError,
+           "the model's logits are not finite (NaN or infinity): the checkpoint's weights or "
+           "scales, or its config, overflow");
+    return false;
+  }
   const int64_t position = r.cached;  // where the new token will sit
   if (report_logits && r.events.on_logits) {
     check(logits != nullptr, "engine: request ", r.id,

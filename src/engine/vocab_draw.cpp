@@ -1,6 +1,8 @@
 #include "engine/vocab_draw.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/error.h"
 
@@ -23,6 +25,14 @@ RaceCandidate get(const float* wire) {
   c.index = id;
   return c;
 }
+// Whether a row can be drawn from: no NaN and no +infinity (what overflowing weights or configs
+// give). -infinity is a masked id, not an error.
+bool drawable(const float* row, int64_t n) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  bool ok = true;
+  for (int64_t i = 0; i < n; ++i) ok &= !std::isnan(row[i]) && row[i] != kInf;
+  return ok;
+}
 }  // namespace
 
 std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab,
@@ -35,10 +45,13 @@ std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab,
           "engine: draw from logits row ", d.row, " past the step's output");
   if (whole) {
     std::vector<float> scratch;
-    for (int64_t i = 0; i < n; ++i)
-      tokens[i] =
-          static_cast<int32_t>(sample_keyed(out.logits.data() + draws[i].row * columns, vocab,
-                                            *draws[i].params, draws[i].position, scratch));
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = out.logits.data() + draws[i].row * columns;
+      tokens[i] = drawable(row, vocab)
+                      ? static_cast<int32_t>(
+                            sample_keyed(row, vocab, *draws[i].params, draws[i].position, scratch))
+                      : kNoTokenFromNonFiniteLogits;
+    }
     return tokens;
   }
   if (n == 0) return tokens;
@@ -48,9 +61,12 @@ std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab,
     const RowDraw& d = draws[i];
     check(race_splits_over_vocab(*d.params),
           "engine: a top_k / top_p draw needs the whole row of logits");
-    put(race_candidate(out.logits.data() + d.row * columns, columns, out.vocab_offset, *d.params,
-                       d.position),
-        mine.data() + i * kWireFloats);
+    const float* row = out.logits.data() + d.row * columns;
+    RaceCandidate c{};
+    c.index = kNoTokenFromNonFiniteLogits;  // every rank learns that a slice was not drawable
+    if (drawable(row, columns))
+      c = race_candidate(row, columns, out.vocab_offset, *d.params, d.position);
+    put(c, mine.data() + i * kWireFloats);
   }
   const int world = ranks.world_size();
   std::vector<float> all(static_cast<size_t>(world * n * kWireFloats));  // [world, n, 3]
@@ -58,9 +74,14 @@ std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab,
   for (int64_t i = 0; i < n; ++i) {
     // ranks hold the vocabulary in id order: rank order keeps the lowest id on ties
     RaceCandidate best = get(all.data() + i * kWireFloats);
-    for (int r = 1; r < world; ++r)
-      keep_better(best, get(all.data() + (static_cast<int64_t>(r) * n + i) * kWireFloats));
-    tokens[i] = static_cast<int32_t>(best.index);
+    bool ok = best.index >= 0;
+    for (int r = 1; r < world; ++r) {
+      const RaceCandidate theirs =
+          get(all.data() + (static_cast<int64_t>(r) * n + i) * kWireFloats);
+      ok &= theirs.index >= 0;
+      keep_better(best, theirs);
+    }
+    tokens[i] = ok ? static_cast<int32_t>(best.index) : kNoTokenFromNonFiniteLogits;
   }
   return tokens;
 }

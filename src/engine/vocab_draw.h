@@ -20,8 +20,14 @@ struct RowDraw {
   int64_t position = 0;                    // where the token will sit (keys its stream)
 };
 
-// draws[i]'s token at [i]. `ranks` is the model's (its world holds the slices); every rank
-// calls this with the same draws, which is a collective only for sliced logits at world > 1.
+// The token of a row whose logits hold a NaN or +infinity (overflowing weights or config): no
+// draw; the request ends with an error (on every rank alike: a slice's verdict is gathered).
+// -infinity is a masked id and draws as before.
+inline constexpr int32_t kNoTokenFromNonFiniteLogits = -1;
+
+// draws[i]'s token at [i], or kNoTokenFromNonFiniteLogits. `ranks` is the model's (its world holds
+// the slices); every rank calls this with the same draws, which is a collective only for sliced
+// logits at world > 1.
 std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab,
                                  const std::vector<RowDraw>& draws, Comm& ranks);
 
