@@ -260,6 +260,28 @@ TEST(Hardening, AStorePortOutOfRangeIsAnError) {
                      " (MASTER_PORT, DSINFER_STORE_PORT) is not in [1, 65535]");
 }
 
+// a symlink loop or a path too long said "does not exist"
+TEST(Hardening, ACkptPathThatCannotBeLookedUpSaysWhy) {
+  const std::string dir = scratch_dir("ckpt-loop");
+  fs::create_symlink(dir + "/loop", dir + "/loop");
+  expect_error(run_dsinfer("generate --ckpt-path " + dir + "/loop --input-file /dev/null"),
+               "--ckpt-path " + dir + "/loop: Too many levels of symbolic links");
+  const std::string long_name = dir + "/" + std::string(300, 'x');
+  expect_error(run_dsinfer("generate --ckpt-path " + long_name + " --input-file /dev/null"),
+               "--ckpt-path " + long_name + ": File name too long");
+}
+
+// eval --out "" or a directory wrote hidden files named ".json" and ".safetensors"
+TEST(Hardening, AnEvalOutThatIsNoPrefixIsAnError) {
+  const std::string dir = scratch_dir("eval-out");
+  const std::string eval = "eval --ckpt-path " + tiny_ckpt() + " --case " +
+                           data_path("golden/tiny-v3/ref-mp1-fp32.json") + " --out ";
+  for (const auto& [arg, named] : std::vector<std::pair<std::string, std::string>>{
+           {"''", "\"\""}, {dir + "/", dir + "/"}, {dir, dir}})
+    expect_error(run_dsinfer(eval + arg), "--out " + named + " must be a file prefix");
+  EXPECT_FALSE(fs::exists(dir + "/.json"));
+}
+
 // NaN weights gave empty completions ("16 completion tokens" of nothing) and exit 0: a step whose
 // logits hold NaN or +inf now ends the request with an error. Here the final norm is all NaN.
 TEST(Hardening, NonFiniteLogitsEndTheGenerationWithAnError) {

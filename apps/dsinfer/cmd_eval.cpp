@@ -8,6 +8,7 @@
 // by sequence as the case's batch rows, each its prefill then its decode tokens), this rank's view
 // (after each all_reduce).
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "comm/backends.h"
@@ -28,6 +29,13 @@ namespace {
 
 void run_eval(const ModelOptions& model_options, const std::string& case_path,
               const std::string& out_prefix, uint64_t seed, bool dump) {
+  // a prefix, not a directory: "" or "dir/" wrote hidden files named ".json"
+  check(
+      !out_prefix.empty() && out_prefix.back() != '/' && !std::filesystem::is_directory(out_prefix),
+      "--out ", out_prefix.empty() ? "\"\"" : out_prefix,
+      " must be a file prefix (PREFIX.json and PREFIX.safetensors are written), e.g. ",
+      out_prefix.empty() ? "out/eval"
+                         : out_prefix + (out_prefix.back() == '/' ? "" : "/") + "eval");
   const EvalCase ec = read_eval_case(case_path);
   const ModelConfig config = model_options.load_config();
   // check the case against the config's limits before the (possibly long) load

@@ -60,7 +60,10 @@ ModelConfig ModelOptions::load_config() const {
   // before anything is looked up inside it, so the message names what is wrong: the directory
   std::error_code ec;
   const std::filesystem::file_status st = std::filesystem::status(ckpt_path, ec);
-  check(std::filesystem::exists(st), "--ckpt-path ", ckpt_path, " does not exist");
+  // (status() says why it failed: a symlink loop or a name too long is not "does not exist")
+  check(std::filesystem::exists(st), "--ckpt-path ", ckpt_path,
+        ec && ec != std::errc::no_such_file_or_directory ? ": " + ec.message()
+                                                         : std::string(" does not exist"));
   check(std::filesystem::is_directory(st), "--ckpt-path ", ckpt_path,
         " is not a directory (it names the directory dsinfer convert wrote: "
         "model{rank}-mp{N}.safetensors, "
