@@ -774,3 +774,23 @@ TEST(TokenizerErrors, SpecialTokensMustBeInTheVocabulary) {
 
 }  // namespace
 }  // namespace dsinfer
+
+namespace dsinfer {
+namespace {
+
+// A chat_template list without a "default" entry was read as no template at all, and a missing
+// tokenizer_config.json was reported only as "no chat_template" (issue 35's U10).
+TEST(TokenizerErrors, AChatTemplateListWithoutADefaultIsNamed) {
+  const std::string text = read_file(data_path("tokenizer/deepseek-v3/tokenizer.json"));
+  json config = json::parse(read_file(data_path("tokenizer/deepseek-v3/tokenizer_config.json")));
+  config["chat_template"] = json::array({{{"name", "tool_use"}, {"template", "x"}}});
+  EXPECT_NE(error_of([&] {
+              Tokenizer::from_strings(text, config.dump(), "V3");
+            }).find("\"chat_template\" is a list without a \"default\" entry"),
+            std::string::npos);
+  config["chat_template"] = json::array({{{"name", "default"}, {"template", "{{ 1 }}"}}});
+  EXPECT_EQ(error_of([&] { Tokenizer::from_strings(text, config.dump(), "V3"); }), "(no error)");
+}
+
+}  // namespace
+}  // namespace dsinfer

@@ -7,7 +7,9 @@ namespace dsinfer {
 namespace {
 const std::string& checked_template(const Tokenizer& tokenizer) {
   check(!tokenizer.chat_template().empty(),
-        "the tokenizer has no chat_template (tokenizer_config.json)");
+        "the tokenizer has no chat_template: the checkpoint's tokenizer_config.json is missing "
+        "beside tokenizer.json, or holds none (dsinfer convert copies it from the Hugging Face "
+        "checkpoint)");
   return tokenizer.chat_template();
 }
 // Bytes of text in the messages' string fields (content, reasoning, tool arguments; a few levels

@@ -367,9 +367,13 @@ void load_config(Impl& t, const std::string& text) {
       t.chat_template = tpl->get<std::string>();
     } else if (tpl->is_array()) {  // [{"name": ..., "template": ...}]: the "default" one
       for (const json& e : *tpl) {
-        if (member(e, "name") && e["name"] == "default" && member(e, "template"))
+        if (member(e, "name") && e["name"] == "default" && member(e, "template") &&
+            e["template"].is_string())
           t.chat_template = e["template"].get<std::string>();
       }
+      check(!t.chat_template.empty(),
+            "tokenizer_config.json: \"chat_template\" is a list without a \"default\" entry "
+            "holding a template string");
     } else {
       fail("tokenizer_config.json: \"chat_template\" is neither a string nor a list");
     }
