@@ -282,6 +282,18 @@ TEST(Hardening, AnEvalOutThatIsNoPrefixIsAnError) {
   EXPECT_FALSE(fs::exists(dir + "/.json"));
 }
 
+// The throughput line divided by a clamped zero: "decode 1e+09 tokens/s" after one token
+TEST(Hardening, ThroughputIsNotInventedForWhatWasNotTimed) {
+  const std::string prompts = scratch_dir("rate") + "/prompts.txt";
+  write_file(prompts, "hello\n");
+  const auto r = run_dsinfer("generate --ckpt-path " + tiny_ckpt() + " --input-file " + prompts +
+                             " --max-new-tokens 1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.err, "1 completion tokens; prefill ");
+  EXPECT_CONTAINS(r.err, "decode - tokens/s");
+  EXPECT_EQ(r.err.find("e+"), std::string::npos) << r.err;
+}
+
 // NaN weights gave empty completions ("16 completion tokens" of nothing) and exit 0: a step whose
 // logits hold NaN or +inf now ends the request with an error. Here the final norm is all NaN.
 TEST(Hardening, NonFiniteLogitsEndTheGenerationWithAnError) {

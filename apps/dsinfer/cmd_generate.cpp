@@ -52,18 +52,25 @@ std::string mtp_summary(int64_t drafted, int64_t accepted, int64_t decode_row_st
   return ", MTP drafts accepted " + std::to_string(accepted) + "/" + std::to_string(drafted) + text;
 }
 
+// "N tokens/s", or "- tokens/s" where nothing was timed (no token, or the only one came out of the
+// prefill): dividing by a clamped zero printed 1e+09 tokens/s
+std::string rate(int64_t tokens, double seconds) {
+  if (tokens <= 0 || seconds <= 1e-6) return "- tokens/s";
+  return cat(tokens / seconds, " tokens/s");
+}
+
 void report(const EngineStats& s, int64_t prompt_tokens) {
   log_info("[", prompt_tokens, " prompt tokens (", s.reused_tokens,
            " reused from the previous turn), ", s.generated_tokens, " completion tokens; prefill ",
-           s.prefilled_tokens / std::max(s.prefill_seconds, 1e-9), " tokens/s, decode ",
-           s.generated_tokens / std::max(s.decode_seconds, 1e-9), " tokens/s",
+           rate(s.prefilled_tokens, s.prefill_seconds), ", decode ",
+           rate(s.generated_tokens, s.decode_seconds),
            mtp_summary(s.drafted, s.accepted, s.decode_row_steps, s.decoded_tokens), "]");
 }
 
 void report(const GenerateStats& s) {
   log_info("[", s.prompt_tokens, " prompt tokens, ", s.generated_tokens,
-           " completion tokens; prefill ", s.prompt_tokens / std::max(s.prefill_seconds, 1e-9),
-           " tokens/s, decode ", s.generated_tokens / std::max(s.decode_seconds, 1e-9), " tokens/s",
+           " completion tokens; prefill ", rate(s.prompt_tokens, s.prefill_seconds), ", decode ",
+           rate(s.generated_tokens, s.decode_seconds),
            mtp_summary(s.drafted, s.accepted, s.decode_row_steps, s.decoded_tokens), "]");
 }
 
