@@ -294,6 +294,13 @@ TEST(Hardening, ThroughputIsNotInventedForWhatWasNotTimed) {
   EXPECT_EQ(r.err.find("e+"), std::string::npos) << r.err;
 }
 
+// converting an earlier conversion named a tensor but no file
+TEST(Hardening, ConvertingAConversionNamesTheFile) {
+  expect_error(run_dsinfer("convert --hf-ckpt-path " + tiny_ckpt() + " --save-path " +
+                           scratch_dir("reconvert") + "/out --n-experts 8 --model-parallel 1"),
+               tiny_ckpt() + "/model0-mp1.safetensors: tensor ");
+}
+
 // NaN weights gave empty completions ("16 completion tokens" of nothing) and exit 0: a step whose
 // logits hold NaN or +inf now ends the request with an error. Here the final norm is all NaN.
 TEST(Hardening, NonFiniteLogitsEndTheGenerationWithAnError) {

@@ -255,7 +255,14 @@ std::vector<Job> plan(const CheckpointDir& ckpt, const ConvertOptions& options,
         ++*skipped;
         continue;
       }
-      ConvertedName converted = mtp ? convert_mtp_name(hf_name, layer) : convert_hf_name(hf_name);
+      ConvertedName converted;
+      try {
+        converted = mtp ? convert_mtp_name(hf_name, layer) : convert_hf_name(hf_name);
+      } catch (const Error& e) {
+        // e.g. --hf-ckpt-path pointed at an earlier conversion (its names are already converted)
+        fail(file->path(), ": ", e.what(),
+             "; is --hf-ckpt-path a Hugging Face checkpoint (model.layers.N... tensor names)?");
+      }
       if (const std::string main = mtp_copy_of(converted.name); !main.empty()) {
         const TensorView* original = ckpt.find(main);
         if (original && same_tensor(*view, *original)) {
