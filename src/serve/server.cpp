@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <cstdlib>
 #include <ctime>
 #include <deque>
 #include <functional>
@@ -53,34 +52,6 @@ void answer(httplib::Response& res, int error_status, Work&& work) {
                     e.what(), "", ""}),
         "application/json");
   }
-}
-
-// The request's body as cpp-httplib decodes it (chunked, gzip, deflate), at most `max_body` bytes
-// of it: httplib's own limit applies only to a Content-Length, not to what a chunked or compressed
-// body becomes (a 306 KB gzip body was 300 MB), and its 8 KiB limit on form-encoded bodies (what
-// `curl -d` sends) does not apply here: every body is JSON to us.
-std::string read_body(const httplib::Request& req, const httplib::ContentReader& reader,
-                      int64_t max_body, httplib::Response& res) {
-  std::string body;
-  // (httplib refuses a Content-Length past the limit itself, before any byte reaches us)
-  bool too_large = std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) >
-                   static_cast<uint64_t>(max_body);
-  const bool complete = reader([&](const char* data, size_t n) {
-    if (body.size() + n > static_cast<size_t>(max_body)) {
-      too_large = true;
-      return false;
-    }
-    body.append(data, n);
-    return true;
-  });
-  if (too_large || !complete) res.set_header("Connection", "close");  // the rest is unread
-  if (too_large)
-    reject(cat("the request body exceeds --max-body (", max_body,
-               " bytes, counted after any decoding)"),
-           "", 413);
-  if (!complete)
-    reject("the request body could not be read (cut off, or a bad chunked or compressed encoding)");
-  return body;
 }
 
 class Server {
@@ -498,37 +469,10 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   auto authorized = [&](const httplib::Request& req) {
     return authorized_by(req.get_header_value("Authorization"), o_.api_key);
   };
-  // CORS: every answer names the origins allowed to read it; a browser's preflight (OPTIONS)
-  // gets the methods and headers the API takes
-  http.set_post_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
-    const std::string origin = allowed_origin(o_.allowed_origins, req.get_header_value("Origin"));
-    if (origin.empty()) return;
-    res.set_header("Access-Control-Allow-Origin", origin);
-    if (origin != "*") res.set_header("Vary", "Origin");
-  });
-  http.Options(R"(/.*)", [](const httplib::Request& req, httplib::Response& res) {
-    res.status = 204;
-    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    const std::string asked = req.get_header_value("Access-Control-Request-Headers");
-    res.set_header("Access-Control-Allow-Headers",
-                   asked.empty() ? "Authorization, Content-Type" : asked);
-    res.set_header("Access-Control-Max-Age", "86400");
-  });
-  // the other method on an endpoint: 405 naming the one it takes
-  auto wrong_method = [](const char* allow) {
-    return [allow](const httplib::Request& req, httplib::Response& res) {
-      res.status = 405;
-      res.set_header("Allow", allow);
-      res.set_content(error_body({405, "invalid_request_error",
-                                  cat(req.method, " is not allowed on ", req.path, "; use ", allow),
-                                  "", "method_not_allowed"}),
-                      "application/json");
-    };
-  };
-  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"})
-    http.Get(path, wrong_method("POST"));
-  for (const char* path : {"/v1/models", "/health", "/metrics"})
-    http.Post(path, wrong_method("GET"));
+  allow_cross_origin(http, o_.allowed_origins);
+  refuse_other_methods(http,
+                       {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"},
+                       {"/v1/models", "/health", "/metrics"});
   auto model_object = [&] {
     return json{{"id", o_.served_model_name},
                 {"object", "model"},
