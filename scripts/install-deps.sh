@@ -11,7 +11,7 @@ packages=(cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libgtest-dev lib
 #   make_gguf.py, ping for the scale-out benchmark's round-trip check
 for arg in "$@"; do
   case $arg in
-    --tests) packages+=(python3-torch iputils-ping clang-format) ;;
+    --tests) packages+=(python3-torch iputils-ping clang-format gdb) ;;
     --fuzz) packages+=(clang libclang-rt-dev) ;;
     --peer) packages+=(python3-numpy iputils-ping) ;;
     *) echo "usage: $0 [--tests] [--fuzz] [--peer]" >&2; exit 1 ;;

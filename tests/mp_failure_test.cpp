@@ -94,14 +94,24 @@ class Proc {
     status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return false;
   }
-  // The exit status (128 + signal when killed), or -1 after timeout_s.
+  // The exit status (128 + signal when killed), or -1 after timeout_s, when the process's
+  // threads' stacks go to the test's output (a hang that happens once in many runs is then
+  // diagnosable from the CI log alone).
   int wait(double timeout_s) {
     const auto start = Clock::now();
     while (since(start) < timeout_s) {
       if (!running()) return status_;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    print_stacks();
     return -1;
+  }
+  void print_stacks() const {
+    const std::string command = "gdb -p " + std::to_string(pid_) +
+                                " -batch -ex 'thread apply all bt' 2>&1 | grep -v '^\\[New LWP'";
+    std::printf("[ hang ] stacks of pid %d (gdb; Debian's gdb package):\n", pid_);
+    std::fflush(stdout);
+    if (std::system(command.c_str()) != 0) std::printf("[ hang ] gdb failed or is missing\n");
   }
   std::string out() const { return test::read_file(out_); }
   std::string err() const { return test::read_file(err_); }
