@@ -1,5 +1,6 @@
 #include "comm/gloo_allreduce.h"
 
+#include "comm/gloo_watched_buffer.h"
 #include "core/error.h"
 
 #ifdef DSINFER_HAVE_GLOO
@@ -63,11 +64,13 @@ struct GlooAllreducer::Registered {
 
 GlooAllreducer::GlooAllreducer(std::shared_ptr<gloo::Context> ctx,
                                std::shared_ptr<gloo::Context> registered_ctx,
-                               std::chrono::milliseconds timeout, GlooAllreduce forced)
+                               std::chrono::milliseconds timeout, GlooAllreduce forced,
+                               PeerWatch* watch)
     : ctx_(std::move(ctx)),
       registered_ctx_(std::move(registered_ctx)),
       timeout_(timeout),
-      forced_(forced) {}
+      forced_(forced),
+      watch_(watch) {}
 
 GlooAllreducer::~GlooAllreducer() = default;
 
@@ -79,8 +82,9 @@ void GlooAllreducer::run(float* data, int64_t n, uint32_t tag) {
   const GlooAllreduce a = choice(n);
   if (a == GlooAllreduce::kRing || a == GlooAllreduce::kBcube) {
     gloo::AllreduceOptions opts(ctx_);
-    opts.setInput(data, static_cast<size_t>(n));
-    opts.setOutput(data, static_cast<size_t>(n));
+    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    opts.setInput<float>(watched_buffer(*ctx_, data, bytes, watch_));
+    opts.setOutput<float>(watched_buffer(*ctx_, data, bytes, watch_));
     opts.setReduceFunction(
         static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
     opts.setAlgorithm(a == GlooAllreduce::kRing ? gloo::AllreduceOptions::Algorithm::RING

@@ -19,6 +19,8 @@ class Context;
 
 namespace dsinfer {
 
+class PeerWatch;
+
 enum class GlooAllreduce { kAuto, kRing, kBcube, kHalvingDoubling, kRingChunked };
 
 // "auto", "ring", "bcube", "halving-doubling", "ring-chunked"; anything else is an Error naming
@@ -39,8 +41,10 @@ constexpr int64_t kSmallestBucketFloats = 1024;
 // registered objects on a context of their own (same ranks, other connections).
 class GlooAllreducer {
  public:
+  // `watch` (may be null) aborts the options-API algorithms' sends once a peer died
+  // (comm/peer_watch.h); the registered objects' bound buffers need no such help.
   GlooAllreducer(std::shared_ptr<gloo::Context> ctx, std::shared_ptr<gloo::Context> registered_ctx,
-                 std::chrono::milliseconds timeout, GlooAllreduce forced);
+                 std::chrono::milliseconds timeout, GlooAllreduce forced, PeerWatch* watch);
   ~GlooAllreducer();
   GlooAllreduce choice(int64_t n) const;
   // data[n] = the sum over ranks, in place; `tag` is used by the options-API algorithms.
@@ -52,6 +56,7 @@ class GlooAllreducer {
   std::shared_ptr<gloo::Context> ctx_, registered_ctx_;
   std::chrono::milliseconds timeout_;
   GlooAllreduce forced_;
+  PeerWatch* watch_;
   std::vector<std::unique_ptr<Registered>> registered_;  // at most one per bucket and algorithm
 };
 #endif

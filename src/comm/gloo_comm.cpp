@@ -1,8 +1,9 @@
 // The gloo backend (torchrun-style launch: WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT). Debian's
 // gloo has no TCP store, so rank 0 serves one for the rendezvous (comm/rendezvous_store.h), closed
-// once the ranks have met; everything after that is gloo's TCP transport. Buffers are fp32 (no
-// bfloat16 in this gloo). Every wait is bounded by DSINFER_COMM_TIMEOUT except broadcasts of rank
-// 0's input; a peer that dies is noticed at once, since its sockets close.
+// once the ranks have met (its connections live on as the ranks' watch lines, comm/peer_watch.h);
+// everything else is gloo's TCP transport. Buffers are fp32 (no bfloat16 in this gloo). Every wait
+// is bounded by DSINFER_COMM_TIMEOUT except broadcasts of rank 0's input; a peer that dies is
+// noticed at once: gloo sees its sockets close, and the watch its line, where gloo misses it.
 #ifdef DSINFER_HAVE_GLOO
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -18,11 +19,15 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <map>
 #include <sstream>
+#include <vector>
 #endif
 
 #include "comm/backends.h"
 #include "comm/gloo_allreduce.h"
+#include "comm/gloo_watched_buffer.h"
+#include "comm/peer_watch.h"
 #include "comm/rendezvous_store.h"
 #include "core/error.h"
 
@@ -183,10 +188,16 @@ class GlooComm : public Comm {
       registered_ctx->setTimeout(timeout_);
       gloo::rendezvous::PrefixStore registered_store("registered", store);
       registered_ctx->connectFullMesh(registered_store, device);
-      allreducer_ = std::make_unique<GlooAllreducer>(ctx_, registered_ctx, timeout_, allreduce);
-      barrier();        // nobody leaves the rendezvous (and rank 0 its store) before everyone is
-                        // connected
-      server_.reset();  // the ranks have met: the store's port closes
+      barrier();  // nobody leaves the rendezvous (and rank 0 its store) before everyone is
+                  // connected
+      // the store's connections become the watch lines; then its port closes
+      std::map<int, int> lines;
+      if (rank_ == 0 && world_ > 1) lines = server_->take_watch_lines(world_, timeout_);
+      if (rank_ != 0) lines[0] = client.into_watch_line(rank_);
+      server_.reset();
+      watch_ = std::make_unique<PeerWatch>(std::move(lines));
+      allreducer_ =
+          std::make_unique<GlooAllreducer>(ctx_, registered_ctx, timeout_, allreduce, watch_.get());
     } catch (const CommError&) {
       throw;
     } catch (const std::exception& e) {
@@ -203,14 +214,7 @@ class GlooComm : public Comm {
     guard("all_reduce", [&] { allreducer_->run(data, n, next_tag()); });
   }
   void all_gather(const float* in, int64_t n, float* out) override {
-    guard("all_gather", [&] {
-      gloo::AllgatherOptions opts(ctx_);
-      opts.setInput(const_cast<float*>(in), static_cast<size_t>(n));
-      opts.setOutput(out, static_cast<size_t>(n) * static_cast<size_t>(world_));
-      opts.setTag(next_tag());
-      opts.setTimeout(timeout_);
-      gloo::allgather(opts);
-    });
+    guard("all_gather", [&] { gather(in, n, out); });
   }
   void broadcast(std::string& bytes, int root) override {
     broadcast_within(bytes, root, kNoTimeout);
@@ -224,41 +228,50 @@ class GlooComm : public Comm {
     }
     return all;
   }
+  // An all_gather of one float: gloo's own barrier keeps its buffer to itself, so the watch could
+  // not abort its sends.
   void barrier() override {
     guard("barrier", [&] {
-      gloo::BarrierOptions opts(ctx_);
-      opts.setTag(next_tag());
-      opts.setTimeout(timeout_);
-      gloo::barrier(opts);
+      const float mine = 0;
+      std::vector<float> all(static_cast<size_t>(world_));
+      gather(&mine, 1, all.data());
     });
   }
 
  private:
   uint32_t next_tag() { return tag_++; }
+  // gloo's allgather and broadcast on buffers the watch can end (comm/gloo_watched_buffer.h).
+  void gather(const float* in, int64_t n, float* out) {
+    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    gloo::AllgatherOptions opts(ctx_);
+    opts.setInput<float>(watched_buffer(*ctx_, const_cast<float*>(in), bytes, watch_.get()));
+    opts.setOutput<float>(
+        watched_buffer(*ctx_, out, bytes * static_cast<size_t>(world_), watch_.get()));
+    opts.setTag(next_tag());
+    opts.setTimeout(timeout_);
+    gloo::allgather(opts);
+  }
+  void broadcast_bytes(void* data, size_t count, int root, milliseconds timeout) {
+    gloo::BroadcastOptions opts(ctx_);
+    opts.setOutput<uint8_t>(watched_buffer(*ctx_, data, count, watch_.get()));
+    opts.setRoot(root);
+    opts.setTag(next_tag());
+    opts.setTimeout(timeout);
+    gloo::broadcast(opts);
+  }
   void broadcast_within(std::string& bytes, int root, milliseconds timeout) {
     check(root >= 0 && root < world_, "gloo: broadcast from rank ", root, " of ", world_);
     guard("broadcast", [&] {
       uint64_t size = bytes.size();
-      {
-        gloo::BroadcastOptions opts(ctx_);
-        opts.setOutput(&size, 1);
-        opts.setRoot(root);
-        opts.setTag(next_tag());
-        opts.setTimeout(timeout);
-        gloo::broadcast(opts);
-      }
+      broadcast_bytes(&size, sizeof size, root, timeout);
       bytes.resize(size);
-      if (size == 0) return;
-      gloo::BroadcastOptions opts(ctx_);
-      opts.setOutput(reinterpret_cast<uint8_t*>(bytes.data()), size);
-      opts.setRoot(root);
-      opts.setTag(next_tag());
-      opts.setTimeout(timeout);
-      gloo::broadcast(opts);
+      if (size > 0) broadcast_bytes(bytes.data(), size, root, timeout);
     });
   }
-  // gloo reports a lost peer by its socket address; with two ranks the peer is the other one.
+  // gloo reports a lost peer by its socket address; the watch knows the rank whose line ended,
+  // and with two ranks the peer is the other one.
   std::string peer_words() const {
+    if (watch_ && watch_->dead_rank() >= 0) return cat("rank ", watch_->dead_rank());
     if (world_ == 2) return cat("rank ", 1 - rank_);
     return "another rank";
   }
@@ -268,6 +281,10 @@ class GlooComm : public Comm {
       body();
     } catch (const std::exception& e) {
       const std::string text = e.what();
+      if (watch_ && watch_->dead_rank() >= 0)  // (its aborted sends end in a gloo timeout)
+        throw CommError(cat("gloo ", what, " on rank ", rank_, " of ", world_,
+                            " lost its connection to ", peer_words(),
+                            " (it died or exited): ", text));
       const bool timed_out =
           text.find("imeout") != std::string::npos || text.find("imed out") != std::string::npos;
       if (timed_out)
@@ -285,6 +302,8 @@ class GlooComm : public Comm {
   std::unique_ptr<StoreServer> server_;
   std::shared_ptr<gloo::Context> ctx_;
   std::unique_ptr<GlooAllreducer> allreducer_;
+  // last, so destroyed first: the goodbye goes out while gloo's connections are still open
+  std::unique_ptr<PeerWatch> watch_;
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -130,12 +131,18 @@ struct StoreServer::State {
   std::mutex mu;
   std::condition_variable cv;
   std::map<std::string, std::string> kv;
+  std::map<int, int> watch_lines;  // rank -> socket, until take_watch_lines
+  bool lines_taken = false;        // later lines are closed, not kept
+  ~State() {
+    for (const auto& [rank, fd] : watch_lines) close(fd);
+  }
 };
 
 namespace {
 
 // One connection's requests, until it closes or breaks the protocol (`why` then says how).
-void serve_connection(int c, StoreServer::State& st, std::string& why);
+// Returns whether the connection became a watch line (and so stays open).
+bool serve_connection(int c, StoreServer::State& st, std::string& why);
 
 }  // namespace
 
@@ -184,11 +191,13 @@ StoreServer::StoreServer(const std::string& host, int port) {
       }
       std::thread([c, st] {
         std::string why;
+        bool kept = false;
         try {
-          serve_connection(c, *st, why);
+          kept = serve_connection(c, *st, why);
         } catch (const std::exception& e) {  // never std::terminate from a stranger's bytes
           why = e.what();
         }
+        if (kept) return;
         if (!why.empty()) warn_bad_connection(st->port, c, why);
         close(c);
       }).detach();
@@ -201,41 +210,88 @@ StoreServer::~StoreServer() {
   close(fd_);
 }
 
+std::map<int, int> StoreServer::take_watch_lines(int world, milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  const auto all_came = [&] {
+    for (int r = 1; r < world; ++r)
+      if (!state_->watch_lines.count(r)) return false;
+    return true;
+  };
+  if (!state_->cv.wait_for(lock, timeout, all_came)) {
+    std::string missing;
+    for (int r = 1; r < world; ++r)
+      if (!state_->watch_lines.count(r)) missing += cat(missing.empty() ? "" : ", ", r);
+    throw CommError(cat("gloo: rendezvous timed out after ", seconds_text(timeout),
+                        ": no watch line from rank ", missing,
+                        " (it died or exited right after meeting the others)"));
+  }
+  std::map<int, int> lines;
+  for (auto it = state_->watch_lines.begin(); it != state_->watch_lines.end();) {
+    if (it->first < world) {
+      lines.insert(*it);
+    } else {
+      close(it->second);  // a stranger's claim to a rank past the world
+    }
+    it = state_->watch_lines.erase(it);
+  }
+  state_->lines_taken = true;
+  return lines;
+}
+
 namespace {
 
-void serve_connection(int c, StoreServer::State& st, std::string& why) {
+bool serve_connection(int c, StoreServer::State& st, std::string& why) {
   // A rank says hello at once; a stranger that says nothing is not kept for ever.
   timeval hello_wait{10, 0};
   setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &hello_wait, sizeof hello_wait);
   const int hello = recv_hello(c);
   if (hello < 0) {
     why = "it sent no dsinfer-store hello within 10 s";
-    return;
+    return false;
   }
   if (hello == 0) {
     why = "it is not a dsinfer rank (its first bytes are not the dsinfer-store hello)";
-    return;
+    return false;
   }
   timeval forever{0, 0};  // a rank's requests may come far apart (it loads between them)
   setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &forever, sizeof forever);
-  if (!send_all(c, kStoreHello, kStoreHelloSize)) return;
+  if (!send_all(c, kStoreHello, kStoreHelloSize)) return false;
   for (;;) {
     char op = 0;
     std::string key, value;
     bool too_long = false;
-    if (!recv_all(c, &op, 1)) return;  // the rank is done
-    if (op != 'S' && op != 'A' && op != 'G' && op != 'C') {
+    if (!recv_all(c, &op, 1)) return false;  // the rank is done
+    if (op != 'S' && op != 'A' && op != 'G' && op != 'C' && op != 'W') {
       why = cat("unknown request ", static_cast<int>(static_cast<unsigned char>(op)));
-      return;
+      return false;
     }
     if (!recv_str(c, key, &too_long)) {
       if (too_long) why = cat("a key longer than ", kMaxStoreString, " bytes");
-      return;
+      return false;
+    }
+    if (op == 'W') {
+      // the rank's liveness from here on is this connection's (comm/peer_watch.h)
+      char* end = nullptr;
+      const long rank = std::strtol(key.c_str(), &end, 10);
+      bool kept = false;
+      if (end != key.c_str() && *end == '\0' && rank >= 1 && rank <= 65535) {
+        std::lock_guard<std::mutex> lock(st.mu);
+        if (!st.lines_taken) kept = st.watch_lines.emplace(static_cast<int>(rank), c).second;
+      }
+      const char ok = kept ? 1 : 0;
+      if (kept) {
+        st.cv.notify_all();
+        send_all(c, &ok, 1);  // a failed answer shows as the line's end, on the watch
+        return true;
+      }
+      why = cat("a watch line for rank '", key, "', which is not a rank or already has one");
+      send_all(c, &ok, 1);
+      return false;
     }
     if (op == 'S' || op == 'A') {
       if (!recv_str(c, value, &too_long)) {
         if (too_long) why = cat("a value longer than ", kMaxStoreString, " bytes");
-        return;
+        return false;
       }
       char ok = 1;
       std::string old;
@@ -246,10 +302,10 @@ void serve_connection(int c, StoreServer::State& st, std::string& why) {
         if (!added && op == 'S') it->second = value;
       }
       st.cv.notify_all();
-      if (!send_all(c, &ok, 1) || (op == 'A' && !send_str(c, old))) return;
+      if (!send_all(c, &ok, 1) || (op == 'A' && !send_str(c, old))) return false;
     } else if (op == 'G') {
       uint64_t ms = 0;
-      if (!recv_all(c, &ms, 8)) return;
+      if (!recv_all(c, &ms, 8)) return false;
       ms = std::min<uint64_t>(ms, uint64_t{1} << 40);  // (wait_for overflows past ~2^63 ns)
       std::unique_lock<std::mutex> lock(st.mu);
       const bool found =
@@ -257,7 +313,7 @@ void serve_connection(int c, StoreServer::State& st, std::string& why) {
       if (found) value = st.kv[key];
       lock.unlock();
       const char ok = found ? 1 : 0;
-      if (!send_all(c, &ok, 1) || !send_str(c, value)) return;
+      if (!send_all(c, &ok, 1) || !send_str(c, value)) return false;
     } else {
       size_t n = 0;
       {
@@ -266,7 +322,7 @@ void serve_connection(int c, StoreServer::State& st, std::string& why) {
              ++it)
           ++n;
       }
-      if (!send_str(c, std::to_string(n))) return;
+      if (!send_str(c, std::to_string(n))) return false;
     }
   }
 }
@@ -376,6 +432,21 @@ std::optional<std::string> StoreClient::get_within(const std::string& key, milli
     lost("waiting for " + key);
   if (!ok) return std::nullopt;
   return value;
+}
+
+int StoreClient::into_watch_line(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  limit_wait(milliseconds(0));
+  const char op = 'W';
+  char ok = 0;
+  if (!send_all(fd_, &op, 1) || !send_str(fd_, std::to_string(rank)) || !recv_all(fd_, &ok, 1))
+    lost("opening rank " + std::to_string(rank) + "'s watch line");
+  if (!ok)
+    throw CommError(cat("gloo: rank 0's store at ", where_, " refused rank ", rank,
+                        "'s watch line (another process claimed that rank)"));
+  const int fd = fd_;
+  fd_ = -1;
+  return fd;
 }
 
 size_t StoreClient::count(const std::string& prefix) {

@@ -6,11 +6,14 @@
 // process. Requests: 'S' key value sets (answered by one byte); 'A' key value sets only an absent
 // key (answers 1, or 0 and the value already there); 'G' key timeout_ms waits for the key
 // (answers 1 and its value, or 0 and nothing on timeout); 'C' prefix answers how many keys start
-// with prefix, as text. Strings go as a 4-byte length and the bytes.
+// with prefix, as text; 'W' rank turns the connection into that rank's watch line (answers 1, or 0
+// for a rank that is not a number in [1, 65535] or already has one) and ends the requests on it:
+// rank 0 takes it over (comm/peer_watch.h). Strings go as a 4-byte length and the bytes.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,6 +36,10 @@ class StoreServer {
   ~StoreServer();  // stops listening (connections already open end with their clients)
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
+
+  // The watch lines of ranks 1 .. world - 1 (rank -> socket, now the caller's to close), waiting
+  // up to `timeout` for them; a CommError names the ranks whose line never came.
+  std::map<int, int> take_watch_lines(int world, std::chrono::milliseconds timeout);
 
   struct State;  // the keys and values, shared with the connections' threads (in the .cpp)
 
@@ -61,6 +68,9 @@ class StoreClient {
   std::optional<std::string> get_within(const std::string& key, std::chrono::milliseconds wait);
   // How many keys start with prefix.
   size_t count(const std::string& prefix);
+  // Ends this client's requests and turns its connection into rank `rank`'s watch line to rank 0
+  // (comm/peer_watch.h): returns the socket, now the caller's to close.
+  int into_watch_line(int rank);
 
  private:
   [[noreturn]] void lost(const std::string& doing) const;
