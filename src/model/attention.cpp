@@ -7,7 +7,7 @@
 
 #include "core/dtype.h"
 #include "core/mat_view.h"
-#include "kernels/attention_amx.h"
+#include "kernels/fast_decode_attention.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
 #include "model/layers.h"
@@ -101,10 +101,20 @@ void attended_entries(const KernelConfig& k, const CachedKeys& keys, int64_t n_k
   });
 }
 
-// Whether decode attention takes amx_decode_attention: fast mode where AMX runs (both products
-// on the tiles, the cache read in place where it is bf16).
-bool amx_attention(const KernelConfig& k) {
-  return k.fast() && k.fast_kernels() == FastModeKernels::kAmx;
+// Which fast_decode_attention.h kernel decode attention takes: fast mode's, where AMX or
+// VDPBF16PS runs (both products in bf16, the cache read in place where it is bf16); nullptr:
+// the exact kernels.
+using FastDecodeAttention = void (*)(ConstMatView, const CachedBlocks&, float, MatView);
+FastDecodeAttention fast_decode_attention(const KernelConfig& k) {
+  if (!k.fast()) return nullptr;
+  switch (k.fast_kernels()) {
+    case FastModeKernels::kAmx:
+      return amx_decode_attention;
+    case FastModeKernels::kBf16Dot:
+      return bf16dot_decode_attention;
+    default:
+      return nullptr;
+  }
 }
 static_assert(kAttentionBlockKeys == kKVBlock);
 
@@ -122,8 +132,9 @@ struct Query {
 // query the same bits whatever the number of queries beside it. The thread's heads share each
 // pass over the cache: the scores as one product with the heads as tokens, the attended entries
 // as one combine_rows with the heads as its sets (the same kernels, hence the same bits, as the
-// prefill path). In fast mode on AMX a query's heads take amx_decode_attention instead: both
-// products on the tiles with an online softmax per 256 keys, a bf16 cache read in place.
+// prefill path). In fast mode a query's heads take fast_decode_attention.h instead (AMX tiles, or
+// VDPBF16PS on Zen 4 / Zen 5): both products in bf16 with an online softmax per 256 keys, a bf16
+// cache read in place.
 // q [n, H, qk_dim] -> attn [n, H, v_dim], row i for queries[i].
 void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int layer,
                       const float* q, const std::vector<Query>& queries, KVCache& cache,
@@ -151,18 +162,18 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
       for (int64_t i = 0; i < n; ++i)
         std::copy_n(q + (i * H + h) * qk_dim + nope, rope_dim, q_h + i * entry_dim + lora);
     }
+    const FastDecodeAttention fast_attention = fast_decode_attention(ctx.kernels);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t n_keys = queries[i].pos + 1;
-      if (amx_attention(ctx.kernels)) {
+      if (fast_attention) {
         thread_local std::vector<WeightMatrix> blocks;
         blocks.clear();
         for (int64_t b = 0; b * kKVBlock < n_keys; ++b)
           blocks.push_back(cache.block_entries(layer, queries[i].seq, b,
                                                std::min(kKVBlock, n_keys - b * kKVBlock)));
-        amx_decode_attention(
-            ConstMatView(q_cat.data() + i * entry_dim, heads, entry_dim, n * entry_dim),
-            CachedBlocks{blocks, n_keys}, softmax_scale,
-            MatView(o_lat.data() + i * entry_dim, heads, lora, n * entry_dim));
+        fast_attention(ConstMatView(q_cat.data() + i * entry_dim, heads, entry_dim, n * entry_dim),
+                       CachedBlocks{blocks, n_keys}, softmax_scale,
+                       MatView(o_lat.data() + i * entry_dim, heads, lora, n * entry_dim));
         continue;
       }
       const CachedKeys keys{cache, layer, queries[i].seq};

@@ -1,5 +1,7 @@
-// Fast mode's decode attention on AMX tiles: one query's heads against one sequence's cached
-// entries, both products (the scores and the attended latents) on the tile units.
+// Fast mode's decode attention: one query's heads against one sequence's cached entries, both
+// products (the scores and the attended latents) in bf16 with fp32 sums, on AMX tiles or as
+// AVX512_BF16 dot products (VDPBF16PS, AMD Zen 4 / Zen 5), with an online softmax over chunks
+// (kernels/attention_chunks_avx512.h).
 #pragma once
 
 #include <cstdint>
@@ -27,5 +29,12 @@ struct CachedBlocks {
 // boundaries are fixed positions), not on the heads beside it: any split of the heads over
 // threads gives the same bits. Only when amx_usable() (matmul_amx.h).
 void amx_decode_attention(ConstMatView q_cat, const CachedBlocks& keys, float scale, MatView out);
+
+// The same computation with VDPBF16PS in place of the tiles: the same roundings (q_cat and E to
+// bf16 for the scores, the unnormalised probabilities to bf16 for the second product), fp32 sums
+// in another order (so other bits than amx_decode_attention, the same contract). Only where the
+// AVX-512 kernels run (cpu_supports(Isa::kAvx512), which includes AVX512_BF16).
+void bf16dot_decode_attention(ConstMatView q_cat, const CachedBlocks& keys, float scale,
+                              MatView out);
 
 }  // namespace dsinfer

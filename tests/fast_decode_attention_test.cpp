@@ -1,22 +1,42 @@
-// amx_decode_attention (kernels/attention_amx.h) against a double-precision softmax(q E^T) L:
+// fast mode's decode attention kernels (kernels/fast_decode_attention.h: AMX tiles, VDPBF16PS)
+// against a double-precision softmax(q E^T) L:
 // within bf16 rounding for every shape the model meets (heads not a multiple of 16, entries not a
 // multiple of 32, a last block of 1..64 keys, several online-softmax chunks), the same bits for a
 // head whatever heads share its call (the thread split), and the same bits from an f32 cache as
-// from its bf16 rounding. Skipped on CPUs without AMX.
-#include "kernels/attention_amx.h"
+// from its bf16 rounding. Each kernel is skipped on CPUs that lack it.
+#include "kernels/fast_decode_attention.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <vector>
 
+#include "core/cpu.h"
 #include "core/dtype.h"
 #include "kernels/matmul_amx.h"
 
 namespace dsinfer {
 namespace {
+
+struct Kernel {
+  const char* name;
+  void (*attend)(ConstMatView, const CachedBlocks&, float, MatView);
+  bool (*usable)();
+};
+
+void PrintTo(const Kernel& kernel, std::ostream* os) { *os << kernel.name; }
+
+bool avx512_bf16() { return cpu_supports(Isa::kAvx512); }
+
+class FastDecodeAttention : public testing::TestWithParam<Kernel> {
+ protected:
+  void SetUp() override {
+    if (!GetParam().usable()) GTEST_SKIP() << GetParam().name << " does not run on this CPU";
+  }
+};
 
 struct Case {
   int64_t heads, entry_dim, lora, n_keys;
@@ -46,17 +66,16 @@ Cache make_cache(const Case& c, std::mt19937& rng) {
   return cache;
 }
 
-std::vector<float> attend(const std::vector<float>& q, const Case& c,
+std::vector<float> attend(const Kernel& kernel, const std::vector<float>& q, const Case& c,
                           const std::vector<WeightMatrix>& blocks, int64_t first_head,
                           int64_t heads) {
   std::vector<float> out(static_cast<size_t>(heads * c.lora));
-  amx_decode_attention(ConstMatView(q.data() + first_head * c.entry_dim, heads, c.entry_dim),
-                       CachedBlocks{blocks, c.n_keys}, 0.1f, MatView(out.data(), heads, c.lora));
+  kernel.attend(ConstMatView(q.data() + first_head * c.entry_dim, heads, c.entry_dim),
+                CachedBlocks{blocks, c.n_keys}, 0.1f, MatView(out.data(), heads, c.lora));
   return out;
 }
 
-TEST(AmxDecodeAttention, MatchesADoubleReferenceWithinBf16Rounding) {
-  if (!amx_usable()) GTEST_SKIP() << "no AMX on this CPU";
+TEST_P(FastDecodeAttention, MatchesADoubleReferenceWithinBf16Rounding) {
   const Case cases[] = {{64, 576, 512, 1},  {64, 576, 512, 63},  {64, 576, 512, 64},
                         {64, 576, 512, 65}, {17, 576, 512, 300}, {5, 48, 32, 1000},
                         {40, 96, 64, 2049}, {1, 576, 512, 257},  {33, 80, 40, 129}};
@@ -68,7 +87,7 @@ TEST(AmxDecodeAttention, MatchesADoubleReferenceWithinBf16Rounding) {
     std::normal_distribution<float> normal(0.0f, 3.0f);  // peaked softmaxes as well as flat ones
     std::vector<float> q(static_cast<size_t>(c.heads * c.entry_dim));
     for (float& v : q) v = normal(rng);
-    const std::vector<float> got = attend(q, c, cache.bf16_blocks, 0, c.heads);
+    const std::vector<float> got = attend(GetParam(), q, c, cache.bf16_blocks, 0, c.heads);
     for (int64_t h = 0; h < c.heads; ++h) {
       std::vector<double> p(static_cast<size_t>(c.n_keys));
       double max_s = -1e300, sum = 0;
@@ -94,27 +113,25 @@ TEST(AmxDecodeAttention, MatchesADoubleReferenceWithinBf16Rounding) {
   }
 }
 
-TEST(AmxDecodeAttention, AHeadsBitsDoNotDependOnTheHeadsBesideIt) {
-  if (!amx_usable()) GTEST_SKIP() << "no AMX on this CPU";
+TEST_P(FastDecodeAttention, AHeadsBitsDoNotDependOnTheHeadsBesideIt) {
   const Case c{48, 576, 512, 700};
   std::mt19937 rng(5);
   const Cache cache = make_cache(c, rng);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> q(static_cast<size_t>(c.heads * c.entry_dim));
   for (float& v : q) v = normal(rng);
-  const std::vector<float> all = attend(q, c, cache.bf16_blocks, 0, c.heads);
+  const std::vector<float> all = attend(GetParam(), q, c, cache.bf16_blocks, 0, c.heads);
   for (auto [first, count] : {std::pair<int64_t, int64_t>{0, 16}, {16, 7}, {23, 25}, {47, 1}}) {
-    const std::vector<float> part = attend(q, c, cache.bf16_blocks, first, count);
+    const std::vector<float> part = attend(GetParam(), q, c, cache.bf16_blocks, first, count);
     EXPECT_EQ(std::memcmp(part.data(), all.data() + first * c.lora, part.size() * sizeof(float)), 0)
         << "heads [" << first << ", " << first + count << ")";
   }
   // an f32 cache is rounded to bf16 on the way in: the same bits as the bf16 cache
-  const std::vector<float> from_f32 = attend(q, c, cache.f32_blocks, 0, c.heads);
+  const std::vector<float> from_f32 = attend(GetParam(), q, c, cache.f32_blocks, 0, c.heads);
   EXPECT_EQ(std::memcmp(from_f32.data(), all.data(), all.size() * sizeof(float)), 0);
 }
 
-TEST(AmxDecodeAttention, RefusesBlocksThatDoNotCoverTheKeys) {
-  if (!amx_usable()) GTEST_SKIP() << "no AMX on this CPU";
+TEST_P(FastDecodeAttention, RefusesBlocksThatDoNotCoverTheKeys) {
   const Case c{16, 64, 32, 100};
   std::mt19937 rng(9);
   const Cache cache = make_cache(c, rng);
@@ -122,10 +139,17 @@ TEST(AmxDecodeAttention, RefusesBlocksThatDoNotCoverTheKeys) {
   std::vector<float> out(static_cast<size_t>(c.heads * c.lora));
   const std::vector<WeightMatrix> one_block(cache.bf16_blocks.begin(),
                                             cache.bf16_blocks.begin() + 1);
-  EXPECT_ANY_THROW(amx_decode_attention(ConstMatView(q.data(), c.heads, c.entry_dim),
-                                        CachedBlocks{one_block, c.n_keys}, 0.1f,
-                                        MatView(out.data(), c.heads, c.lora)));
+  EXPECT_ANY_THROW(GetParam().attend(ConstMatView(q.data(), c.heads, c.entry_dim),
+                                     CachedBlocks{one_block, c.n_keys}, 0.1f,
+                                     MatView(out.data(), c.heads, c.lora)));
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, FastDecodeAttention,
+                         testing::Values(Kernel{"amx", amx_decode_attention, amx_usable},
+                                         Kernel{"bf16dot", bf16dot_decode_attention, avx512_bf16}),
+                         [](const testing::TestParamInfo<Kernel>& info) {
+                           return std::string(info.param.name);
+                         });
 
 }  // namespace
 }  // namespace dsinfer
