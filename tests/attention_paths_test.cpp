@@ -40,8 +40,8 @@ TEST_P(AttentionPaths, EveryCutOfTheSequenceGivesTheSameLogits) {
 
   // Runs the sequence as forward calls of the given lengths; returns the last logits [batch,
   // vocab].
-  auto run = [&](const std::vector<int>& cuts) {
-    KVCache cache(config, kBatch, kLen);
+  auto run = [&](const std::vector<int>& cuts, KVDType dtype = KVDType::kF32) {
+    KVCache cache(config, kBatch, kLen, dtype);
     std::vector<float> logits(kBatch * vocab);
     int pos = 0;
     for (int len : cuts) {
@@ -88,8 +88,8 @@ TEST_P(AttentionPaths, FastModeStaysWithinRoundingOfExactMode) {
   for (int32_t& t : tokens)
     t = static_cast<int32_t>(rng() % static_cast<uint32_t>(config.vocab_size));
   const int64_t vocab = config.vocab_size;
-  auto run = [&](const std::vector<int>& cuts) {
-    KVCache cache(config, kBatch, kLen);
+  auto run = [&](const std::vector<int>& cuts, KVDType dtype = KVDType::kF32) {
+    KVCache cache(config, kBatch, kLen, dtype);
     std::vector<float> logits(kBatch * vocab);
     int pos = 0;
     for (int len : cuts) {
@@ -110,6 +110,13 @@ TEST_P(AttentionPaths, FastModeStaysWithinRoundingOfExactMode) {
   std::vector<int> steps = {4};
   while (static_cast<int>(steps.size()) < kLen - 3) steps.push_back(1);
   const std::vector<float> fast_steps = run(steps);
+  // where fast mode's bf16 kernels run, every path rounds the cached entries to bf16 before using
+  // them: a bf16 cache gives the same bits
+  if (fast.fast_kernels() != FastModeKernels::kExact) {
+    EXPECT_EQ(run({kLen}, KVDType::kBF16), fast_whole) << "prefill from a bf16 cache";
+    EXPECT_EQ(run({70, 80}, KVDType::kBF16), fast_chunks) << "chunks from a bf16 cache";
+    EXPECT_EQ(run(steps, KVDType::kBF16), fast_steps) << "decode from a bf16 cache";
+  }
   for (int b = 0; b < kBatch; ++b) {
     const float* ref = exact.data() + b * vocab;
     const float max_ref = *std::max_element(

@@ -29,11 +29,20 @@ void ModelOptions::add_mtp_to(CLI::App* sub) {
 
 void ModelOptions::add_kv_cache_dtype_to(CLI::App* sub) {
   sub->add_option("--kv-cache-dtype", kv_cache_dtype,
-                  "the KV cache's element type: f32 (exact, as the goldens) or bf16 (half the "
-                  "memory per position, "
-                  "as the reference demo keeps its cache; the entries are rounded to bf16)")
-      ->check(CLI::IsMember({"f32", "bf16"}))
+                  "the KV cache's element type: f32 (exact, as the goldens), bf16 (half the "
+                  "memory per position, as the reference demo keeps its cache; the entries are "
+                  "rounded to bf16) or auto: bf16 in fast mode where its bf16 kernels run (AMX, "
+                  "AVX512_BF16), which round the entries to bf16 anyway (the same results as "
+                  "f32), else f32")
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}))
       ->capture_default_str();
+}
+
+KVDType ModelOptions::kv_dtype() const {
+  if (kv_cache_dtype != "auto") return parse_kv_dtype(kv_cache_dtype);
+  const bool bf16_kernels =
+      kernels && kernels->fast() && kernels->fast_kernels() != FastModeKernels::kExact;
+  return bf16_kernels ? KVDType::kBF16 : KVDType::kF32;
 }
 
 void ModelOptions::add_to(CLI::App* sub, const KernelConfig& kernel_config) {

@@ -14,10 +14,10 @@ namespace dsinfer::cli {
 
 struct ModelOptions {
   std::string ckpt_path;
-  std::string config_path;             // empty: <ckpt_path>/config.json
-  std::string mtp = "off";             // --mtp off | on | auto
-  int draft_tokens = 1;                // --draft-tokens K: MTP drafts per sequence and step
-  std::string kv_cache_dtype = "f32";  // --kv-cache-dtype f32 | bf16
+  std::string config_path;              // empty: <ckpt_path>/config.json
+  std::string mtp = "off";              // --mtp off | on | auto
+  int draft_tokens = 1;                 // --draft-tokens K: MTP drafts per sequence and step
+  std::string kv_cache_dtype = "auto";  // --kv-cache-dtype auto | f32 | bf16
   int max_seq_len =
       0;  // --max-seq-len: overrides the config's (0: the config's, else the reference's 16384)
   // How the model's products run: the command line's (main fills it in before a command runs).
@@ -31,7 +31,9 @@ struct ModelOptions {
   bool mtp_auto() const { return mtp == "auto"; }
   // Adds --kv-cache-dtype (the KV cache's element type).
   void add_kv_cache_dtype_to(CLI::App* sub);
-  KVDType kv_dtype() const { return parse_kv_dtype(kv_cache_dtype); }
+  // auto: bf16 where fast mode's bf16 kernels run (which round every cached entry to bf16 before
+  // using it, so the bits are an f32 cache's: tests/attention_paths_test), else f32.
+  KVDType kv_dtype() const;
   // Reads the config (explicit path or the checkpoint's config.json); errors name the file.
   ModelConfig load_config() const;
   // The config file load_config() reads.
