@@ -22,6 +22,7 @@ for d in $DEPTHS; do [ "$d" -gt "$max_depth" ] && max_depth=$d; done
 ds_run() {  # mode (fast, fast-bf16, exact) round
   local flags=() cache=()
   [ "$1" != exact ] && flags=(--fast)
+  [ "$1" = fast ] && cache=(--kv-cache-dtype f32)  # (auto would be bf16 where the bf16 kernels run)
   [ "$1" = fast-bf16 ] && cache=(--kv-cache-dtype bf16)
   echo "round $2: dsinfer $1" >&2
   "$DSINFER" --threads "$THREADS" "${flags[@]}" bench "${cache[@]}" --ckpt-path "$MP1" --max-seq-len $((max_depth + 64)) --json \
