@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
@@ -37,8 +38,10 @@ class ModelLoadErrors : public ::testing::Test {
     return path;
   }
 
-  // A copy of the shard without `drop` (and with `add` as an extra f32 tensor when given).
-  void rewrite_shard(const std::string& drop, const std::string& add = "") {
+  // A copy of the shard without `drop` (and with `add` as an extra f32 tensor when given), each
+  // tensor's bytes passed through `patch` on the way.
+  void rewrite_shard(const std::string& drop, const std::string& add = "",
+                     const std::function<void(const std::string&, std::string&)>& patch = {}) {
     const std::string path = ckpt_ + "/model0-mp1.safetensors";
     const std::string tmp = ckpt_ + "/rewritten.tmp";
     {
@@ -48,8 +51,12 @@ class ModelLoadErrors : public ::testing::Test {
         if (name != drop) entries.push_back({name, t.dtype, t.shape});
       if (!add.empty()) entries.push_back({add, DType::kF32, {4}});
       SafetensorsWriter out(tmp, entries);
-      for (const auto& [name, t] : in.tensors())
-        if (name != drop) out.write(name, t.data, t.n_bytes);
+      for (const auto& [name, t] : in.tensors()) {
+        if (name == drop) continue;
+        std::string bytes(reinterpret_cast<const char*>(t.data), t.n_bytes);
+        if (patch) patch(name, bytes);
+        out.write(name, bytes.data(), bytes.size());
+      }
       if (!add.empty()) {
         float zeros[4] = {};
         out.write(add, zeros, sizeof zeros);
@@ -93,6 +100,21 @@ TEST_F(ModelLoadErrors, MissingTensorIsNamed) {
 TEST_F(ModelLoadErrors, AMissingRouterBiasIsNamed) {
   rewrite_shard("layers.2.ffn.gate.bias");
   expect_error(eval(), "missing tensor layers.2.ffn.gate.bias");
+}
+
+// A NaN or infinite norm weight or block scale made every answer empty with exit 0: refused at
+// load, naming the element (the matrices are checked at convert: convert_test).
+TEST_F(ModelLoadErrors, ANonFiniteSmallTensorIsRefusedNamingTheElement) {
+  rewrite_shard("", "", [](const std::string& name, std::string& bytes) {
+    if (name == "layers.0.attn_norm.weight") bytes[2 * 2 + 1] = '\x7f', bytes[2 * 2] = '\x80';
+  });  // bf16 element 2 = 0x7f80: +infinity
+  expect_error(eval(), "tensor layers.0.attn_norm.weight holds a NaN or an infinity at element 2");
+  SetUp();  // a fresh shard
+  rewrite_shard("", "", [](const std::string& name, std::string& bytes) {
+    if (name == "layers.1.attn.wq_b.scale") bytes[3] = '\x7f', bytes[2] = '\xc0';  // f32 NaN
+  });
+  expect_error(eval(),
+               "tensor layers.1.attn.wq_b.scale holds a NaN or an infinity at element [0, 0]");
 }
 
 TEST_F(ModelLoadErrors, UnexpectedTensorIsNamed) {

@@ -445,9 +445,24 @@ void copy_range(const std::vector<SafetensorsWriter*>& writers, const std::strin
   }
 }
 
+// A NaN or infinite weight (fp8: the NaN codes 0x7f, 0xff) makes every product with it NaN, and
+// the vector kernels decode fp8's NaN codes as finite numbers, so such a file would answer
+// differently per machine: refused here, naming the element (load checks only the small tensors).
+void check_source_finite(const TensorView& t) {
+  const int64_t i = first_non_finite(t.dtype, t.data, t.numel());
+  if (i < 0) return;
+  std::string where = std::to_string(i);
+  if (t.shape.size() == 2) where = cat("[", i / t.shape[1], ", ", i % t.shape[1], "]");
+  fail(t.file, ": tensor ", t.name, " holds a ",
+       t.dtype == DType::kF8E4M3 ? "NaN code (0x7f or 0xff)" : "NaN or an infinity", " at element ",
+       where, ": the checkpoint is damaged");
+}
+
 // Writes one planned tensor to the ranks that get it.
 void write_job(const Job& job, const std::vector<std::unique_ptr<SafetensorsWriter>>& writers,
                Progress& progress, std::vector<uint8_t>& buffer) {
+  check_source_finite(*job.src);
+  if (job.src_scale) check_source_finite(*job.src_scale);
   if (job.quant) return write_quantized(job, writers, progress);
   const TensorView& t = *job.src;
   const int parts = static_cast<int>(writers.size());

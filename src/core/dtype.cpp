@@ -1,5 +1,6 @@
 #include "core/dtype.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -71,6 +72,46 @@ float f16_to_f32(uint16_t bits) {
     magnitude = std::ldexp(1.0f + mantissa / 1024.0f, exponent - 15);
   }
   return sign ? -magnitude : magnitude;
+}
+
+namespace {
+
+// first_non_finite over one element width: `bad(v)` for the element's bits. Blocks of 4096 are
+// tested with an OR the compiler vectorizes; only a block that has one is searched again.
+template <class Bits, class Bad>
+int64_t first_bad(const void* data, int64_t n, Bad bad) {
+  const Bits* v = static_cast<const Bits*>(data);
+  constexpr int64_t kBlock = 4096;
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t end = std::min(n, start + kBlock);
+    bool any = false;
+    for (int64_t i = start; i < end; ++i) any |= bad(v[i]);
+    if (!any) continue;
+    for (int64_t i = start; i < end; ++i)
+      if (bad(v[i])) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+int64_t first_non_finite(DType dtype, const void* data, int64_t n) {
+  switch (dtype) {
+    case DType::kF8E4M3:
+      return first_bad<uint8_t>(data, n, [](uint8_t b) { return (b & 0x7f) == 0x7f; });
+    case DType::kBF16:
+      return first_bad<uint16_t>(data, n, [](uint16_t b) { return (b & 0x7f80) == 0x7f80; });
+    case DType::kF16:
+      return first_bad<uint16_t>(data, n, [](uint16_t b) { return (b & 0x7c00) == 0x7c00; });
+    case DType::kF32:
+      return first_bad<uint32_t>(data, n,
+                                 [](uint32_t b) { return (b & 0x7f800000u) == 0x7f800000u; });
+    case DType::kF64:
+      return first_bad<uint64_t>(
+          data, n, [](uint64_t b) { return (b & 0x7ff0000000000000ull) == 0x7ff0000000000000ull; });
+    default:
+      return -1;
+  }
 }
 
 }  // namespace dsinfer

@@ -41,6 +41,11 @@ float f16_to_f32(uint16_t bits);
 
 // fp8 weights carry one float scale per kFp8Block x kFp8Block block of the matrix.
 constexpr int kFp8Block = 128;
+// The index of the first element of data[n] that is not a finite number (NaN or an infinity; for
+// fp8 e4m3fn the NaN codes 0x7f and 0xff), or -1; integer types are always finite. One pass that
+// the compiler vectorizes: it runs over every weight at load.
+int64_t first_non_finite(DType dtype, const void* data, int64_t n);
+
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace dsinfer
