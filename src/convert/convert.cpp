@@ -449,13 +449,8 @@ void copy_range(const std::vector<SafetensorsWriter*>& writers, const std::strin
 // the vector kernels decode fp8's NaN codes as finite numbers, so such a file would answer
 // differently per machine: refused here, naming the element (load checks only the small tensors).
 void check_source_finite(const TensorView& t) {
-  const int64_t i = first_non_finite(t.dtype, t.data, t.numel());
-  if (i < 0) return;
-  std::string where = std::to_string(i);
-  if (t.shape.size() == 2) where = cat("[", i / t.shape[1], ", ", i % t.shape[1], "]");
-  fail(t.file, ": tensor ", t.name, " holds a ",
-       t.dtype == DType::kF8E4M3 ? "NaN code (0x7f or 0xff)" : "NaN or an infinity", " at element ",
-       where, ": the checkpoint is damaged");
+  const std::string problem = t.non_finite_element();
+  check(problem.empty(), t.file, ": tensor ", t.name, " ", problem, ": the checkpoint is damaged");
 }
 
 // Writes one planned tensor to the ranks that get it.

@@ -49,6 +49,15 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+std::string TensorView::non_finite_element() const {
+  const int64_t i = first_non_finite(dtype, data, numel());
+  if (i < 0) return "";
+  std::string where = std::to_string(i);
+  if (shape.size() == 2) where = cat("[", i / shape[1], ", ", i % shape[1], "]");
+  return cat("holds a ", dtype == DType::kF8E4M3 ? "NaN code (0x7f or 0xff)" : "NaN or an infinity",
+             " at element ", where);
+}
+
 std::string TensorView::describe() const {
   return cat(name, " ", shape_string(shape), " ", dtype_name(dtype));
 }

@@ -28,6 +28,10 @@ struct TensorView {
   int64_t numel() const;
   int64_t dim(int i) const { return shape.at(i); }
   std::string describe() const;  // "name [a, b] BF16"
+  // "" when every element is a finite number (core/dtype.h first_non_finite), else what and
+  // where: "holds a NaN code (0x7f or 0xff) at element [r, c]" (fp8), "holds a NaN or an
+  // infinity at element i" (vectors).
+  std::string non_finite_element() const;
 };
 
 std::string shape_string(const std::vector<int64_t>& shape);
