@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "parallel/free_port.h"
+#include "raw_client.h"
 #include "test_support.h"
 
 extern char** environ;
@@ -687,6 +688,56 @@ TEST(Serve, TheDrainDeadlineCancelsWhatStillRuns) {
     EXPECT_EQ(r->status, 503) << r->body;
     EXPECT_CONTAINS(r->body, "--drain deadline");
   }
+}
+
+// Slowloris against the real server: 100 clients trickling a header (a byte every 300 ms) and
+// one that never reads its stream hold no slot another request needs (every one was answered;
+// before, 100 slow clients starved /health and the API) and no drain: the slow ones get 408 by
+// --request-timeout, and SIGTERM ends the server within --drain + a few seconds with status 0.
+TEST(Serve, SlowClientsStarveNoRequestAndHoldNoDrain) {
+  Served server({"--request-timeout", "2", "--drain", "1"});
+  std::vector<std::unique_ptr<test::RawClient>> slow;
+  for (int i = 0; i < 100; ++i) {
+    slow.push_back(std::make_unique<test::RawClient>(server.port()));
+    ASSERT_TRUE(slow.back()->send_text("POST /v1/chat/completions HTTP/1.1\r\n"));
+  }
+  test::RawClient not_reading(server.port(), /*receive_buffer=*/4096);
+  json endless = chat_body("Once upon a time", 15000, /*stream=*/true);
+  endless["ignore_eos"] = true;
+  const std::string body = endless.dump();
+  ASSERT_TRUE(
+      not_reading.send_text("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                            "Content-Type: application/json\r\nContent-Length: " +
+                            std::to_string(body.size()) + "\r\n\r\n" + body));
+  std::atomic<bool> done{false};
+  std::thread trickle([&] {
+    while (!done) {
+      for (auto& s : slow) s->send_text("X");
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+  });
+  for (int i = 0; i < 3; ++i) {
+    auto health = server.client().Get("/health");
+    ASSERT_TRUE(health) << "/health beside 100 slow clients, try " << i;
+    EXPECT_EQ(health->status, 200);
+    auto r = server.post("/v1/chat/completions", chat_body("Hello", 4).dump());
+    ASSERT_TRUE(r) << "a completion beside 100 slow clients, try " << i;
+    EXPECT_EQ(r->status, 200) << r->body;
+  }
+  int timed_out = 0;
+  for (auto& s : slow) timed_out += s->read_all(5).rfind("HTTP/1.1 408", 0) == 0;
+  EXPECT_EQ(timed_out, 100);
+  // SIGTERM while fresh slow clients trickle (within their deadline) and the stream is unread
+  slow.clear();
+  for (int i = 0; i < 20; ++i) {
+    slow.push_back(std::make_unique<test::RawClient>(server.port()));
+    slow.back()->send_text("GET /health HTTP/1.1\r\n");
+  }
+  const double t0 = now_seconds();
+  EXPECT_EQ(server.terminate(), 0);
+  done = true;
+  trickle.join();
+  EXPECT_LT(now_seconds() - t0, 6.0) << "slow clients held the drain";
 }
 
 // Two ranks behind one endpoint (rank 0 serves and broadcasts each step; rank 1 follows): the

@@ -99,6 +99,14 @@ Command register_serve(CLI::App& app, const KernelConfig& kernels) {
       ->capture_default_str();
   sub->add_option("--max-body", o->serve.max_body, "largest request body in bytes; more get 413")
       ->capture_default_str();
+  sub->add_option("--max-connections", o->serve.max_connections,
+                  "most HTTP connections open at once; past it idle keep-alive ones are closed, "
+                  "then new ones get 503")
+      ->capture_default_str();
+  sub->add_option("--request-timeout", o->serve.request_timeout_seconds,
+                  "seconds a request's header and body may take to arrive from its first byte "
+                  "(plus 1 s per 500 bytes); slower clients get 408 and are disconnected")
+      ->capture_default_str();
   sub->add_option(
          "--keep-alive", o->serve.keep_alive_seconds,
          "seconds a stream may stay silent (queued) before it gets a `: keep-alive` comment")

@@ -69,18 +69,6 @@ ConnectionProbe::ConnectionProbe(const std::string& remote_addr, int remote_port
   });
 }
 
-bool raise_listen_backlog(int local_port, int backlog) {
-  return find_fd([&](int fd) {
-    int listening = 0;
-    socklen_t len = sizeof listening;
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening)
-      return false;
-    std::string addr;
-    int port = -1;
-    return socket_end(fd, false, addr, port) && port == local_port && listen(fd, backlog) == 0;
-  });
-}
-
 bool ConnectionProbe::client_connected() const {
   if (fd_ < 0) return true;
   pollfd p{fd_, POLLIN | POLLRDHUP, 0};

@@ -22,10 +22,4 @@ class ConnectionProbe {
   int fd_ = -1;
 };
 
-// cpp-httplib (Debian's libcpp-httplib.so, whose macros a client cannot change) listens with a
-// backlog of 5: a burst of clients overflows it (TcpExtListenOverflows) and a dropped handshake
-// costs a client a second or its request. listen() again on the listening socket of `local_port`
-// (found as the probe finds a connection) raises it; false when no such socket was found.
-bool raise_listen_backlog(int local_port, int backlog);
-
 }  // namespace dsinfer

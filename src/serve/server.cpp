@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "parallel/comm.h"
 #include "serve/connection_probe.h"
+#include "serve/guarded_http_server.h"
 #include "serve/http_policy.h"
 #include "serve/metrics.h"
 #include "serve/output.h"
@@ -458,13 +459,12 @@ bool Server::stream_events(const Job& job, const Response& r, httplib::DataSink&
 }
 
 void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
-  httplib::Server http;
-  const int threads = o_.max_running + o_.max_queued + 4;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  ConnectionLimits limits;
+  limits.max_connections = o_.max_connections;
+  limits.request_seconds = o_.request_timeout_seconds;
+  GuardedHttpServer http(limits);
   http.set_tcp_nodelay(true);
   http.set_payload_max_length(static_cast<size_t>(o_.max_body));
-  http.set_read_timeout(30, 0);
-  http.set_write_timeout(30, 0);
   http.set_keep_alive_max_count(100);
   auto authorized = [&](const httplib::Request& req) {
     return authorized_by(req.get_header_value("Authorization"), o_.api_key);
@@ -593,12 +593,9 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
 
   // Bind before the (possibly long) load: a port in use is an error at once, and clients see 503
   // "loading" instead of a refused connection.
-  const int port = o_.port == 0 ? http.bind_to_any_port(o_.host)
-                                : (http.bind_to_port(o_.host, o_.port) ? o_.port : -1);
+  const int port = http.bind_port(o_.host, o_.port);
   check(port >= 0, "serve: cannot listen on ", o_.host, ":", o_.port,
         " (in use, or not an address of this machine)");
-  if (!raise_listen_backlog(port, 1024))
-    log_debug("serve: the listen backlog stays cpp-httplib's 5");
   if (o_.api_key.empty() && o_.host != "127.0.0.1" && o_.host != "localhost" && o_.host != "::1")
     log_info("warning: serve: listening on ", o_.host,
              " without an API key (--api-key): anyone who can reach it can use it");
@@ -645,6 +642,9 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
     pending_work_ = true;  // the engine thread takes the cancellations
   }
   work_.notify_one();
+  // the responses being written (cancelled streams' last events) get a second; then every
+  // connection is closed, slow clients' too, so that stopping waits on no client
+  http.close_connections(1.0);
   http.stop();
   listener.join();
   {
@@ -674,8 +674,11 @@ sigset_t block_shutdown_signals() {
 void serve(const std::function<std::unique_ptr<Transformer>()>& load, Comm& comm,
            const ChatFormatter& chat, const ServeOptions& options) {
   check(options.max_running >= 1 && options.max_queued >= 0 && options.max_body >= 1 &&
-            options.step_tokens >= 1,
-        "serve: --max-running, --max-body and --step-tokens must be >= 1, --max-queued >= 0");
+            options.step_tokens >= 1 && options.max_connections >= 1,
+        "serve: --max-running, --max-body, --step-tokens and --max-connections must be >= 1, "
+        "--max-queued >= 0");
+  check(options.request_timeout_seconds > 0 && options.request_timeout_seconds <= 86400,
+        "serve: --request-timeout must be a number of seconds in (0, 86400]");
   if (comm.rank() != 0) {
     auto model = load();
     KVCache cache(model->config(),

@@ -27,6 +27,8 @@ struct ServeOptions {
   int max_running = 16;
   int max_queued = 64;
   int64_t max_body = 1 << 20;
+  int max_connections = 512;            // HTTP connections open at once (guarded_http_server.h)
+  double request_timeout_seconds = 10;  // a request's header and body must arrive in this
   int64_t step_tokens = 256;
   int64_t kv_cache_tokens = 0;  // 0: from the model and free memory
   bool prefix_cache = true;     // reuse cached prompt prefixes (engine/prefix_cache.h)
