@@ -216,8 +216,9 @@ TEST(CliRunLocal, BindLogsThePlacement) {
     if (std::string(mode) != "none") {
       EXPECT_CONTAINS(t.r.err, std::string("run: --bind ") + mode + ": ");
       if (std::getenv("DSINFER_SYSFS_ROOT") == nullptr &&
-          !fs::exists("/sys/devices/system/node/node1"))
+          !fs::exists("/sys/devices/system/node/node1")) {
         EXPECT_CONTAINS(t.r.err, "nothing to bind");
+      }
     }
   }
   if (mpirun_installed()) {  // under mpirun, Open MPI's own mapping and its report of the bindings
@@ -279,6 +280,19 @@ TEST(CliRunLocal, BindPinsEachRankToItsDomain) {
   EXPECT_CONTAINS(err, "rank 0: cpus 0, memory node 0");
   EXPECT_CONTAINS(err, "rank 1: cpus 1, memory node 0");
   EXPECT_CONTAINS(test::read_file(dir + "/allowed"), "Cpus_allowed_list:\t0\n");
+}
+
+// `run` in a rank of `run` (PROBE-3 U12): was two worlds answering the input twice, exit 0.
+TEST(CliRunLocal, ANestedLaunchIsAnError) {
+  const std::string tok = data_path("tokenizer/deepseek-v3");
+  auto t = launch(
+      "-n 2 --comm gloo run -n 2 --comm gloo tokenize --tokenizer-path " + tok + " --text hi", "",
+      60);
+  EXPECT_NE(t.r.exit_code, 0);
+  EXPECT_NE(t.r.exit_code, 124) << "timed out:\n" << t.r.err;
+  EXPECT_NE(t.r.err.find("already one rank of a launched world (WORLD_SIZE=2)"), std::string::npos)
+      << t.r.err;
+  EXPECT_EQ(t.r.out, "") << "an inner world ran";
 }
 
 TEST(CliRunLocal, WithoutASubcommandIsAnError) {

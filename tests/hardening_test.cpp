@@ -94,6 +94,13 @@ TEST(Hardening, AnEndlessChatLineIsAnError) {
                "an input line on stdin is longer than 1048576 bytes");
 }
 
+// stdin that cannot be read (PROBE-3 U8) was taken as the end of the input, exit 0
+TEST(Hardening, AnUnreadableStdinIsAnErrorNotTheEndOfTheChat) {
+  expect_error(run_command("sh -c '" + kBin + " generate --ckpt-path " + tiny_ckpt() +
+                           " --interactive < /'"),
+               "cannot read stdin: Is a directory");
+}
+
 TEST(Hardening, PerplexityOfAnEndlessFileIsAnError) {
   expect_error(run_dsinfer("perplexity --ckpt-path " + tiny_ckpt() + " --input-file /dev/zero"),
                "--input-file /dev/zero is not a regular file or a pipe (a device)");
@@ -117,6 +124,11 @@ TEST(Hardening, TokenizeInputFileIsReadAsGeneratesIs) {
                        fifo);  // no writer: no lines
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "");
+  // where nothing is an error, the message says why there was nothing (PROBE-3 U7)
+  expect_error(run_dsinfer("generate --ckpt-path " + tiny_ckpt() + " --input-file " + fifo),
+               fifo + " holds no prompts (a named pipe that gave no data: nothing was writing");
+  expect_error(run_dsinfer("perplexity --ckpt-path " + tiny_ckpt() + " --input-file " + fifo),
+               fifo + ": fewer than 2 tokens to score (a named pipe that gave no data");
 }
 
 // ---- a prompt over the template's 1 MiB output limit is blamed on its length (it was "chat

@@ -132,7 +132,7 @@ void run_batch(const GenerateCliOptions& o, const ModelConfig& config, const Tok
         "Number of prompts in ", o.input_file, " (", prompts.size(),
         ") exceeds maximum batch size (max_batch_size=", config.max_batch_size,
         "; --max-running N answers any number of prompts, N at a time)");
-  check(!prompts.empty(), o.input_file, " holds no prompts");
+  check(!prompts.empty(), o.input_file, " holds no prompts", empty_input_hint(o.input_file));
   std::vector<std::vector<int32_t>> prompt_ids;
   for (const std::string& p : prompts)
     prompt_ids.push_back(

@@ -46,7 +46,7 @@ std::vector<std::vector<int32_t>> read_text_tokens(const std::string& path,
     windows.emplace_back(ids.begin() + start,
                          ids.begin() + std::min(ids.size(), start + max_seq_len));
   if (!windows.empty() && windows.back().size() < 2) windows.pop_back();
-  check(!windows.empty(), path, ": fewer than 2 tokens to score");
+  check(!windows.empty(), path, ": fewer than 2 tokens to score", empty_input_hint(path));
   return windows;
 }
 

@@ -125,6 +125,18 @@ void end_all(std::vector<pid_t>& pids) {
   }
 }
 
+// `run` inside a launched rank (`run -n 2 run -n 2 ...`, or under torchrun or mpirun) would start
+// a world per outer rank, each answering the whole input: the output N times over, exit 0.
+void check_not_launched() {
+  for (const char* name : {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"}) {
+    const char* value = std::getenv(name);
+    if (value && std::atoi(value) > 1)
+      fail("run: this process is already one rank of a launched world (", name, "=", value,
+           "): a `run` inside `run`, torchrun or mpirun would start a separate world per rank; "
+           "launch the subcommand once, with one launcher");
+  }
+}
+
 void run_local(const RunOptions& o, const std::vector<std::string>& global) {
   const std::string self = self_path();
   const std::string port = std::to_string(pick_free_port());
@@ -251,6 +263,7 @@ Command register_run(CLI::App& app, const std::vector<std::string>& global_args)
             opts.args = sub->remaining();
             check(!opts.args.empty(),
                   "run: name the subcommand the ranks run, e.g. `dsinfer run -n 2 eval ...`");
+            check_not_launched();
             if (opts.comm.empty()) opts.comm = "mpi";
             if (opts.comm == "mpi")
               run_mpirun(opts, global_args);

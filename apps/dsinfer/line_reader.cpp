@@ -3,8 +3,10 @@
 #include <editline/readline.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include "core/error.h"
@@ -40,12 +42,17 @@ std::optional<std::string> LineReader::read_line() {
   std::streambuf* in = std::cin.rdbuf();
   int c = EOF;
   bool any = false;
+  errno = 0;
   while ((c = in->sbumpc()) != EOF) {
     any = true;
     if (c == '\n') break;
     line.push_back(static_cast<char>(c));
     check_length(line.size());
   }
+  // (std::cin reads through stdio's stdin: a failed read, a directory or /proc/self/mem as
+  // stdin, is its error flag, not the end of the input)
+  if (c == EOF && std::ferror(stdin))
+    fail("cannot read stdin: ", errno != 0 ? std::strerror(errno) : "a read error");
   if (!any) return std::nullopt;
   if (!line.empty() && line.back() == '\r') line.pop_back();
   return line;

@@ -52,4 +52,10 @@ std::string read_input_file(const std::string& path, const std::string& what, in
   return out;
 }
 
+std::string empty_input_hint(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISFIFO(st.st_mode)) return "";
+  return " (a named pipe that gave no data: nothing was writing to it)";
+}
+
 }  // namespace dsinfer

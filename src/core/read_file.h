@@ -15,4 +15,8 @@ namespace dsinfer {
 std::string read_input_file(const std::string& path, const std::string& what, int64_t max_bytes,
                             bool allow_streams = false);
 
+// For the message about an input that gave nothing: " (a named pipe that gave no data: nothing was
+// writing to it)" when `path` is a FIFO (read_input_file does not wait for a writer), else "".
+std::string empty_input_hint(const std::string& path);
+
 }  // namespace dsinfer
