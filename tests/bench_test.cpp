@@ -315,6 +315,17 @@ TEST(BenchCommand, DepthAndConversations) {
   ASSERT_EQ(on["by_turn"].size(), 3u);
 }
 
+// A prefill of max_seq_len tokens leaves no room for the token drawn after it: the engine refused
+// it and bench printed "inf tokens/s" for a prefill that never ran; now it is an error up front.
+TEST(BenchCommand, APrefillWithNoRoomForItsTokenIsAnError) {
+  const std::string ckpt = test::convert_golden("tiny-v3");
+  auto r = test::run_dsinfer("--threads 1 bench --ckpt-path " + ckpt + kSmall +
+                             " --max-seq-len 64 --batch 1 --prefill 64");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_CONTAINS(r.err, "error: bench: prefill length 64 is outside [1, max_seq_len - 1 = 63]");
+  EXPECT_EQ(r.out.find("inf"), std::string::npos) << r.out;
+}
+
 // Fast mode where its kernels are the exact ones (no AMX, no AVX512_BF16: here forced with
 // DSINFER_ISA=avx2, as on a Zen 3) measures its prefill against the fp32 FMA peak; it used to stop
 // with "no bf16 flop ceiling on this CPU".

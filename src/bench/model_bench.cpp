@@ -168,8 +168,9 @@ DecodeResult bench_decode_at_depth(Transformer& model, int batch, int64_t depth,
 
 PrefillResult bench_prefill(Transformer& model, int tokens, uint64_t seed) {
   const ModelConfig& c = model.config();
-  check(tokens >= 1 && tokens <= c.max_seq_len, "bench: prefill length ", tokens,
-        " is outside [1, max_seq_len=", c.max_seq_len, "]");
+  // (the prompt and the one token drawn after it must fit: the engine refuses a longer request)
+  check(tokens >= 1 && tokens < c.max_seq_len, "bench: prefill length ", tokens,
+        " is outside [1, max_seq_len - 1 = ", c.max_seq_len - 1, "] (--max-seq-len)");
   std::mt19937_64 rng(seed);
   KVCache cache = cache_for(c, 1, tokens + 1);
   PrefillResult r;
@@ -191,6 +192,7 @@ PrefillResult bench_prefill(Transformer& model, int tokens, uint64_t seed) {
   std::vector<Engine::Pending> requests;
   requests.push_back({random_tokens(rng, c.vocab_size, tokens), params, {}});
   engine.run_all(std::move(requests));
+  check(r.seconds > 0, "bench: the prefill of ", tokens, " tokens did not run");
   return r;
 }
 
