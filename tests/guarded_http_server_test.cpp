@@ -37,6 +37,15 @@ class Toy {
     http_.Post("/echo", [](const httplib::Request& req, httplib::Response& res) {
       res.set_content(req.body, "text/plain");
     });
+    // the port of the peer of request_socket(): the request's own remote_port
+    http_.Get("/socket", [](const httplib::Request& req, httplib::Response& res) {
+      sockaddr_in peer{};
+      socklen_t len = sizeof peer;
+      const int fd = GuardedHttpServer::request_socket();
+      const bool same = fd >= 0 && getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) == 0 &&
+                        ntohs(peer.sin_port) == req.remote_port;
+      res.set_content(same ? "same" : "other", "text/plain");
+    });
     http_.Get("/big", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(std::string(8 << 20, 'x'), "text/plain");
     });
@@ -113,6 +122,17 @@ TEST(GuardedHttpServer, ABurstOfClientsGetsThroughTheHandshake) {
   while (!http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   http.stop();
   listener.join();
+}
+
+TEST(GuardedHttpServer, AHandlerKnowsItsRequestsSocket) {
+  Toy toy(quick_limits());
+  httplib::Client c("127.0.0.1", toy.port());
+  for (int i = 0; i < 3; ++i) {  // (keep-alive: the same connection's next requests too)
+    auto r = c.Get("/socket");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body, "same");
+  }
+  EXPECT_EQ(GuardedHttpServer::request_socket(), -1);  // (outside a request)
 }
 
 TEST(GuardedHttpServer, AHeaderTrickledAByteAtATimeGets408ByItsDeadline) {

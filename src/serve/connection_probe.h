@@ -1,25 +1,13 @@
 // Whether the client of a request is still connected, for handlers that do not write until the
-// end (a non-streamed completion). cpp-httplib 0.11 gives a handler no socket, so the probe finds
-// it: the one open TCP socket of this process whose local port and peer address match the
-// request's. The fd stays open (httplib holds it) while the handler runs, so it cannot be reused
-// under the probe.
+// end (a non-streamed completion): the peer has not closed or reset the request's socket
+// (GuardedHttpServer::request_socket()).
 #pragma once
-
-#include <string>
 
 namespace dsinfer {
 
-class ConnectionProbe {
- public:
-  // Finds the socket; a probe that found none reports the client as connected (never cancels
-  // a request it cannot observe).
-  ConnectionProbe(const std::string& remote_addr, int remote_port, int local_port);
-  bool found() const { return fd_ >= 0; }
-  // False once the peer closed or reset its end (read side at end of file or in error).
-  bool client_connected() const;
-
- private:
-  int fd_ = -1;
-};
+// False once the peer of socket `fd` closed or reset its end (read side at end of file or in
+// error); a pipelined next request is not a hang-up. fd < 0 (no socket known): true, so that a
+// request nobody can observe is never cancelled.
+bool client_connected(int fd);
 
 }  // namespace dsinfer

@@ -147,6 +147,8 @@ class RequestStream : public httplib::Stream {
 // Set on the listener's thread when no thread could be started for a connection: it is then
 // refused there, without reading it.
 thread_local bool refuse_here = false;
+// The socket whose request this thread is serving (request_socket()).
+thread_local int this_request_socket = -1;
 
 }  // namespace
 
@@ -160,6 +162,8 @@ int GuardedHttpServer::bind_port(const std::string& host, int port, int backlog)
     log_debug("serve: the listen backlog stays cpp-httplib's 5 (", std::strerror(errno), ")");
   return bound;
 }
+
+int GuardedHttpServer::request_socket() { return this_request_socket; }
 
 int GuardedHttpServer::open_connections() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -224,7 +228,9 @@ void GuardedHttpServer::serve_connection(socket_t sock) {
     RequestStream stream(sock, limits_);
     bool closed = false;
     const bool last = left == 1 || svr_sock_ == INVALID_SOCKET;
+    this_request_socket = sock;
     const bool ok = process_request(stream, last, closed, nullptr);
+    this_request_socket = -1;
     if (!ok || closed || stream.expired()) return;
   }
 }

@@ -40,6 +40,9 @@ class GuardedHttpServer : public httplib::Server {
   // up to grace_seconds, then ends them too (shuts their sockets down; their threads end).
   void close_connections(double grace_seconds);
   int open_connections() const;
+  // The socket of the request the calling thread is serving (handlers and content providers run
+  // on their connection's thread), or -1 outside one.
+  static int request_socket();
 
  private:
   bool process_and_close_socket(socket_t sock) override;  // (httplib's per-connection entry)

@@ -322,10 +322,10 @@ void Server::respond_whole(const httplib::Request& req, httplib::Response& res, 
   std::vector<TokenLogprob> kept;
   // Nothing is written until the end, so a client that hangs up is only seen by probing its
   // socket: between tokens, and a few times a second while queued or prefilling.
-  const ConnectionProbe probe(req.remote_addr, req.remote_port, req.local_port);
+  const int socket = GuardedHttpServer::request_socket();
   OutputSink sink;
   sink.wait_seconds = 0.1;
-  sink.client_there = [&](bool) { return probe.client_connected(); };
+  sink.client_there = [socket](bool) { return client_connected(socket); };
   sink.deliver = [&](const OutputDelta& d, const TokenLogprob* lp) {
     if (lp) kept.push_back(*lp);
     Output::append(all, d);
