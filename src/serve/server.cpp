@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -388,8 +389,10 @@ void Server::respond_stream(httplib::Response& res, const Job& job, const Respon
 }
 
 bool Server::stream_events(const Job& job, const Response& r, httplib::DataSink& sink) {
+  double last_write = now_seconds();
   auto send = [&](const json& j) {
     const std::string s = "data: " + j.dump() + "\n\n";
+    last_write = now_seconds();
     return sink.write(s.data(), s.size());
   };
   std::vector<TokenLogprob> unsent;  // logprobs of tokens whose text has not gone out yet
@@ -420,12 +423,18 @@ bool Server::stream_events(const Job& job, const Response& r, httplib::DataSink&
   Output output(tokenizer_, job);
   bool alive = !r.chat || send(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr));
   OutputSink out;
-  out.wait_seconds = o_.keep_alive_seconds;
-  // queued, or between slow tokens: an SSE comment keeps proxies from timing out, and a failed
-  // write tells that the client went away
+  // a client that hangs up is seen on its socket within a tenth of a second (queued, prefilling
+  // or between tokens: a write would only fail once the peer's reset came back), so it frees its
+  // slot at once; silent for --keep-alive seconds, the stream gets an SSE comment, which keeps
+  // proxies from timing out
+  const int socket = GuardedHttpServer::request_socket();  // (providers run on their connection)
+  out.wait_seconds = std::min(0.1, o_.keep_alive_seconds);
   out.client_there = [&](bool timed_out) {
     static const std::string keep_alive = ": keep-alive\n\n";
-    return alive && (!timed_out || sink.write(keep_alive.data(), keep_alive.size()));
+    if (!alive || !client_connected(socket)) return false;
+    if (!timed_out || now_seconds() - last_write < o_.keep_alive_seconds) return true;
+    last_write = now_seconds();
+    return sink.write(keep_alive.data(), keep_alive.size());
   };
   out.deliver = [&](const OutputDelta& d, const TokenLogprob* lp) {
     if (lp) unsent.push_back(*lp);
