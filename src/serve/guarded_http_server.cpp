@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/log.h"
+#include "serve/connection_probe.h"
 #include "serve/responses.h"
 
 namespace dsinfer {
@@ -77,11 +78,8 @@ class RequestStream : public httplib::Stream {
     return next_ < end_ || (!expired_ && wait_for(sock_, POLLIN, seconds_left()));
   }
   bool is_writable() const override {
-    if (expired_ || !wait_for(sock_, POLLOUT, limits_.write_seconds)) return false;
-    // and the peer has not closed its end (what httplib's own stream checks)
-    char byte;
-    if (!wait_for(sock_, POLLIN, 0)) return true;
-    return recv(sock_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) != 0;
+    // (and the peer has not closed its end, as httplib's own stream checks)
+    return !expired_ && wait_for(sock_, POLLOUT, limits_.write_seconds) && client_connected(sock_);
   }
   ssize_t read(char* ptr, size_t size) override {
     if (next_ == end_) {

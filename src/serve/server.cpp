@@ -323,10 +323,10 @@ void Server::respond_whole(const httplib::Request& req, httplib::Response& res, 
   std::vector<TokenLogprob> kept;
   // Nothing is written until the end, so a client that hangs up is only seen by probing its
   // socket: between tokens, and a few times a second while queued or prefilling.
-  const int socket = GuardedHttpServer::request_socket();
+  const int client_socket = GuardedHttpServer::request_socket();
   OutputSink sink;
   sink.wait_seconds = 0.1;
-  sink.client_there = [socket](bool) { return client_connected(socket); };
+  sink.client_there = [client_socket](bool) { return client_connected(client_socket); };
   sink.deliver = [&](const OutputDelta& d, const TokenLogprob* lp) {
     if (lp) kept.push_back(*lp);
     Output::append(all, d);
@@ -427,11 +427,11 @@ bool Server::stream_events(const Job& job, const Response& r, httplib::DataSink&
   // or between tokens: a write would only fail once the peer's reset came back), so it frees its
   // slot at once; silent for --keep-alive seconds, the stream gets an SSE comment, which keeps
   // proxies from timing out
-  const int socket = GuardedHttpServer::request_socket();  // (providers run on their connection)
+  const int client_socket = GuardedHttpServer::request_socket();  // (providers run on its thread)
   out.wait_seconds = std::min(0.1, o_.keep_alive_seconds);
   out.client_there = [&](bool timed_out) {
     static const std::string keep_alive = ": keep-alive\n\n";
-    if (!alive || !client_connected(socket)) return false;
+    if (!alive || !client_connected(client_socket)) return false;
     if (!timed_out || now_seconds() - last_write < o_.keep_alive_seconds) return true;
     last_write = now_seconds();
     return sink.write(keep_alive.data(), keep_alive.size());
