@@ -79,9 +79,11 @@ int run_cli(int argc, char** argv) {
   bool fast = false;
   app.add_option(
          "--act-dtype", act,
-         "activations entering the matrix products: f32 (exact, the default) or bf16 (fast mode: "
-         "rounded to bf16, weights exact, fp32 accumulation; AMX tiles where the CPU has them)")
-      ->check(CLI::IsMember({"f32", "bf16"}));
+         "activations entering the matrix products: f32 (exact, the default), bf16 (fast mode: "
+         "rounded to bf16, weights exact, fp32 accumulation; AMX tiles where the CPU has them) "
+         "or int8 (int8 mode: linear weights repacked as int8 at load, activations quantized "
+         "per 128 columns, integer dot products; the rest as bf16)")
+      ->check(CLI::IsMember({"f32", "bf16", "int8"}));
   app.add_flag("--fast", fast, "fast mode: the same as --act-dtype bf16");
   bool batch_variant = false;
   app.add_flag(

@@ -170,9 +170,10 @@ json collectives_json(const CollectiveStats& c, int calls) {
 void run_explain(const BenchOptions& o) {
   KernelConfig kernels = *o.model.kernels;
   if (!o.explain_cpu.empty()) {
-    const KernelConfig typical = typical_kernel_config(parse_cpu_family(o.explain_cpu));
-    kernels = {kernels.act, kernels.batch_invariant, typical.isa,
-               typical.amx, typical.bf16dot,         typical.gemv};
+    KernelConfig typical = typical_kernel_config(parse_cpu_family(o.explain_cpu));
+    typical.act = kernels.act;
+    typical.batch_invariant = kernels.batch_invariant;
+    kernels = typical;
   }
   const ModelConfig config = o.model.load_config();
   auto comm = make_comm();

@@ -30,6 +30,7 @@ struct PerplexityOptions {
   std::string input_file;
   std::string case_file;
   std::string reference_ckpt_path;
+  std::string reference_act;  // the reference's --act-dtype (empty: the model's)
   bool verbose = false;
   bool as_json = false;
 };
@@ -55,7 +56,10 @@ void run_comparison(const PerplexityOptions& o, const ModelConfig& config,
                     const std::vector<std::vector<int32_t>>& sequences, Comm& comm,
                     Transformer& model) {
   ModelOptions reference_options = o.model;
-  reference_options.ckpt_path = o.reference_ckpt_path;
+  if (!o.reference_ckpt_path.empty()) reference_options.ckpt_path = o.reference_ckpt_path;
+  KernelConfig reference_kernels = *o.model.kernels;
+  if (!o.reference_act.empty()) reference_kernels.act = parse_act_dtype(o.reference_act);
+  reference_options.kernels = &reference_kernels;
   auto reference = reference_options.load_model(config, comm);
   const double start = now_seconds();
   const ModelComparison c = compare_models(*reference, model, sequences);
@@ -95,7 +99,8 @@ void run_perplexity(const PerplexityOptions& o) {
           : parse_perplexity_case(read_json_file(o.case_file, "case file"), o.case_file);
   auto comm = make_comm();
   auto model = o.model.load_model(config, *comm);
-  if (!o.reference_ckpt_path.empty()) return run_comparison(o, config, sequences, *comm, *model);
+  if (!o.reference_ckpt_path.empty() || !o.reference_act.empty())
+    return run_comparison(o, config, sequences, *comm, *model);
   json nll_rows = json::array();
   double total = 0;
   int64_t count = 0;
@@ -136,6 +141,11 @@ Command register_perplexity(CLI::App& app, const KernelConfig& kernels) {
       "--reference-ckpt-path", o->reference_ckpt_path,
       "also load this checkpoint of the same model (e.g. the exact fp8 one) and compare: both "
       "perplexities, mean and max KL(reference || model) per position, top-1 agreement");
+  sub->add_option("--reference-act-dtype", o->reference_act,
+                  "compare against the model (or --reference-ckpt-path) run with these "
+                  "activations: e.g. --act-dtype int8 --reference-act-dtype f32 measures what "
+                  "int8 mode costs")
+      ->check(CLI::IsMember({"f32", "bf16", "int8"}));
   sub->add_flag("--verbose", o->verbose, "also print every token's NLL");
   sub->add_flag("--json", o->as_json,
                 "print {\"mean_nll\", \"perplexity\", \"nll\": [[...], ...]} as JSON");

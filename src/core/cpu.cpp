@@ -56,6 +56,11 @@ int cpu_family() {
 #endif
 }
 
+bool cpu_has_avx512_vnni() {
+  unsigned a, b, c, d;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11)) != 0;
+}
+
 bool cpu_has_amx_bf16() {
 #if defined(__x86_64__)
   unsigned a = 0, b = 0, c = 0, d = 0;

@@ -21,6 +21,9 @@ bool cpu_supports(Isa isa);
 // still grant the tile state (arch_prctl), which the AMX kernels ask for themselves.
 bool cpu_has_amx_bf16();
 
+// True when the CPU has AVX512-VNNI (VPDPBUSD), beside cpu_supports(Isa::kAvx512).
+bool cpu_has_avx512_vnni();
+
 // True on an AMD CPU (the kernels tune their memory access per vendor, kernels/linear.h).
 bool cpu_is_amd();
 

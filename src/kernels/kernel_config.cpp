@@ -8,12 +8,33 @@
 
 namespace dsinfer {
 
-const char* act_dtype_name(ActDType act) { return act == ActDType::kBF16 ? "bf16" : "f32"; }
+const char* act_dtype_name(ActDType act) {
+  switch (act) {
+    case ActDType::kBF16:
+      return "bf16";
+    case ActDType::kInt8:
+      return "int8";
+    default:
+      return "f32";
+  }
+}
 
 ActDType parse_act_dtype(const std::string& name) {
   if (name == "f32") return ActDType::kF32;
   if (name == "bf16") return ActDType::kBF16;
-  fail("unknown activation dtype '", name, "' (f32 or bf16)");
+  if (name == "int8") return ActDType::kInt8;
+  fail("unknown activation dtype '", name, "' (f32, bf16 or int8)");
+}
+
+const char* int8_kernel_name(Int8Kernel kernel) {
+  switch (kernel) {
+    case Int8Kernel::kAvx512Vnni:
+      return "avx512-vnni";
+    case Int8Kernel::kAvx2:
+      return "avx2";
+    default:
+      return "scalar";
+  }
 }
 
 const char* gemv_prefetch_name(GemvPrefetch prefetch) {
@@ -89,11 +110,17 @@ FastModeKernels KernelConfig::fast_kernels() const {
   return FastModeKernels::kExact;
 }
 
+Int8Kernel KernelConfig::int8_kernel() const {
+  if (isa == Isa::kAvx512 && vnni) return Int8Kernel::kAvx512Vnni;
+  return isa == Isa::kScalar ? Int8Kernel::kScalar : Int8Kernel::kAvx2;
+}
+
 KernelConfig cpu_kernel_config() {
   KernelConfig config;
   config.isa = best_isa(Isa::kAvx512);
   config.bf16dot = cpu_supports(Isa::kAvx512);  // which includes AVX512_BF16 (core/cpu.h)
   config.amx = config.bf16dot && amx_usable();
+  config.vnni = config.bf16dot && cpu_has_avx512_vnni();
   config.gemv = gemv_tuning_of(this_cpu_family());
   return config;
 }
@@ -103,6 +130,7 @@ KernelConfig typical_kernel_config(CpuFamily family) {
   config.isa = family == CpuFamily::kZen3 ? Isa::kAvx2 : Isa::kAvx512;
   config.bf16dot = config.isa == Isa::kAvx512;
   config.amx = family == CpuFamily::kIntel;
+  config.vnni = config.isa == Isa::kAvx512;
   config.gemv = gemv_tuning_of(family);
   return config;
 }
@@ -176,6 +204,7 @@ KernelConfig with_environment_overrides(KernelConfig config) {
   if (const char* v = variable("DSINFER_AMX"); v && std::string(v) == "0") config.amx = false;
   if (const char* v = variable("DSINFER_BF16DOT"); v && std::string(v) == "0")
     config.bf16dot = false;
+  if (const char* v = variable("DSINFER_VNNI"); v && std::string(v) == "0") config.vnni = false;
   apply_gemv_overrides(config.gemv);
   return config;
 }
@@ -183,7 +212,11 @@ KernelConfig with_environment_overrides(KernelConfig config) {
 std::string describe(const KernelConfig& c) {
   const GemvTuning& g = c.gemv;
   std::string out =
-      std::string(isa_name(c.isa)) + ", " + (c.fast() ? "fast (bf16 activations" : "exact (f32");
+      std::string(isa_name(c.isa)) + ", " +
+      (c.int8() ? "int8 (int8 activations on " + std::string(int8_kernel_name(c.int8_kernel())) +
+                      " where the weights are int8, else bf16"
+       : c.fast() ? "fast (bf16 activations"
+                  : "exact (f32");
   if (c.fast()) out += std::string(", ") + fast_mode_kernels_name(c.fast_kernels());
   out += std::string("), ") + (c.batch_invariant ? "batch invariant" : "batch variant") +
          "; GEMV rows " + std::to_string(g.rows_one_token) + "/" +

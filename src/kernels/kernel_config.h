@@ -12,10 +12,17 @@ namespace dsinfer {
 
 // Exact mode (kF32, the default): fp32 activations, weights dequantized exactly, fp32
 // accumulation. Fast mode (kBF16): activations rounded to bf16 first, weights still exact, fp32
-// accumulation, on AMX tiles or VDPBF16PS where the CPU has them.
-enum class ActDType { kF32, kBF16, kCount };
+// accumulation, on AMX tiles or VDPBF16PS where the CPU has them. int8 mode (kInt8): the linear
+// weights repacked as int8 at load and activations quantized to int8 per 128 columns, products
+// on integer dot instructions (kernels/int8_matrix.h has the numbers); the rest (attention's
+// products, bf16 heads, int4 experts) as in fast mode.
+enum class ActDType { kF32, kBF16, kInt8, kCount };
 const char* act_dtype_name(ActDType act);
-ActDType parse_act_dtype(const std::string& name);  // "f32" | "bf16"; else an Error
+ActDType parse_act_dtype(const std::string& name);  // "f32" | "bf16" | "int8"; else an Error
+
+// int8 mode's kernel: every one gives the same bits (int8_matrix.h), only the speed differs.
+enum class Int8Kernel { kScalar, kAvx2, kAvx512Vnni };
+const char* int8_kernel_name(Int8Kernel kernel);
 
 // How the exact GEMV streams its weights. Every tuning gives the same bits (the canonical order,
 // tests/canonical_order_test.cpp); only the speed differs. The values per CPU family and the runs
@@ -60,10 +67,15 @@ struct KernelConfig {
   Isa isa = Isa::kScalar;  // the exact kernels' instruction set
   bool amx = false;        // fast mode may run on AMX tiles
   bool bf16dot = false;    // fast mode may run VDPBF16PS (AVX512_BF16)
+  bool vnni = false;       // int8 mode may run VPDPBUSD (AVX512-VNNI)
   GemvTuning gemv;
-  bool fast() const { return act == ActDType::kBF16; }
+  // Fast mode's rounding and kernels apply (in int8 mode too, to the products int8 does not take)
+  bool fast() const { return act != ActDType::kF32; }
+  bool int8() const { return act == ActDType::kInt8; }
   // Fast mode's kernels for products of many tokens; only beside the AVX-512 exact kernels.
   FastModeKernels fast_kernels() const;
+  // int8 mode's kernel: VPDPBUSD beside the AVX-512 kernels, else AVX2's, else the scalar one.
+  Int8Kernel int8_kernel() const;
   bool operator==(const KernelConfig&) const = default;
 };
 
@@ -78,10 +90,11 @@ KernelConfig typical_kernel_config(CpuFamily family);
 // rest of `config`: for tests and benchmarks that compare variants.
 KernelConfig with_isa(KernelConfig config, Isa isa);
 // `config` with the DSINFER_* kernel overrides applied: the one place that reads them.
-//   DSINFER_ISA=scalar|avx2|avx512   caps the ISA;  DSINFER_AMX=0, DSINFER_BF16DOT=0  turn those
-//   off; DSINFER_GEMV_ROWS=1..16 (1 token), _ROWS2=1..8 (2 tokens), _ROWS_MANY=4|6 (3-4 tokens),
-//   _ROWS_FP8=0..16 (1 token of subnormal-form fp8), _PREFETCH=none|ahead|wrapped,
-//   _FP8_SUBNORMAL=0..4 (tokens), _MAX_TOKENS=N (0: the ISA's switch to the GEMM).
+//   DSINFER_ISA=scalar|avx2|avx512   caps the ISA;  DSINFER_AMX=0, DSINFER_BF16DOT=0,
+//   DSINFER_VNNI=0  turn those off; DSINFER_GEMV_ROWS=1..16 (1 token), _ROWS2=1..8 (2 tokens),
+//   _ROWS_MANY=4|6 (3-4 tokens), _ROWS_FP8=0..16 (1 token of subnormal-form fp8),
+//   _PREFETCH=none|ahead|wrapped, _FP8_SUBNORMAL=0..4 (tokens), _MAX_TOKENS=N (0: the ISA's switch
+//   to the GEMM).
 // A bad value is an Error naming the variable.
 KernelConfig with_environment_overrides(KernelConfig config);
 // One line for logs and bench reports: "avx512, exact, batch invariant, gemv intel-like ...".

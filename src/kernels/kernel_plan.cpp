@@ -16,6 +16,8 @@ const char* kernel_kind_name(KernelKind kind) {
       return "bf16dot-gemv";
     case KernelKind::kBf16DotGemm:
       return "bf16dot-gemm";
+    case KernelKind::kInt8:
+      return "int8";
     default:
       return "amx";
   }
@@ -91,6 +93,12 @@ KernelPlan plan(const WeightMatrix& w, int64_t n_tokens, const KernelConfig& con
                 ProductUse use) {
   KernelPlan p;
   p.isa = config.isa;
+  // int8 mode takes every product whose matrix was repacked (Transformer::repack_for_int8)
+  if (config.int8() && use == ProductUse::kLinear && w.int8 != nullptr) {
+    p.kernel = KernelKind::kInt8;
+    p.int8 = config.int8_kernel();
+    return p;
+  }
   // (f32 weights would lose bits in bf16: linear() keeps them on the exact kernels)
   const bool fast_eligible =
       config.fast() && (use == ProductUse::kSerial || w.dtype != DType::kF32);
@@ -113,6 +121,7 @@ std::string describe(const KernelPlan& p) {
   const bool exact = p.kernel == KernelKind::kGemv || p.kernel == KernelKind::kGemm ||
                      p.kernel == KernelKind::kGemmBatchVariant;
   if (exact) out += std::string(" ") + isa_name(p.isa);
+  if (p.kernel == KernelKind::kInt8) out += std::string(" ") + int8_kernel_name(p.int8);
   if (p.round_activations) out += ", x rounded to bf16";
   if (p.kernel == KernelKind::kGemv && p.isa != Isa::kScalar) {
     const GemvPlan& g = p.gemv;

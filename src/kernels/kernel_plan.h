@@ -45,6 +45,7 @@ enum class KernelKind {
   kBf16DotGemv,       // fast: VDPBF16PS, each weight vector converted once for every token
   kBf16DotGemm,       // fast: VDPBF16PS on packed token tiles
   kAmxGemm,           // fast: AMX tiles
+  kInt8,              // int8 mode: int8 activations against the matrix's int8 form
 };
 const char* kernel_kind_name(KernelKind kind);
 
@@ -63,9 +64,10 @@ struct GemvPlan {
 
 struct KernelPlan {
   KernelKind kernel = KernelKind::kGemv;
-  Isa isa = Isa::kScalar;          // the exact kernels' (kGemv, kGemm, kGemmBatchVariant)
-  bool round_activations = false;  // fast mode on the exact kernels: x rounded to bf16 first
-  GemvPlan gemv;                   // kGemv only
+  Isa isa = Isa::kScalar;                 // the exact kernels' (kGemv, kGemm, kGemmBatchVariant)
+  bool round_activations = false;         // fast mode on the exact kernels: x rounded to bf16 first
+  GemvPlan gemv;                          // kGemv only
+  Int8Kernel int8 = Int8Kernel::kScalar;  // kInt8 only
   bool operator==(const KernelPlan&) const = default;
 };
 

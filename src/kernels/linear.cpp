@@ -11,6 +11,7 @@
 #include "kernels/kernel_plan.h"
 #include "kernels/matmul_amx.h"
 #include "kernels/matmul_bf16dot.h"
+#include "kernels/matmul_int8.h"
 #include "kernels/matmul_isa.h"
 
 namespace dsinfer {
@@ -136,6 +137,8 @@ void linear(const KernelConfig& config, const float* x, int64_t n_tokens, const 
       return bf16dot_linear(x, n_tokens, w, y, pool);
     case KernelKind::kBf16DotGemv:
       return bf16dot_gemv(x, n_tokens, w, y, pool);
+    case KernelKind::kInt8:
+      return int8_linear(p.int8, x, n_tokens, *w.int8, y, pool);
     default:
       break;
   }

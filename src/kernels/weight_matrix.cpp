@@ -1,5 +1,7 @@
 #include "kernels/weight_matrix.h"
 
+#include "kernels/int8_matrix.h"
+
 namespace dsinfer {
 
 int64_t WeightMatrix::row_stride() const {
@@ -8,6 +10,7 @@ int64_t WeightMatrix::row_stride() const {
 }
 
 int64_t WeightMatrix::bytes() const {
+  if (int8 != nullptr) return int8->bytes();
   int64_t n = rows * row_stride();
   if (block_scaled())
     n += ceil_div(rows, kFp8Block) * scale_cols() * static_cast<int64_t>(sizeof(float));

@@ -14,6 +14,8 @@
 
 namespace dsinfer {
 
+struct Int8Matrix;
+
 struct WeightMatrix {
   DType dtype = DType::kF32;
   int64_t rows = 0;  // out features
@@ -21,6 +23,9 @@ struct WeightMatrix {
   const uint8_t* data = nullptr;
   const float* scale = nullptr;           // fp8 only
   const uint16_t* group_scale = nullptr;  // int4 / int8 only: fp16 bits
+  // int8 mode's repacked form of this matrix (kernels/int8_matrix.h), where the model made one:
+  // int8 mode's products read it instead of `data`
+  const Int8Matrix* int8 = nullptr;
 
   bool empty() const { return data == nullptr; }
   // The format, described here once for code outside the kernels (the kernels' own description
@@ -33,7 +38,8 @@ struct WeightMatrix {
   // Bytes from the start of one row to the next (int4 rows are padded to 32 columns).
   int64_t row_stride() const;
   int64_t scale_cols() const { return ceil_div(cols, kFp8Block); }
-  // Bytes of the weight data (plus block or group scales): what one full pass reads from memory.
+  // Bytes of the weight data (plus block or group scales): what one full pass reads from memory
+  // (of the int8 form where there is one).
   int64_t bytes() const;
   // Bytes one row reads (an embedding lookup): its elements plus its row of scales.
   int64_t row_bytes_read() const;

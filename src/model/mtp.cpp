@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
+#include "model/int8_weights.h"
 #include "model/transformer.h"
 
 namespace dsinfer {
@@ -17,6 +18,7 @@ void Transformer::load_mtp(const std::string& ckpt_dir) {
   const std::string path = mtp_shard_path(ckpt_dir, comm_.rank(), comm_.world_size());
   auto file = std::make_shared<SafetensorsFile>(path);
   mtp_ = std::make_unique<MtpWeights>(load_mtp_weights(config_, plan_, file));
+  if (kernels_.int8()) make_int8_forms(*mtp_, pool_);
   log_info("loaded ", path, " (", file->tensors().size(),
            " tensors: the multi-token-prediction module",
            mtp_->embed.empty() && mtp_->head.empty() ? ", sharing the main embedding and head" : "",

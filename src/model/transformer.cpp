@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
+#include "model/int8_weights.h"
 
 namespace dsinfer {
 
@@ -19,6 +20,14 @@ Transformer::Transformer(const ModelConfig& config, ModelWeights weights, const 
       kernels_(kernels),
       rope_(config) {
   observers_.push_back(&counter_);
+  if (kernels_.int8()) make_int8_forms(weights_, pool_);
+}
+
+void Transformer::set_kernels(const KernelConfig& kernels) {
+  kernels_ = kernels;
+  if (!kernels_.int8()) return;
+  make_int8_forms(weights_, pool_);
+  if (mtp_) make_int8_forms(*mtp_, pool_);
 }
 
 void Transformer::add_observer(ForwardObserver* observer) {

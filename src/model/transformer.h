@@ -63,7 +63,8 @@ class Transformer {
   const KernelConfig& kernels() const { return kernels_; }
   const ModelWeights& weights() const { return weights_; }
   // Later forward calls run with `kernels` (bench --golden runs one model exact and fast).
-  void set_kernels(const KernelConfig& kernels) { kernels_ = kernels; }
+  // int8 mode repacks the weights (once) when first asked for.
+  void set_kernels(const KernelConfig& kernels);
   Comm& comm() const { return comm_; }
   // Bytes of weights one decode step reads (attention, dense, shared, the activated experts'
   // share, head) on this rank; for throughput reports.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "kernels/int8_matrix.h"
 #include "kernels/weight_matrix.h"
 #include "model/config.h"
 #include "model/quantization.h"
@@ -49,6 +50,10 @@ struct LayerWeights {
   MoeWeights moe;  // MoE layers
 };
 
+// int8 mode's forms of the matrices (model/int8_weights.h), owned beside the views that point
+// at them.
+using Int8Forms = std::vector<std::unique_ptr<Int8Matrix>>;
+
 struct ModelWeights {
   std::shared_ptr<SafetensorsFile> file;  // keeps the mapping alive
   WeightMatrix embed;                     // [vocab_local, dim]
@@ -56,6 +61,7 @@ struct ModelWeights {
   std::vector<float> norm;    // [dim]
   WeightMatrix head;          // [vocab_local, dim]
   Quantization quantization;  // what the shard's metadata says (convert --experts-int4 / --int8)
+  Int8Forms int8_forms;       // int8 mode only
 };
 
 // The multi-token-prediction module (docs/MTP.md section 1) of one rank, from
@@ -68,6 +74,7 @@ struct MtpWeights {
   LayerWeights block;    // one MLA + MoE block, split across ranks like a main layer
   std::vector<float> head_norm;  // [dim] shared_head.norm
   WeightMatrix embed, head;      // [vocab_local, dim] own copies; empty: the main model's (equal)
+  Int8Forms int8_forms;          // int8 mode only
 };
 
 // fn(name, matrix) for attention's matrices ("attn.wq", "attn.wq_a", ... "attn.wo"), skipping

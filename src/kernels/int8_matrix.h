@@ -1,0 +1,112 @@
+// int8 mode (KernelConfig::act kInt8, `--act-dtype int8`): products on integer dot instructions.
+// Weights are int8 with one scale per row per 128 columns (group_quant.h's int8: from a shard
+// converted with --int8, or quantized at load from the exactly dequantized fp8 / bf16 weights,
+// which gives the same q and scales convert --int8 would write). Activations are quantized the
+// same way per token: per 128 columns, scale sx = amax / 127 and q = nearbyint(x * (127 / amax))
+// (round to nearest even), clamped to [-127, 127]. A product is then
+//   y[t, r] = fold over groups g = 0, 1, ... of  acc = fma(float(S_g), sx[t, g] * sw[r, g], acc)
+// from acc = 0, where S_g = sum over the group's columns of qx * qw is an exact int32 (at most
+// 128 x 127 x 127 in magnitude, so float(S_g) is exact too). Every kernel (scalar, AVX2,
+// AVX512-VNNI) computes exactly this: int8 mode gives the same bits on every CPU, at every token
+// count and thread count (batch invariant by construction, tests/int8_matmul_test.cpp).
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "kernels/group_quant.h"
+
+namespace dsinfer {
+
+struct WeightMatrix;
+
+constexpr int64_t kInt8RowBlock = 16;  // rows interleaved together: one 512-bit vector of lanes
+
+// An array on its own 64-byte lines (the kernels' vector loads never straddle two).
+template <class T>
+class AlignedArray {
+ public:
+  AlignedArray() = default;
+  explicit AlignedArray(int64_t n)
+      : data_(static_cast<T*>(std::aligned_alloc(64, ceil_div(n * static_cast<int64_t>(sizeof(T)), 64) * 64))),
+        size_(n) {
+    if (n > 0 && data_ == nullptr) throw std::bad_alloc();
+  }
+  T* data() { return data_.get(); }
+  const T* data() const { return data_.get(); }
+  int64_t size() const { return size_; }
+
+ private:
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  std::unique_ptr<T, Free> data_;
+  int64_t size_ = 0;
+};
+
+// A weight matrix [rows, cols] repacked for int8 mode's kernels: rows in blocks of 16, each
+// block's 4 consecutive columns of its 16 rows one 64-byte vector, columns padded with q = 0 to
+// whole groups and rows with zero rows to whole blocks.
+struct Int8Matrix {
+  int64_t rows = 0, cols = 0;
+  // [row_blocks][padded_cols / 4][16 rows][4 columns]
+  AlignedArray<int8_t> q;
+  // [row_blocks][groups][16 rows]: sw, each row's group scale (an fp16 value) as fp32
+  AlignedArray<float> scale;
+  // [row_blocks][groups][16 rows]: -128 x the sum of the group's q, which corrects the sums of
+  // kernels whose activations enter as unsigned bytes q + 128 (VPDPBUSD's u8 x s8)
+  AlignedArray<int32_t> offset;
+
+  int64_t row_blocks() const { return ceil_div(rows, kInt8RowBlock); }
+  int64_t groups() const { return quant_groups(cols); }
+  int64_t padded_cols() const { return groups() * kQuantGroup; }
+  // The stored q of row r, column c (the kernels' oracle reads it this way).
+  int8_t at(int64_t r, int64_t c) const {
+    return q.data()[((r / kInt8RowBlock * (padded_cols() / 4) + c / 4) * kInt8RowBlock +
+                     r % kInt8RowBlock) *
+                        4 +
+                    c % 4];
+  }
+  float row_scale(int64_t r, int64_t g) const {
+    return scale.data()[(r / kInt8RowBlock * groups() + g) * kInt8RowBlock + r % kInt8RowBlock];
+  }
+  // Bytes the kernels read for one pass over the matrix.
+  int64_t bytes() const {
+    return row_blocks() * kInt8RowBlock * (padded_cols() + groups() * 8);
+  }
+};
+
+// Whether int8 mode repacks a matrix of this format: fp8, bf16 and int8 (int4 keeps its own
+// kernels; f32 matrices, the router's, stay exact).
+bool int8_repackable(const WeightMatrix& w);
+// w repacked: int8 rows copied as they are; fp8 and bf16 rows dequantized exactly and quantized
+// as convert --int8 does (quantize_row). Rows split across the pool. Throws Error for a weight
+// quantize_row refuses (not finite, too large for an fp16 scale).
+Int8Matrix repack_int8(const WeightMatrix& w, ThreadPool& pool);
+
+// Activations [n_tokens, cols] quantized for the kernels.
+struct Int8Activations {
+  int64_t n_tokens = 0, cols = 0;
+  const uint8_t* q = nullptr;  // [n_tokens][padded_cols]: q + 128 (128 in the padding)
+  const float* scale = nullptr;  // [n_tokens][groups]: sx (0 for a group of zeros; NaN when
+                                 // the group holds a NaN or an infinity, so the outputs are NaN)
+  int64_t groups() const { return quant_groups(cols); }
+  int64_t padded_cols() const { return groups() * kQuantGroup; }
+};
+
+// Bytes of q and floats of scale that quantize_activations writes.
+inline int64_t int8_activation_bytes(int64_t n_tokens, int64_t cols) {
+  return n_tokens * quant_groups(cols) * kQuantGroup;
+}
+inline int64_t int8_activation_scales(int64_t n_tokens, int64_t cols) {
+  return n_tokens * quant_groups(cols);
+}
+// x[n_tokens, cols] (rows x_stride apart) into q_out and scale_out, tokens split across the pool.
+Int8Activations quantize_activations(const float* x, int64_t n_tokens, int64_t cols,
+                                     int64_t x_stride, uint8_t* q_out, float* scale_out,
+                                     ThreadPool& pool);
+
+}  // namespace dsinfer

@@ -1,0 +1,81 @@
+// int8 mode's kernel on AVX2 (Zen 3 and every x86-64-v3 CPU): a tile of one row block (two ymm
+// halves of 8 rows) by T tokens. VPMADDUBSW multiplies unsigned by signed bytes, so each token's
+// 4 activation bytes enter as |qx| and the weights take qx's sign (VPSIGNB); pairs of products
+// sum in int16 without saturating (at most 2 x 127 x 127 = 32258), VPMADDWD widens them to int32.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/matmul_int8.h"
+
+namespace dsinfer {
+
+namespace {
+
+template <int T>
+void tile(const Int8Activations& x, int64_t t0, const Int8Matrix& w, int64_t b,
+          float* y, int64_t y_stride) {
+  const int64_t groups = w.groups(), k4 = w.padded_cols() / 4, padded = w.padded_cols();
+  const int8_t* wq = w.q.data() + b * k4 * 64;
+  const uint8_t* xq[T];
+  for (int t = 0; t < T; ++t) xq[t] = x.q + (t0 + t) * padded;
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[2][T];
+  for (int h = 0; h < 2; ++h)
+    for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < groups; ++g) {
+    __m256i sum[2][T];
+    for (int h = 0; h < 2; ++h)
+      for (int t = 0; t < T; ++t) sum[h][t] = _mm256_setzero_si256();
+    for (int64_t j = g * (kQuantGroup / 4); j < (g + 1) * (kQuantGroup / 4); ++j) {
+      const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wq + j * 64));
+      const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wq + j * 64 + 32));
+      for (int t = 0; t < T; ++t) {
+        int32_t four;
+        std::memcpy(&four, xq[t] + j * 4, 4);
+        const __m256i xs = _mm256_xor_si256(_mm256_set1_epi32(four), bias);  // qx as int8
+        const __m256i magnitude = _mm256_sign_epi8(xs, xs);
+        const __m256i p0 = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w0, xs));
+        const __m256i p1 = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w1, xs));
+        sum[0][t] = _mm256_add_epi32(sum[0][t], _mm256_madd_epi16(p0, ones));
+        sum[1][t] = _mm256_add_epi32(sum[1][t], _mm256_madd_epi16(p1, ones));
+      }
+    }
+    const float* sw = w.scale.data() + (b * groups + g) * kInt8RowBlock;
+    for (int h = 0; h < 2; ++h) {
+      const __m256 sw_half = _mm256_load_ps(sw + 8 * h);
+      for (int t = 0; t < T; ++t) {
+        const __m256 s = _mm256_mul_ps(_mm256_set1_ps(x.scale[(t0 + t) * groups + g]), sw_half);
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[h][t]), s, acc[h][t]);
+      }
+    }
+  }
+  const int64_t row = b * kInt8RowBlock;
+  const int64_t live = std::min<int64_t>(kInt8RowBlock, w.rows - row);
+  for (int t = 0; t < T; ++t) {
+    alignas(32) float out[kInt8RowBlock];
+    _mm256_store_ps(out, acc[0][t]);
+    _mm256_store_ps(out + 8, acc[1][t]);
+    std::copy_n(out, live, y + (t0 + t) * y_stride + row);
+  }
+}
+
+constexpr int kMaxTokens = 2;
+using TileFn = void (*)(const Int8Activations&, int64_t, const Int8Matrix&, int64_t, float*,
+                        int64_t);
+constexpr TileFn kTiles[kMaxTokens] = {tile<1>, tile<2>};
+
+}  // namespace
+
+void int8_blocks_avx2(const Int8Activations& x, const Int8Matrix& w, int64_t block_begin,
+                      int64_t block_end, float* y, int64_t y_stride) {
+  for (int64_t b = block_begin; b < block_end; ++b)
+    for (int64_t t = 0; t < x.n_tokens; t += kMaxTokens) {
+      const int n = static_cast<int>(std::min<int64_t>(kMaxTokens, x.n_tokens - t));
+      kTiles[n - 1](x, t, w, b, y, y_stride);
+    }
+}
+
+}  // namespace dsinfer
