@@ -137,12 +137,13 @@ TEST(Int8Matrix, ActivationsQuantizePerTokenPer128ColumnsToNearestEven) {
 TEST(Int8Matmul, EveryKernelGivesTheOraclesBitsWithinTheQuantizationError) {
   std::vector<Int8Kernel> kernels;
   if (cpu_supports(Isa::kAvx2)) kernels.push_back(Int8Kernel::kAvx2);
-  if (cpu_supports(Isa::kAvx512) && cpu_has_avx512_vnni()) kernels.push_back(Int8Kernel::kAvx512Vnni);
+  if (cpu_supports(Isa::kAvx512) && cpu_has_avx512_vnni())
+    kernels.push_back(Int8Kernel::kAvx512Vnni);
   if (kernels.empty()) GTEST_SKIP() << "no vector int8 kernel runs on this CPU";
   std::mt19937 rng(2);
   ThreadPool pool(2);
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {16, 128}, {17, 129}, {70, 300},
-                            {130, 512}}) {
+  for (auto [rows, cols] :
+       {std::pair<int64_t, int64_t>{1, 1}, {16, 128}, {17, 129}, {70, 300}, {130, 512}}) {
     const Stored s(DType::kBF16, rows, cols, rng);
     const Int8Matrix m = repack_int8(s.w, pool);
     for (int64_t n : {1, 2, 3, 6, 7, 13}) {

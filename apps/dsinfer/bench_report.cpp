@@ -71,6 +71,7 @@ void print_bench_report(const json& out) {
   ceiling_row("fp32 FMA peak", "fma_f32_gflops", "GFLOP/s");
   ceiling_row("bf16 dot peak", "bf16_dot_gflops", "GFLOP/s");
   ceiling_row("AMX bf16 peak", "amx_bf16_gflops", "GFLOP/s");
+  ceiling_row("int8 dot peak", "int8_dot_gops", "GOP/s");
   std::printf("\ndecode     tokens/s  ms/step  MB/token  GB/s     bw fraction\n");
   for (const json& d : decodes)
     std::printf("  batch %-3d %8.2f %8.2f %9.2f %7.2f  %.3f\n", d["batch"].get<int>(),

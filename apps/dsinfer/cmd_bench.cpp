@@ -343,12 +343,12 @@ json measure_conversations(const BenchOptions& o, Transformer& model) {
 // JSON; `total` gets the sums.
 json ceilings_json(Comm& comm, const Ceilings& before, const Ceilings& after, int64_t buffer_bytes,
                    Ceilings& total) {
-  const Ceilings mine{std::max(before.read_gbps, after.read_gbps),
-                      std::max(before.fma_gflops, after.fma_gflops),
-                      std::max(before.bf16_gflops, after.bf16_gflops),
-                      std::max(before.amx_gflops, after.amx_gflops)};
-  const auto per_rank =
-      gather(comm, {mine.read_gbps, mine.fma_gflops, mine.bf16_gflops, mine.amx_gflops});
+  const Ceilings mine{
+      std::max(before.read_gbps, after.read_gbps), std::max(before.fma_gflops, after.fma_gflops),
+      std::max(before.bf16_gflops, after.bf16_gflops),
+      std::max(before.amx_gflops, after.amx_gflops), std::max(before.int8_gops, after.int8_gops)};
+  const auto per_rank = gather(
+      comm, {mine.read_gbps, mine.fma_gflops, mine.bf16_gflops, mine.amx_gflops, mine.int8_gops});
   total = {};
   json ranks = json::array();
   for (const auto& r : per_rank) {
@@ -356,15 +356,18 @@ json ceilings_json(Comm& comm, const Ceilings& before, const Ceilings& after, in
     total.fma_gflops += r[1];
     total.bf16_gflops += r[2];
     total.amx_gflops += r[3];
+    total.int8_gops += r[4];
     ranks.push_back({{"read_gbps", r[0]},
                      {"fma_f32_gflops", r[1]},
                      {"bf16_dot_gflops", r[2]},
-                     {"amx_bf16_gflops", r[3]}});
+                     {"amx_bf16_gflops", r[3]},
+                     {"int8_dot_gops", r[4]}});
   }
   return {{"read_gbps", total.read_gbps},
           {"fma_f32_gflops", total.fma_gflops},
           {"bf16_dot_gflops", total.bf16_gflops},
           {"amx_bf16_gflops", total.amx_gflops},
+          {"int8_dot_gops", total.int8_gops},
           {"bw_buffer_bytes_per_rank", buffer_bytes},
           {"per_rank", ranks}};
 }
@@ -393,14 +396,14 @@ void run_bench(const BenchOptions& o) {
   // are measured again after the model's runs and the higher value counts: on a shared machine a
   // single measurement can land in a slow moment and flatter every fraction. Exact mode's flop
   // ceiling is the fp32 FMA peak, fast mode's the AMX or bf16-dot peak where it runs those
-  // kernels (model_bench.h: prefill_ceiling).
+  // kernels, int8 mode's the int8 dot peak (model_bench.h: prefill_ceiling).
   log_info("bench: ceilings with ", pool.size(), " threads x ", comm->world_size(), " rank(s), ",
            isa_name(isa));
   CeilingOptions co;
   co.buffer_bytes = o.bw_mb << 20;
   co.fma_iterations = o.fma_iterations;
   co.passes = o.passes;
-  const Ceilings before = measure_ceilings(pool, isa, co, [&] { comm->barrier(); });
+  const Ceilings before = measure_ceilings(pool, isa, kernels.vnni, co, [&] { comm->barrier(); });
   check(prefill_ceiling_gflops(before, kernels) > 0, "bench: no ", act_dtype_name(kernels.act),
         " flop ceiling on this CPU (", isa_name(isa), ")");
 
@@ -426,7 +429,7 @@ void run_bench(const BenchOptions& o) {
   out["serving"] = measure_servings(o, *model);
   out["conversations"] = measure_conversations(o, *model);
   log_info("bench: ceilings again");
-  const Ceilings after = measure_ceilings(pool, isa, co, [&] { comm->barrier(); });
+  const Ceilings after = measure_ceilings(pool, isa, kernels.vnni, co, [&] { comm->barrier(); });
   Ceilings total;
   out["ceilings"] = ceilings_json(*comm, before, after, co.buffer_bytes, total);
   const double flop_ceiling = prefill_ceiling_gflops(total, kernels);

@@ -161,18 +161,27 @@ double measure_bf16_gflops(ThreadPool& pool, Isa isa, int64_t iterations, int pa
   return loop_gflops(pool, bf16_loop_avx512, kBf16FlopsAvx512, iterations, passes, sync);
 }
 
+double measure_int8_gops(ThreadPool& pool, Isa isa, bool vnni, int64_t iterations, int passes,
+                         const std::function<void()>& sync) {
+  if (isa == Isa::kAvx512 && vnni && cpu_supports(Isa::kAvx512) && cpu_has_avx512_vnni())
+    return loop_gflops(pool, int8_loop_avx512vnni, kInt8OpsAvx512Vnni, iterations, passes, sync);
+  if (isa == Isa::kScalar || !cpu_supports(Isa::kAvx2)) return absent(passes, sync);
+  return loop_gflops(pool, int8_loop_avx2, kInt8OpsAvx2, iterations, passes, sync);
+}
+
 double measure_amx_gflops(ThreadPool& pool, int64_t iterations, int passes,
                           const std::function<void()>& sync) {
   if (!amx_usable()) return absent(passes, sync);
   return loop_gflops(pool, amx_loop, kAmxFlops, iterations, passes, sync);
 }
 
-Ceilings measure_ceilings(ThreadPool& pool, Isa isa, const CeilingOptions& o,
+Ceilings measure_ceilings(ThreadPool& pool, Isa isa, bool vnni, const CeilingOptions& o,
                           const std::function<void()>& sync) {
   Ceilings c;
   c.read_gbps = measure_read_bandwidth(pool, isa, o.buffer_bytes, o.passes, sync);
   c.fma_gflops = measure_fma_gflops(pool, isa, o.fma_iterations, o.passes, sync);
   c.bf16_gflops = measure_bf16_gflops(pool, isa, o.fma_iterations, o.passes, sync);
+  c.int8_gops = measure_int8_gops(pool, isa, vnni, o.fma_iterations, o.passes, sync);
   // a tile product is 256 times the work of one vector FMA: fewer rounds for the same time
   c.amx_gflops =
       measure_amx_gflops(pool, std::max<int64_t>(1, o.fma_iterations / 64), o.passes, sync);

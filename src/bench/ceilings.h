@@ -32,6 +32,12 @@ double measure_fma_gflops(ThreadPool& pool, Isa isa, int64_t iterations, int pas
 double measure_bf16_gflops(ThreadPool& pool, Isa isa, int64_t iterations, int passes,
                            const std::function<void()>& sync = {});
 
+// Peak int8 dot-product rate in GOP/s (an int8 multiply-add is 2 ops), as measure_fma_gflops, of
+// int8 mode's instructions on this CPU: VPDPBUSD where `vnni` (AVX512-VNNI, with isa kAvx512),
+// else AVX2's VPMADDUBSW + VPMADDWD + VPADDD; 0 on kScalar.
+double measure_int8_gops(ThreadPool& pool, Isa isa, bool vnni, int64_t iterations, int passes,
+                         const std::function<void()>& sync = {});
+
 // Peak AMX bf16 tile-product rate in GFLOP/s (TDPBF16PS: 16 x 16 x 32 multiply-adds each),
 // as measure_fma_gflops; 0 where AMX is not usable (amx_usable()).
 double measure_amx_gflops(ThreadPool& pool, int64_t iterations, int passes,
@@ -43,6 +49,7 @@ struct Ceilings {
   double fma_gflops = 0;   // fp32 FMA
   double bf16_gflops = 0;  // bf16 dot products; 0 where the ISA lacks them
   double amx_gflops = 0;   // AMX bf16 tiles; 0 where AMX is not usable
+  double int8_gops = 0;    // int8 dot products (int8 mode's); 0 on the scalar ISA
 };
 
 struct CeilingOptions {
@@ -51,7 +58,8 @@ struct CeilingOptions {
   int passes = 3;
 };
 
-Ceilings measure_ceilings(ThreadPool& pool, Isa isa, const CeilingOptions& options,
+// `vnni`: int8 mode may run VPDPBUSD (KernelConfig::vnni).
+Ceilings measure_ceilings(ThreadPool& pool, Isa isa, bool vnni, const CeilingOptions& options,
                           const std::function<void()>& sync = {});
 
 namespace bench_detail {
@@ -65,6 +73,8 @@ float fma_loop_scalar(int64_t iterations, float seed);
 float fma_loop_avx2(int64_t iterations, float seed);
 float fma_loop_avx512(int64_t iterations, float seed);
 float bf16_loop_avx512(int64_t iterations, float seed);
+float int8_loop_avx512vnni(int64_t iterations, float seed);  // ceilings_avx512vnni.cpp
+float int8_loop_avx2(int64_t iterations, float seed);
 float amx_loop(int64_t iterations, float seed);  // ceilings_amx.cpp; 4 TDPBF16PS an iteration
 inline constexpr int64_t kAmxFlops = 4 * 16 * 16 * 32 * 2;
 
@@ -77,6 +87,8 @@ inline constexpr int64_t kFmaFlopsScalar = kAccumulators * 2;
 inline constexpr int64_t kFmaFlopsAvx2 = kAccumulators * 8 * 2;
 inline constexpr int64_t kFmaFlopsAvx512 = kAccumulators * 16 * 2;
 inline constexpr int64_t kBf16FlopsAvx512 = kAccumulators * 32 * 2;
+inline constexpr int64_t kInt8OpsAvx512Vnni = kAccumulators * 64 * 2;
+inline constexpr int64_t kInt8OpsAvx2 = kAccumulators * 32 * 2;
 }  // namespace bench_detail
 
 }  // namespace dsinfer

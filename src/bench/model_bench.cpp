@@ -19,6 +19,9 @@ void PartTotals::add(const ForwardStats& s) {
 
 PrefillCeiling prefill_ceiling(const KernelConfig& kernels) {
   if (!kernels.fast()) return PrefillCeiling::kFmaF32;
+  // int8 mode's bulk (the linear weights) runs on its integer kernels, whatever else rounds
+  if (kernels.int8() && kernels.int8_kernel() != Int8Kernel::kScalar)
+    return PrefillCeiling::kInt8Dot;
   switch (kernels.fast_kernels()) {
     case FastModeKernels::kAmx:
       return PrefillCeiling::kAmxBf16;
@@ -41,7 +44,10 @@ const PrefillCeilingInfo& info_of(PrefillCeiling ceiling) {
   static const PrefillCeilingInfo kAmx{"amx_bf16_gflops", "AMX bf16 peak", &Ceilings::amx_gflops};
   static const PrefillCeilingInfo kBf16{"bf16_dot_gflops", "bf16 dot peak", &Ceilings::bf16_gflops};
   static const PrefillCeilingInfo kFma{"fma_f32_gflops", "fp32 FMA peak", &Ceilings::fma_gflops};
+  static const PrefillCeilingInfo kInt8{"int8_dot_gops", "int8 dot peak", &Ceilings::int8_gops};
   switch (ceiling) {
+    case PrefillCeiling::kInt8Dot:
+      return kInt8;
     case PrefillCeiling::kAmxBf16:
       return kAmx;
     case PrefillCeiling::kBf16Dot:

@@ -16,7 +16,7 @@ namespace dsinfer {
 // The flop ceiling of a mode on this CPU: the fp32 FMA peak in exact mode and in fast mode where
 // its kernels are the exact ones (CPUs without AMX or AVX512_BF16, e.g. AVX2-only Zen 3), else the
 // AMX or bf16 dot-product peak. Its key in `bench --json`'s ceilings, and its name in the table.
-enum class PrefillCeiling { kFmaF32, kBf16Dot, kAmxBf16 };
+enum class PrefillCeiling { kFmaF32, kBf16Dot, kAmxBf16, kInt8Dot };
 PrefillCeiling prefill_ceiling(const KernelConfig& kernels);
 const char* prefill_ceiling_key(PrefillCeiling ceiling);   // "fma_f32_gflops", ...
 const char* prefill_ceiling_name(PrefillCeiling ceiling);  // "fp32 FMA peak", ...

@@ -12,8 +12,8 @@
 namespace dsinfer {
 
 bool int8_repackable(const WeightMatrix& w) {
-  return !w.empty() && (w.dtype == DType::kF8E4M3 || w.dtype == DType::kBF16 ||
-                        w.dtype == kInt8Storage);
+  return !w.empty() &&
+         (w.dtype == DType::kF8E4M3 || w.dtype == DType::kBF16 || w.dtype == kInt8Storage);
 }
 
 namespace {

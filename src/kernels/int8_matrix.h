@@ -31,7 +31,8 @@ class AlignedArray {
  public:
   AlignedArray() = default;
   explicit AlignedArray(int64_t n)
-      : data_(static_cast<T*>(std::aligned_alloc(64, ceil_div(n * static_cast<int64_t>(sizeof(T)), 64) * 64))),
+      : data_(static_cast<T*>(
+            std::aligned_alloc(64, ceil_div(n * static_cast<int64_t>(sizeof(T)), 64) * 64))),
         size_(n) {
     if (n > 0 && data_ == nullptr) throw std::bad_alloc();
   }
@@ -74,9 +75,7 @@ struct Int8Matrix {
     return scale.data()[(r / kInt8RowBlock * groups() + g) * kInt8RowBlock + r % kInt8RowBlock];
   }
   // Bytes the kernels read for one pass over the matrix.
-  int64_t bytes() const {
-    return row_blocks() * kInt8RowBlock * (padded_cols() + groups() * 8);
-  }
+  int64_t bytes() const { return row_blocks() * kInt8RowBlock * (padded_cols() + groups() * 8); }
 };
 
 // Whether int8 mode repacks a matrix of this format: fp8, bf16 and int8 (int4 keeps its own
@@ -90,7 +89,7 @@ Int8Matrix repack_int8(const WeightMatrix& w, ThreadPool& pool);
 // Activations [n_tokens, cols] quantized for the kernels.
 struct Int8Activations {
   int64_t n_tokens = 0, cols = 0;
-  const uint8_t* q = nullptr;  // [n_tokens][padded_cols]: q + 128 (128 in the padding)
+  const uint8_t* q = nullptr;    // [n_tokens][padded_cols]: q + 128 (128 in the padding)
   const float* scale = nullptr;  // [n_tokens][groups]: sx (0 for a group of zeros; NaN when
                                  // the group holds a NaN or an infinity, so the outputs are NaN)
   int64_t groups() const { return quant_groups(cols); }

@@ -36,8 +36,8 @@ Int8BlocksFn int8_blocks_fn(Int8Kernel kernel) {
   }
 }
 
-void int8_linear(Int8Kernel kernel, const float* x, int64_t n_tokens, const Int8Matrix& w,
-                 float* y, ThreadPool& pool) {
+void int8_linear(Int8Kernel kernel, const float* x, int64_t n_tokens, const Int8Matrix& w, float* y,
+                 ThreadPool& pool) {
   thread_local std::vector<uint8_t> q;
   thread_local std::vector<float> scales;
   q.resize(static_cast<size_t>(int8_activation_bytes(n_tokens, w.cols)));
@@ -52,8 +52,8 @@ void int8_linear(Int8Kernel kernel, const float* x, int64_t n_tokens, const Int8
       1, kMinParallelWork / std::max<int64_t>(1, kInt8RowBlock * w.cols * n_tokens));
   grain = ceil_div(grain, 4) * 4;
   pool.parallel_for(
-      w.row_blocks(),
-      [&](int64_t begin, int64_t end) { blocks(a, w, begin, end, y, w.rows); }, grain);
+      w.row_blocks(), [&](int64_t begin, int64_t end) { blocks(a, w, begin, end, y, w.rows); },
+      grain);
 }
 
 }  // namespace dsinfer

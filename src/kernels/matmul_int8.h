@@ -28,7 +28,7 @@ void int8_blocks_avx512vnni(const Int8Activations& x, const Int8Matrix& w, int64
 Int8BlocksFn int8_blocks_fn(Int8Kernel kernel);
 
 // y[n_tokens, w.rows] = x[n_tokens, w.cols] @ W^T in int8 mode.
-void int8_linear(Int8Kernel kernel, const float* x, int64_t n_tokens, const Int8Matrix& w,
-                 float* y, ThreadPool& pool);
+void int8_linear(Int8Kernel kernel, const float* x, int64_t n_tokens, const Int8Matrix& w, float* y,
+                 ThreadPool& pool);
 
 }  // namespace dsinfer

@@ -14,8 +14,8 @@ namespace dsinfer {
 namespace {
 
 template <int T>
-void tile(const Int8Activations& x, int64_t t0, const Int8Matrix& w, int64_t b,
-          float* y, int64_t y_stride) {
+void tile(const Int8Activations& x, int64_t t0, const Int8Matrix& w, int64_t b, float* y,
+          int64_t y_stride) {
   const int64_t groups = w.groups(), k4 = w.padded_cols() / 4, padded = w.padded_cols();
   const int8_t* wq = w.q.data() + b * k4 * 64;
   const uint8_t* xq[T];
