@@ -11,7 +11,8 @@
 // the weights' working set (default 256 MB, far past the caches; 1 keeps one copy of each shape,
 // which for the 14 MB expert matrices stays in a 32 MB L3: is a kernel bound by its own work or
 // by memory?); MATMUL_FAST=1
-// runs fast mode (activations rounded to bf16: AMX or VDPBF16PS from kFastGemmMinTokens tokens).
+// runs fast mode (activations rounded to bf16: AMX or VDPBF16PS from kFastGemmMinTokens tokens),
+// MATMUL_INT8=1 int8 mode (each copy repacked as int8 first: kernels/int8_matrix.h).
 //
 // Weights are random fp8 codes with block scales (and bf16 for the head shape), several copies
 // so that the working set is far larger than the caches, in 2 MB transparent huge pages as
@@ -22,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -29,6 +31,7 @@
 
 #include "core/cpu.h"
 #include "core/thread_pool.h"
+#include "kernels/int8_matrix.h"
 #include "kernels/linear.h"
 
 namespace {
@@ -81,6 +84,15 @@ struct Matrices {
   HugeBuffer data;
   std::vector<float> scales;
   std::vector<WeightMatrix> copies;
+  std::vector<std::unique_ptr<Int8Matrix>> int8_forms;  // MATMUL_INT8=1
+
+  // int8 mode's form of every copy
+  void repack(ThreadPool& pool) {
+    for (WeightMatrix& w : copies) {
+      int8_forms.push_back(std::make_unique<Int8Matrix>(repack_int8(w, pool)));
+      w.int8 = int8_forms.back().get();
+    }
+  }
 
   explicit Matrices(const Shape& s)
       : data(static_cast<size_t>(copies_of(s) * s.rows * s.cols * elem(s))) {
@@ -133,6 +145,8 @@ int main(int argc, char** argv) {
   KernelConfig base = cpu_kernel_config();
   if (const char* fast = std::getenv("MATMUL_FAST"); fast && std::string(fast) == "1")
     base.act = ActDType::kBF16;
+  const char* int8 = std::getenv("MATMUL_INT8");
+  if (int8 && std::string(int8) == "1") base.act = ActDType::kInt8;
   std::printf("activations %s\n", act_dtype_name(base.act));
   // (Intel's and AMD Zen 5's GemvTuning, kernels/kernel_config.h)
   const std::pair<const char*, GemvTuning> kStreamings[] = {
@@ -142,6 +156,7 @@ int main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     if (only_shape && std::string(s.name).find(only_shape) == std::string::npos) continue;
     Matrices m(s);
+    if (base.int8()) m.repack(pool);
     for (Isa isa : supported_isas()) {
       if (const char* only = std::getenv("DSINFER_ISA");
           only && *only && std::string(only) != isa_name(isa))

@@ -71,37 +71,47 @@ Int8Matrix repack_int8(const WeightMatrix& w, ThreadPool& pool) {
   return m;
 }
 
+namespace {
+
+// One token's row. Compiled for several ISAs (as linear.cpp's helpers): the baseline x86-64 has
+// no rounding instruction, and a libm call per element cost as much as a small matrix's product.
+// Every variant rounds the same (IEEE multiply, then nearest even), so the bits do not depend on
+// which one runs.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void quantize_token(
+    const float* row, int64_t cols, uint8_t* q, float* scales) {
+  for (int64_t g = 0; g < quant_groups(cols); ++g) {
+    const int64_t c0 = g * kQuantGroup, n = std::min(cols - c0, kQuantGroup);
+    const float* x = row + c0;
+    float amax = 0.0f;
+    for (int64_t c = 0; c < n; ++c) amax = std::max(amax, std::fabs(x[c]));
+    uint8_t* out = q + c0;
+    std::fill(out, out + kQuantGroup, uint8_t{128});
+    bool finite = std::isfinite(amax);  // a NaN may hide from max(): look at every value
+    for (int64_t c = 0; c < n && finite; ++c) finite = !std::isnan(x[c]);
+    if (!finite) {
+      scales[g] = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    scales[g] = amax / 127.0f;
+    if (amax == 0.0f) continue;
+    const float inv = 127.0f / amax;
+    for (int64_t c = 0; c < n; ++c) {
+      const float v = std::clamp(std::nearbyint(x[c] * inv), -127.0f, 127.0f);
+      out[c] = static_cast<uint8_t>(static_cast<int32_t>(v) + 128);
+    }
+  }
+}
+
+}  // namespace
+
 Int8Activations quantize_activations(const float* x, int64_t n_tokens, int64_t cols,
                                      int64_t x_stride, uint8_t* q_out, float* scale_out,
                                      ThreadPool& pool) {
   Int8Activations a{n_tokens, cols, q_out, scale_out};
   const int64_t groups = a.groups(), padded = a.padded_cols();
   pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const float* row = x + t * x_stride;
-      uint8_t* q = q_out + t * padded;
-      for (int64_t g = 0; g < groups; ++g) {
-        const int64_t c0 = g * kQuantGroup, c1 = std::min(cols, c0 + kQuantGroup);
-        float amax = 0.0f;
-        bool finite = true;
-        for (int64_t c = c0; c < c1; ++c) {
-          finite = finite && std::isfinite(row[c]);
-          amax = std::max(amax, std::fabs(row[c]));
-        }
-        std::fill(q + c0, q + c0 + kQuantGroup, uint8_t{128});
-        if (!finite) {
-          scale_out[t * groups + g] = std::numeric_limits<float>::quiet_NaN();
-          continue;
-        }
-        scale_out[t * groups + g] = amax / 127.0f;
-        if (amax == 0.0f) continue;
-        const float inv = 127.0f / amax;
-        for (int64_t c = c0; c < c1; ++c) {
-          const float v = std::clamp(std::nearbyint(row[c] * inv), -127.0f, 127.0f);
-          q[c] = static_cast<uint8_t>(static_cast<int>(v) + 128);
-        }
-      }
-    }
+    for (int64_t t = begin; t < end; ++t)
+      quantize_token(x + t * x_stride, cols, q_out + t * padded, scale_out + t * groups);
   });
   return a;
 }
