@@ -67,9 +67,9 @@ class GoldenInt8ModeLogits : public ::testing::TestWithParam<std::string> {};
 TEST_P(GoldenInt8ModeLogits, WithinFourTimesTheDemosBf16ErrorOfFp32) {
   const std::string golden = data_path("golden/" + GetParam());
   const std::string out = test::scratch_dir("out") + "/eval-int8-mode";
-  auto r = test::run_dsinfer("--act-dtype int8 eval --ckpt-path " +
-                             test::convert_golden(GetParam()) + " --case " + golden +
-                             "/ref-mp1-fp32.json --out " + out);
+  auto r =
+      test::run_dsinfer("--act-dtype int8 eval --ckpt-path " + test::convert_golden(GetParam()) +
+                        " --case " + golden + "/ref-mp1-fp32.json --out " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto ours =
       test::compare_logits(out + ".safetensors", golden + "/ref-mp1-fp32.safetensors");

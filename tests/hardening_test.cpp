@@ -233,6 +233,9 @@ TEST(Hardening, CommandLineMistakesAreErrorLines) {
                "The following argument was not expected: --no-such-flag\nRun with --help");
   expect_error(run_dsinfer("serve --ckpt-path " + tiny_ckpt() + " --api-key ''"),
                "--api-key is empty");
+  // --fast is --act-dtype bf16: beside another --act-dtype it silently won
+  expect_error(run_dsinfer("--fast --act-dtype int8 generate --ckpt-path " + tiny_ckpt()),
+               "--act-dtype excludes --fast");
   for (const char* budget : {"9223372036854775807", "-1"})
     expect_error(run_dsinfer("serve --ckpt-path " + tiny_ckpt() + " --kv-cache-tokens " + budget),
                  "--kv-cache-tokens must be in [0, ");

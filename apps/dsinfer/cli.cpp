@@ -77,14 +77,15 @@ int run_cli(int argc, char** argv) {
   app.add_flag("--debug", debug, "debug logging on stderr");
   std::string act = "f32";
   bool fast = false;
-  app.add_option(
-         "--act-dtype", act,
-         "activations entering the matrix products: f32 (exact, the default), bf16 (fast mode: "
-         "rounded to bf16, weights exact, fp32 accumulation; AMX tiles where the CPU has them) "
-         "or int8 (int8 mode: linear weights repacked as int8 at load, activations quantized "
-         "per 128 columns, integer dot products; the rest as bf16)")
-      ->check(CLI::IsMember({"f32", "bf16", "int8"}));
-  app.add_flag("--fast", fast, "fast mode: the same as --act-dtype bf16");
+  CLI::Option* act_option =
+      app.add_option(
+             "--act-dtype", act,
+             "activations entering the matrix products: f32 (exact, the default), bf16 (fast mode: "
+             "rounded to bf16, weights exact, fp32 accumulation; AMX tiles where the CPU has them) "
+             "or int8 (int8 mode: linear weights repacked as int8 at load, activations quantized "
+             "per 128 columns, integer dot products; the rest as bf16)")
+          ->check(CLI::IsMember({"f32", "bf16", "int8"}));
+  app.add_flag("--fast", fast, "fast mode: the same as --act-dtype bf16")->excludes(act_option);
   bool batch_variant = false;
   app.add_flag(
       "--batch-variant", batch_variant,
