@@ -78,11 +78,17 @@ class HugeBuffer {
 // Copies of one matrix that together exceed the caches (>= 256 MB).
 struct Matrices {
   static int64_t elem(const Shape& s) { return s.dtype == DType::kF8E4M3 ? 1 : 2; }
+  // bytes of one copy (int4: packed nibbles, quant_row_bytes)
+  static int64_t copy_bytes(const Shape& s) {
+    if (s.dtype == kInt4Storage) return s.rows * quant_row_bytes(QuantFormat::kInt4, s.cols);
+    return s.rows * s.cols * elem(s);
+  }
   static int64_t copies_of(const Shape& s) {
-    return std::max<int64_t>(1, working_set_bytes() / (s.rows * s.cols * elem(s)));
+    return std::max<int64_t>(1, working_set_bytes() / copy_bytes(s));
   }
   HugeBuffer data;
   std::vector<float> scales;
+  std::vector<uint16_t> group_scales;  // int4: one fp16 per row per 128 columns, shared by copies
   std::vector<WeightMatrix> copies;
   std::vector<std::unique_ptr<Int8Matrix>> int8_forms;  // MATMUL_INT8=1
 
@@ -94,22 +100,25 @@ struct Matrices {
     }
   }
 
-  explicit Matrices(const Shape& s)
-      : data(static_cast<size_t>(copies_of(s) * s.rows * s.cols * elem(s))) {
+  explicit Matrices(const Shape& s) : data(static_cast<size_t>(copies_of(s) * copy_bytes(s))) {
     const WeightMatrix one{s.dtype, s.rows, s.cols, nullptr, nullptr};
-    const int64_t bytes = s.rows * s.cols * elem(s), n = copies_of(s);
+    const int64_t bytes = copy_bytes(s), n = copies_of(s);
     std::mt19937 rng(1);
     for (size_t i = 0; i < data.size(); ++i) {
       uint8_t b = static_cast<uint8_t>(rng());
-      if (elem(s) == 1 && (b & 0x7f) == 0x7f) b = 0x3f;                       // no NaN codes
-      if (elem(s) == 2 && (i & 1)) b = static_cast<uint8_t>(0x3c + (b & 3));  // bf16 high byte: ~1
+      const bool int4 = s.dtype == kInt4Storage;                  // any byte is two valid nibbles
+      if (!int4 && elem(s) == 1 && (b & 0x7f) == 0x7f) b = 0x3f;  // no NaN codes
+      if (!int4 && elem(s) == 2 && (i & 1)) b = static_cast<uint8_t>(0x3c + (b & 3));  // bf16 ~1
       data.data()[i] = b;
     }
     const int64_t n_scales = ceil_div(s.rows, kFp8Block) * one.scale_cols();
     scales.assign(static_cast<size_t>(n_scales * n), 1e-3f);
-    for (int64_t i = 0; i < n; ++i)
+    group_scales.assign(static_cast<size_t>(s.rows * quant_groups(s.cols)), f32_to_f16(1e-3f));
+    for (int64_t i = 0; i < n; ++i) {
       copies.push_back({s.dtype, s.rows, s.cols, data.data() + i * bytes,
                         s.dtype == DType::kF8E4M3 ? scales.data() + i * n_scales : nullptr});
+      if (s.dtype == kInt4Storage) copies.back().group_scale = group_scales.data();
+    }
   }
 };
 
@@ -135,6 +144,8 @@ int main(int argc, char** argv) {
       {"big 129280x7168 fp8", DType::kF8E4M3, 129280, 7168},
       {"head-ish 64640x7168 bf16", DType::kBF16, 64640, 7168},
       {"w1-ish 2048x7168 bf16", DType::kBF16, 2048, 7168},
+      {"expert w1 2048x7168 int4", kInt4Storage, 2048, 7168},
+      {"expert w2 7168x2048 int4", kInt4Storage, 7168, 2048},
   };
   std::printf("%d threads\n", pool.size());
   std::printf("%-26s %-7s %6s %10s %10s %10s\n", "shape", "isa", "tokens", "ms/call", "GB/s",

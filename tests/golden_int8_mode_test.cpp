@@ -4,6 +4,9 @@
 //   the same checkpoint in exact mode: perplexity within +1%, mean KL(exact || int8) per position
 //   at most 0.005, top-1 agreement at least 0.95 (measured on Zen 5, 12-06: +0.03%, 0.0015,
 //   0.980; fast mode 0.00015 and 0.995; int4 experts 0.0036 and 0.947), at world size 1 and 2;
+// - the story model with int4 experts (convert --experts-int4, whose 4-bit weights int8 mode
+//   widens in its kernels) in int8 mode, against exact fp8: the int4 experts' own bounds
+//   (golden_quantized_test.cpp: +2%, 0.01, 0.92; measured +0.54%, 0.0047, 0.943);
 // - the random goldens (tiny-v3, tiny-v2, tiny-v2-lite) against the reference's fp32 logits:
 //   within 4x the median row error of the reference demo's own bf16 run, and its argmaxes but
 //   one. Why 4x: int8 of one operand (convert --int8's weights, golden_quantized_test.cpp) has a
@@ -25,8 +28,10 @@ namespace {
 using json = nlohmann::json;
 using test::data_path;
 
-json compare_with_exact(const std::string& ckpt, int world_size) {
+json compare_with_exact(const std::string& ckpt, int world_size,
+                        const std::string& exact_ckpt = "") {
   const std::string args = "--act-dtype int8 perplexity --ckpt-path " + ckpt +
+                           (exact_ckpt.empty() ? "" : " --reference-ckpt-path " + exact_ckpt) +
                            " --reference-act-dtype f32 --json --case " +
                            data_path("story-heldout/heldout-chat-128.json");
   const auto r = world_size == 1 ? test::run_dsinfer(args)
@@ -60,6 +65,20 @@ TEST(GoldenInt8Mode, StoryModelKeepsItsDistributions) {
 TEST(GoldenInt8Mode, StoryModelKeepsItsDistributionsAtWorldSize2) {
   if (std::string why = test::backend_unavailable("gloo"); !why.empty()) GTEST_SKIP() << why;
   expect_within_bounds(compare_with_exact(test::convert_golden("tiny-v3-story", 2), 2), 2);
+}
+
+TEST(GoldenInt8Mode, StoryModelWithInt4ExpertsKeepsTheInt4Bounds) {
+  const json c =
+      compare_with_exact(test::convert_golden("tiny-v3-story", 1, false, false, "--experts-int4"),
+                         1, test::convert_golden("tiny-v3-story"));
+  ASSERT_TRUE(c.contains("mean_kl"));
+  std::printf(
+      "[ int8 mode, int4 experts ] story model: perplexity %+.3f%%, mean KL %.5f, top-1 %.4f\n",
+      100 * c["perplexity_change"].get<double>(), c["mean_kl"].get<double>(),
+      c["top1_agreement"].get<double>());
+  EXPECT_LE(c["perplexity_change"].get<double>(), 0.02);
+  EXPECT_LE(c["mean_kl"].get<double>(), 0.01);
+  EXPECT_GE(c["top1_agreement"].get<double>(), 0.92);
 }
 
 class GoldenInt8ModeLogits : public ::testing::TestWithParam<std::string> {};

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "core/cpu.h"
@@ -18,7 +19,7 @@
 namespace dsinfer {
 namespace {
 
-// A matrix with its own storage: bf16, fp8 (block scales) or int8 (group scales).
+// A matrix with its own storage: bf16, fp8 (block scales), int8 or int4 (group scales).
 struct Stored {
   WeightMatrix w;
   std::vector<uint8_t> bytes;
@@ -46,12 +47,14 @@ struct Stored {
       for (size_t i = 0; i < block_scales.size(); ++i)
         block_scales[i] = std::ldexp(1.0f + 0.1f * static_cast<float>(i), -static_cast<int>(i % 4));
       w.scale = block_scales.data();
-    } else {  // int8, as convert --int8 writes it
-      bytes.resize(static_cast<size_t>(rows * cols));
+    } else {  // int8 or int4, as convert --int8 / --experts-int4 write them
+      const QuantFormat format = dtype == kInt4Storage ? QuantFormat::kInt4 : QuantFormat::kInt8;
+      const int64_t stride = quant_row_bytes(format, cols);
+      bytes.resize(static_cast<size_t>(rows * stride));
       group_scales.resize(static_cast<size_t>(rows * quant_groups(cols)));
       for (int64_t r = 0; r < rows; ++r) {
         for (float& v : row) v = normal(rng) * (r % 5 == 0 ? 8.0f : 1.0f);
-        quantize_row(QuantFormat::kInt8, row.data(), cols, &bytes[static_cast<size_t>(r * cols)],
+        quantize_row(format, row.data(), cols, &bytes[static_cast<size_t>(r * stride)],
                      &group_scales[static_cast<size_t>(r * quant_groups(cols))]);
       }
       w.group_scale = group_scales.data();
@@ -71,7 +74,7 @@ std::vector<float> activations(int64_t n, int64_t cols, std::mt19937& rng) {
 TEST(Int8Matrix, RepackHoldsConvertInt8sQuantizationOfTheExactWeights) {
   std::mt19937 rng(1);
   ThreadPool pool(2);
-  for (DType dtype : {DType::kBF16, DType::kF8E4M3, kInt8Storage})
+  for (DType dtype : {DType::kBF16, DType::kF8E4M3, kInt8Storage, kInt4Storage})
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {17, 300}, {130, 129}}) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + std::to_string(rows) + "x" +
                    std::to_string(cols));
@@ -81,8 +84,14 @@ TEST(Int8Matrix, RepackHoldsConvertInt8sQuantizationOfTheExactWeights) {
       std::vector<float> exact(static_cast<size_t>(cols));
       std::vector<uint8_t> q(static_cast<size_t>(cols));
       std::vector<uint16_t> scales(static_cast<size_t>(quant_groups(cols)));
+      ASSERT_EQ(m.int4, dtype == kInt4Storage);
       for (int64_t r = 0; r < m.row_blocks() * kInt8RowBlock; ++r) {
-        if (r < rows) {
+        if (r < rows && dtype == kInt4Storage) {  // int4 keeps its integers and scales
+          const uint8_t* row = s.w.data + r * s.w.row_stride();
+          for (int64_t c = 0; c < cols; ++c) q[c] = static_cast<uint8_t>(int4_q(row, c));
+          for (int64_t g = 0; g < quant_groups(cols); ++g)
+            scales[g] = s.group_scales[static_cast<size_t>(r * quant_groups(cols) + g)];
+        } else if (r < rows) {
           dequantize_row(s.w, r, exact.data());
           quantize_row(QuantFormat::kInt8, exact.data(), cols, q.data(), scales.data());
         }
@@ -142,13 +151,19 @@ TEST(Int8Matmul, EveryKernelGivesTheOraclesBitsWithinTheQuantizationError) {
   if (kernels.empty()) GTEST_SKIP() << "no vector int8 kernel runs on this CPU";
   std::mt19937 rng(2);
   ThreadPool pool(2);
-  for (auto [rows, cols] :
-       {std::pair<int64_t, int64_t>{1, 1}, {16, 128}, {17, 129}, {70, 300}, {130, 512}}) {
-    const Stored s(DType::kBF16, rows, cols, rng);
+  for (auto [rows, cols, dtype] : {std::tuple<int64_t, int64_t, DType>{1, 1, DType::kBF16},
+                                   {16, 128, DType::kBF16},
+                                   {17, 129, DType::kBF16},
+                                   {70, 300, DType::kBF16},
+                                   {130, 512, DType::kBF16},
+                                   {1, 1, kInt4Storage},
+                                   {17, 129, kInt4Storage},
+                                   {70, 300, kInt4Storage}}) {
+    const Stored s(dtype, rows, cols, rng);
     const Int8Matrix m = repack_int8(s.w, pool);
     for (int64_t n : {1, 2, 3, 6, 7, 13}) {
-      SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + ", " + std::to_string(n) +
-                   " tokens");
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + std::to_string(rows) + "x" +
+                   std::to_string(cols) + ", " + std::to_string(n) + " tokens");
       const std::vector<float> x = activations(n, cols, rng);
       std::vector<uint8_t> q(static_cast<size_t>(int8_activation_bytes(n, cols)));
       std::vector<float> sx(static_cast<size_t>(int8_activation_scales(n, cols)));

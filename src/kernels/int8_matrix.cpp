@@ -12,8 +12,8 @@
 namespace dsinfer {
 
 bool int8_repackable(const WeightMatrix& w) {
-  return !w.empty() &&
-         (w.dtype == DType::kF8E4M3 || w.dtype == DType::kBF16 || w.dtype == kInt8Storage);
+  return !w.empty() && (w.dtype == DType::kF8E4M3 || w.dtype == DType::kBF16 ||
+                        w.dtype == kInt8Storage || w.dtype == kInt4Storage);
 }
 
 namespace {
@@ -22,6 +22,13 @@ namespace {
 // exactly dequantized row.
 void int8_row(const WeightMatrix& w, int64_t r, std::vector<float>& widened, uint8_t* q,
               uint16_t* scales) {
+  if (w.dtype == kInt4Storage) {
+    const uint8_t* row = w.data + r * w.row_stride();
+    for (int64_t c = 0; c < w.cols; ++c) q[c] = static_cast<uint8_t>(int4_q(row, c));
+    std::memcpy(scales, w.group_scale + r * quant_groups(w.cols),
+                static_cast<size_t>(quant_groups(w.cols)) * sizeof(uint16_t));
+    return;
+  }
   if (w.dtype == kInt8Storage) {
     std::memcpy(q, w.data + r * w.row_stride(), static_cast<size_t>(w.cols));
     std::memcpy(scales, w.group_scale + r * quant_groups(w.cols),
@@ -39,8 +46,9 @@ Int8Matrix repack_int8(const WeightMatrix& w, ThreadPool& pool) {
   Int8Matrix m;
   m.rows = w.rows;
   m.cols = w.cols;
-  const int64_t blocks = m.row_blocks(), groups = m.groups(), k4 = m.padded_cols() / 4;
-  m.q = AlignedArray<int8_t>(blocks * kInt8RowBlock * m.padded_cols());
+  m.int4 = w.dtype == kInt4Storage;
+  const int64_t blocks = m.row_blocks(), groups = m.groups();
+  m.q = AlignedArray<int8_t>(blocks * m.block_bytes());
   m.scale = AlignedArray<float>(blocks * groups * kInt8RowBlock);
   m.offset = AlignedArray<int32_t>(blocks * groups * kInt8RowBlock);
   pool.parallel_for(blocks, [&](int64_t begin, int64_t end) {
@@ -48,7 +56,7 @@ Int8Matrix repack_int8(const WeightMatrix& w, ThreadPool& pool) {
     std::vector<uint8_t> q(static_cast<size_t>(m.padded_cols()));
     std::vector<uint16_t> scales(static_cast<size_t>(groups));
     for (int64_t b = begin; b < end; ++b) {
-      int8_t* block = m.q.data() + b * k4 * kInt8RowBlock * 4;
+      int8_t* block = m.q.data() + b * m.block_bytes();
       float* block_scale = m.scale.data() + b * groups * kInt8RowBlock;
       int32_t* block_offset = m.offset.data() + b * groups * kInt8RowBlock;
       for (int64_t lane = 0; lane < kInt8RowBlock; ++lane) {
@@ -56,8 +64,18 @@ Int8Matrix repack_int8(const WeightMatrix& w, ThreadPool& pool) {
         std::fill(q.begin(), q.end(), uint8_t{0});
         std::fill(scales.begin(), scales.end(), uint16_t{0});
         if (r < w.rows) int8_row(w, r, widened, q.data(), scales.data());
-        for (int64_t c = 0; c < m.padded_cols(); ++c)
-          block[((c / 4) * kInt8RowBlock + lane) * 4 + c % 4] = static_cast<int8_t>(q[c]);
+        if (m.int4) {
+          for (int64_t c = 0; c < m.padded_cols(); c += 8)
+            for (int j = 0; j < 4; ++j) {
+              const int low = static_cast<int8_t>(q[c + j]) + 8;
+              const int high = static_cast<int8_t>(q[c + 4 + j]) + 8;
+              block[((c / 8) * kInt8RowBlock + lane) * 4 + j] =
+                  static_cast<int8_t>(static_cast<uint8_t>(low | (high << 4)));
+            }
+        } else {
+          for (int64_t c = 0; c < m.padded_cols(); ++c)
+            block[((c / 4) * kInt8RowBlock + lane) * 4 + c % 4] = static_cast<int8_t>(q[c]);
+        }
         for (int64_t g = 0; g < groups; ++g) {
           int32_t sum = 0;
           for (int64_t c = g * kQuantGroup; c < (g + 1) * kQuantGroup; ++c)

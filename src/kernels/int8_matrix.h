@@ -50,10 +50,15 @@ class AlignedArray {
 
 // A weight matrix [rows, cols] repacked for int8 mode's kernels: rows in blocks of 16, each
 // block's 4 consecutive columns of its 16 rows one 64-byte vector, columns padded with q = 0 to
-// whole groups and rows with zero rows to whole blocks.
+// whole groups and rows with zero rows to whole blocks. int4 weights (convert --experts-int4)
+// keep 4 bits: one 64-byte vector holds 8 columns, byte j of row l's 4 bytes holding column
+// 8 m + j in its low nibble and 8 m + 4 + j in its high one (q + 8), so a mask and a shift give
+// the int8 layout's two vectors.
 struct Int8Matrix {
   int64_t rows = 0, cols = 0;
-  // [row_blocks][padded_cols / 4][16 rows][4 columns]
+  bool int4 = false;
+  // int8: [row_blocks][padded_cols / 4][16 rows][4 columns]; int4: [row_blocks][padded_cols / 8]
+  // [16 rows][4 bytes]
   AlignedArray<int8_t> q;
   // [row_blocks][groups][16 rows]: sw, each row's group scale (an fp16 value) as fp32
   AlignedArray<float> scale;
@@ -64,26 +69,31 @@ struct Int8Matrix {
   int64_t row_blocks() const { return ceil_div(rows, kInt8RowBlock); }
   int64_t groups() const { return quant_groups(cols); }
   int64_t padded_cols() const { return groups() * kQuantGroup; }
+  // Bytes of one row block's q.
+  int64_t block_bytes() const { return kInt8RowBlock * padded_cols() / (int4 ? 2 : 1); }
   // The stored q of row r, column c (the kernels' oracle reads it this way).
   int8_t at(int64_t r, int64_t c) const {
-    return q.data()[((r / kInt8RowBlock * (padded_cols() / 4) + c / 4) * kInt8RowBlock +
-                     r % kInt8RowBlock) *
-                        4 +
-                    c % 4];
+    const int64_t columns_per_vector = int4 ? 8 : 4;
+    const int8_t byte =
+        q.data()[r / kInt8RowBlock * block_bytes() +
+                 ((c / columns_per_vector) * kInt8RowBlock + r % kInt8RowBlock) * 4 + c % 4];
+    if (!int4) return byte;
+    const int nibble = c % 8 >= 4 ? (static_cast<uint8_t>(byte) >> 4) : (byte & 15);
+    return static_cast<int8_t>(nibble - 8);
   }
   float row_scale(int64_t r, int64_t g) const {
     return scale.data()[(r / kInt8RowBlock * groups() + g) * kInt8RowBlock + r % kInt8RowBlock];
   }
   // Bytes the kernels read for one pass over the matrix.
-  int64_t bytes() const { return row_blocks() * kInt8RowBlock * (padded_cols() + groups() * 8); }
+  int64_t bytes() const { return row_blocks() * (block_bytes() + kInt8RowBlock * groups() * 8); }
 };
 
-// Whether int8 mode repacks a matrix of this format: fp8, bf16 and int8 (int4 keeps its own
-// kernels; f32 matrices, the router's, stay exact).
+// Whether int8 mode repacks a matrix of this format: fp8, bf16, int8 and int4 (f32 matrices, the
+// router's, stay exact).
 bool int8_repackable(const WeightMatrix& w);
-// w repacked: int8 rows copied as they are; fp8 and bf16 rows dequantized exactly and quantized
-// as convert --int8 does (quantize_row). Rows split across the pool. Throws Error for a weight
-// quantize_row refuses (not finite, too large for an fp16 scale).
+// w repacked: int8 and int4 rows copied as they are (int4 into the 4-bit form); fp8 and bf16 rows
+// dequantized exactly and quantized as convert --int8 does (quantize_row). Rows split across the
+// pool. Throws Error for a weight quantize_row refuses (not finite, too large for an fp16 scale).
 Int8Matrix repack_int8(const WeightMatrix& w, ThreadPool& pool);
 
 // Activations [n_tokens, cols] quantized for the kernels.

@@ -13,15 +13,33 @@ namespace dsinfer {
 
 namespace {
 
+// sum[0..1][t] += token t's 4 bytes at column 4 j times the two halves' weight vectors.
 template <int T>
-void tile(const Int8Activations& x, int64_t t0, const Int8Matrix& w, int64_t b, float* y,
-          int64_t y_stride) {
-  const int64_t groups = w.groups(), k4 = w.padded_cols() / 4, padded = w.padded_cols();
-  const int8_t* wq = w.q.data() + b * k4 * 64;
-  const uint8_t* xq[T];
-  for (int t = 0; t < T; ++t) xq[t] = x.q + (t0 + t) * padded;
+inline void accumulate(__m256i (&sum)[2][T], const uint8_t* const (&xq)[T], int64_t j, __m256i w0,
+                       __m256i w1) {
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
   const __m256i ones = _mm256_set1_epi16(1);
+  for (int t = 0; t < T; ++t) {
+    int32_t four;
+    std::memcpy(&four, xq[t] + j * 4, 4);
+    const __m256i xs = _mm256_xor_si256(_mm256_set1_epi32(four), bias);  // qx as int8
+    const __m256i magnitude = _mm256_sign_epi8(xs, xs);
+    const __m256i p0 = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w0, xs));
+    const __m256i p1 = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w1, xs));
+    sum[0][t] = _mm256_add_epi32(sum[0][t], _mm256_madd_epi16(p0, ones));
+    sum[1][t] = _mm256_add_epi32(sum[1][t], _mm256_madd_epi16(p1, ones));
+  }
+}
+
+// Int4: 8 columns a 64-byte vector; the low nibbles (minus 8) are columns 4 j.., the high 4 j + 4..
+template <int T, bool Int4>
+void tile(const Int8Activations& x, int64_t t0, const Int8Matrix& w, int64_t b, float* y,
+          int64_t y_stride) {
+  const int64_t groups = w.groups(), padded = w.padded_cols();
+  const int8_t* wq = w.q.data() + b * w.block_bytes();
+  const uint8_t* xq[T];
+  for (int t = 0; t < T; ++t) xq[t] = x.q + (t0 + t) * padded;
+  const __m256i nibble = _mm256_set1_epi8(15), eight = _mm256_set1_epi8(8);
   __m256 acc[2][T];
   for (int h = 0; h < 2; ++h)
     for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
@@ -29,18 +47,22 @@ void tile(const Int8Activations& x, int64_t t0, const Int8Matrix& w, int64_t b, 
     __m256i sum[2][T];
     for (int h = 0; h < 2; ++h)
       for (int t = 0; t < T; ++t) sum[h][t] = _mm256_setzero_si256();
-    for (int64_t j = g * (kQuantGroup / 4); j < (g + 1) * (kQuantGroup / 4); ++j) {
-      const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wq + j * 64));
-      const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wq + j * 64 + 32));
-      for (int t = 0; t < T; ++t) {
-        int32_t four;
-        std::memcpy(&four, xq[t] + j * 4, 4);
-        const __m256i xs = _mm256_xor_si256(_mm256_set1_epi32(four), bias);  // qx as int8
-        const __m256i magnitude = _mm256_sign_epi8(xs, xs);
-        const __m256i p0 = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w0, xs));
-        const __m256i p1 = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w1, xs));
-        sum[0][t] = _mm256_add_epi32(sum[0][t], _mm256_madd_epi16(p0, ones));
-        sum[1][t] = _mm256_add_epi32(sum[1][t], _mm256_madd_epi16(p1, ones));
+    if constexpr (Int4) {
+      for (int64_t j = g * (kQuantGroup / 4); j < (g + 1) * (kQuantGroup / 4); j += 2) {
+        const __m256i v0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wq + j * 32));
+        const __m256i v1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wq + j * 32 + 32));
+        auto low = [&](__m256i v) { return _mm256_sub_epi8(_mm256_and_si256(v, nibble), eight); };
+        auto high = [&](__m256i v) {
+          return _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(v, 4), nibble), eight);
+        };
+        accumulate<T>(sum, xq, j, low(v0), low(v1));
+        accumulate<T>(sum, xq, j + 1, high(v0), high(v1));
+      }
+    } else {
+      for (int64_t j = g * (kQuantGroup / 4); j < (g + 1) * (kQuantGroup / 4); ++j) {
+        const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wq + j * 64));
+        const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wq + j * 64 + 32));
+        accumulate<T>(sum, xq, j, w0, w1);
       }
     }
     const float* sw = w.scale.data() + (b * groups + g) * kInt8RowBlock;
@@ -65,7 +87,8 @@ void tile(const Int8Activations& x, int64_t t0, const Int8Matrix& w, int64_t b, 
 constexpr int kMaxTokens = 2;
 using TileFn = void (*)(const Int8Activations&, int64_t, const Int8Matrix&, int64_t, float*,
                         int64_t);
-constexpr TileFn kTiles[kMaxTokens] = {tile<1>, tile<2>};
+constexpr TileFn kTiles[2][kMaxTokens] = {{tile<1, false>, tile<2, false>},
+                                          {tile<1, true>, tile<2, true>}};
 
 }  // namespace
 
@@ -74,7 +97,7 @@ void int8_blocks_avx2(const Int8Activations& x, const Int8Matrix& w, int64_t blo
   for (int64_t b = block_begin; b < block_end; ++b)
     for (int64_t t = 0; t < x.n_tokens; t += kMaxTokens) {
       const int n = static_cast<int>(std::min<int64_t>(kMaxTokens, x.n_tokens - t));
-      kTiles[n - 1](x, t, w, b, y, y_stride);
+      kTiles[w.int4][n - 1](x, t, w, b, y, y_stride);
     }
 }
 

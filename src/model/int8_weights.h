@@ -2,8 +2,9 @@
 // of the blocks (attention's projections but wkv_b, which attention reads row by row, the dense,
 // shared and routed experts' MLPs, the MTP block and its eh_proj) and an int8 head gets an int8
 // form beside it, which int8 mode's products read. fp8 and bf16 weights are quantized from their
-// exact values as convert --int8 would (the same q and scales); int8 shards are only interleaved.
-// bf16 heads, the router and int4 experts keep their formats (fast mode's kernels).
+// exact values as convert --int8 would (the same q and scales); int8 and int4 shards are only
+// interleaved (int4 stays 4 bits). bf16 heads and the router keep their formats (fast mode's
+// kernels).
 #pragma once
 
 #include "core/thread_pool.h"
