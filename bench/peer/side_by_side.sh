@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dsinfer and the peer (ik_llama.cpp) on the bench slice in one run, alternating (dsinfer exact,
-# peer, dsinfer fast, peer, ... for ROUNDS rounds: the host's bandwidth moves from minute to
+# peer, dsinfer fast, peer, dsinfer int8 mode, ... for ROUNDS rounds: the host's bandwidth moves from minute to
 # minute, so each engine sees the same spread of it), same thread count, then one table: the
 # ceilings dsinfer measured, and per engine the range over the rounds of decode batch 1 (and 4)
 # tokens/s, GB/s and fraction of the read ceiling, prefill 64 and 512 tokens/s and GFLOP/s.
@@ -21,6 +21,7 @@ echo "results in $OUT" >&2
 ds_run() {  # mode round
   local flags=()
   [ "$1" = fast ] && flags=(--fast)
+  [ "$1" = int8 ] && flags=(--act-dtype int8)
   echo "round $2: dsinfer $1" >&2
   "$DSINFER" --threads "$THREADS" "${flags[@]}" bench --ckpt-path "$MP1" --json --serving 0 --runs 1 \
     --passes 2 >"$OUT/dsinfer-$1-$2.json" 2>"$OUT/dsinfer-$1-$2.log"
@@ -36,6 +37,7 @@ for round in $(seq "$ROUNDS"); do
   peer_run "$round-a"
   ds_run fast "$round"
   peer_run "$round-b"
+  ds_run int8 "$round"  # int8 activations against the peer's Q8_0 x Q8_K: the same weight bytes
 done
 "$PY" - "$OUT" "$(git -C "$IK" rev-parse --short HEAD)" "$PEER_ARGS" "$THREADS" <<'PYEOF'
 import glob, json, os, sys
@@ -45,6 +47,7 @@ def load(name):
     return json.load(open(os.path.join(out, name)))
 exact = [load(f"dsinfer-exact-{i}.json") for i in range(1, rounds + 1)]
 fast = [load(f"dsinfer-fast-{i}.json") for i in range(1, rounds + 1)]
+int8 = [load(f"dsinfer-int8-{i}.json") for i in range(1, rounds + 1)]
 # each peer run with the read ceiling of the dsinfer runs on either side of it
 peer, peer_read = [], []
 for i in range(1, rounds + 1):
@@ -62,13 +65,14 @@ def decode(runs, batch, key):
     return [next(d[key] for d in r["decode"] if d["batch"] == batch) for r in runs]
 def prefill(runs, tokens, key):
     return [next(p[key] for p in r["prefill"] if p["tokens"] == tokens) for r in runs]
-ceil = [r["ceilings"] for r in exact + fast]
+ceil = [r["ceilings"] for r in exact + fast + int8]
 print(f"dsinfer and ik_llama.cpp {peer_commit} ({peer_args}) on the bench slice, {threads} threads, "
       f"{len(exact)} rounds alternating")
 print(f"ceilings (dsinfer's, each run):  read {span([c['read_gbps'] for c in ceil])} GB/s, "
       f"fp32 FMA {span([c['fma_f32_gflops'] for c in ceil], '{:.0f}')} GFLOP/s, "
       f"bf16 dot {span([c['bf16_dot_gflops'] for c in ceil], '{:.0f}')} GFLOP/s, "
-      f"AMX {span([c['amx_bf16_gflops'] for c in ceil], '{:.0f}')} GFLOP/s")
+      f"AMX {span([c['amx_bf16_gflops'] for c in ceil], '{:.0f}')} GFLOP/s, "
+      f"int8 dot {span([c['int8_dot_gops'] for c in ceil], '{:.0f}')} GOP/s")
 # the peer's bytes per token: dsinfer's, with its fp8 matrices (1 byte + block scales) as Q8_0
 # (34 bytes per 32 weights); the bf16 head and norms as they are
 def peer_bytes(run):
@@ -82,7 +86,8 @@ def peer_fraction():  # per run: its decode GB/s over the read ceiling measured 
     return [e["avg_ts"] * bytes_peer / 1e9 / read for r, read in zip(peer, peer_read)
             for e in r if e["n_prompt"] == 0 and e["n_gen"] == 16]
 rows = []
-for name, runs in (("dsinfer exact", exact), ("dsinfer --fast", fast)):
+for name, runs in (("dsinfer exact", exact), ("dsinfer --fast", fast),
+                   ("dsinfer --act-dtype int8", int8)):
     fr = "fma_f32_gflops" if name == "dsinfer exact" else runs[0]["prefill_ceiling"] if runs else None
     rows.append((name,
                  f"{span(decode(runs, 1, 'tokens_per_s'), '{:.2f}')} tok/s, {span(decode(runs, 1, 'gbps'))} GB/s, "
