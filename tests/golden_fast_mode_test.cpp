@@ -29,24 +29,10 @@ TEST_P(GoldenFastMode, AtLeastAsCloseToFp32AsTheDemosBf16Run) {
   auto r = test::run_dsinfer("--fast eval --ckpt-path " + ckpt + " --case " + golden +
                              "/ref-mp1-fp32.json --out " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto ours =
-      test::compare_logits(out + ".safetensors", golden + "/ref-mp1-fp32.safetensors");
-  const auto demo = test::compare_logits(golden + "/ref-mp1-bf16.safetensors",
-                                         golden + "/ref-mp1-fp32.safetensors");
-  ASSERT_EQ(ours.size(), demo.size());
-  int kept = 0, demo_kept = 0;
-  for (size_t row = 0; row < ours.size(); ++row) {
-    kept += ours[row].same_argmax;
-    demo_kept += demo[row].same_argmax;
-  }
-  const LogitsComparison fast = summarize(ours), bf16 = summarize(demo);
-  std::printf(
-      "[ fast ] %s: median row max|d|/max|ref| %.3g (the demo's bf16 run %.3g), rows over 0.1: %d "
-      "(%d), "
-      "argmax kept %d (%d) of %zu\n",
-      GetParam().c_str(), fast.median_ratio, bf16.median_ratio, fast.far_rows, bf16.far_rows, kept,
-      demo_kept, ours.size());
-  EXPECT_GE(kept, demo_kept);
+  const test::AgainstDemo a =
+      test::compare_with_demos_bf16(out + ".safetensors", golden, "fast " + GetParam());
+  const LogitsComparison &fast = a.ours, &bf16 = a.demo;
+  EXPECT_GE(a.kept, a.demo_kept);
   EXPECT_LE(fast.median_ratio, bf16.median_ratio);
   EXPECT_LE(fast.far_rows, bf16.far_rows);
   EXPECT_GT(fast.median_ratio, 0)

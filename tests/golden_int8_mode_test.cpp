@@ -90,25 +90,12 @@ TEST_P(GoldenInt8ModeLogits, WithinFourTimesTheDemosBf16ErrorOfFp32) {
       test::run_dsinfer("--act-dtype int8 eval --ckpt-path " + test::convert_golden(GetParam()) +
                         " --case " + golden + "/ref-mp1-fp32.json --out " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto ours =
-      test::compare_logits(out + ".safetensors", golden + "/ref-mp1-fp32.safetensors");
-  const auto demo = test::compare_logits(golden + "/ref-mp1-bf16.safetensors",
-                                         golden + "/ref-mp1-fp32.safetensors");
-  ASSERT_EQ(ours.size(), demo.size());
-  int kept = 0, demo_kept = 0;
-  for (size_t row = 0; row < ours.size(); ++row) {
-    kept += ours[row].same_argmax;
-    demo_kept += demo[row].same_argmax;
-  }
-  const LogitsComparison int8 = summarize(ours), bf16 = summarize(demo);
-  std::printf(
-      "[ int8 mode ] %s: median row max|d|/max|ref| %.3g (the demo's bf16 run %.3g), rows over "
-      "0.1: %d (%d), argmax kept %d (%d) of %zu\n",
-      GetParam().c_str(), int8.median_ratio, bf16.median_ratio, int8.far_rows, bf16.far_rows, kept,
-      demo_kept, ours.size());
+  const test::AgainstDemo a =
+      test::compare_with_demos_bf16(out + ".safetensors", golden, "int8 mode " + GetParam());
+  const LogitsComparison &int8 = a.ours, &bf16 = a.demo;
   EXPECT_LE(int8.median_ratio, 4 * bf16.median_ratio);
   EXPECT_LE(int8.far_rows, bf16.far_rows + 1);
-  EXPECT_GE(kept, demo_kept - 1);
+  EXPECT_GE(a.kept, a.demo_kept - 1);
   EXPECT_GT(int8.median_ratio, 0) << "int8 mode gave exactly the fp32 logits";
 }
 

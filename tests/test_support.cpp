@@ -125,6 +125,28 @@ std::string convert_golden(const std::string& model, int world_size, bool with_t
   return ckpt;
 }
 
+AgainstDemo compare_with_demos_bf16(const std::string& ours_path, const std::string& golden_dir,
+                                    const std::string& label) {
+  const auto ours = compare_logits(ours_path, golden_dir + "/ref-mp1-fp32.safetensors");
+  const auto demo = compare_logits(golden_dir + "/ref-mp1-bf16.safetensors",
+                                   golden_dir + "/ref-mp1-fp32.safetensors");
+  EXPECT_EQ(ours.size(), demo.size());
+  AgainstDemo a;
+  a.rows = std::min(ours.size(), demo.size());
+  for (size_t row = 0; row < a.rows; ++row) {
+    a.kept += ours[row].same_argmax;
+    a.demo_kept += demo[row].same_argmax;
+  }
+  a.ours = summarize(ours);
+  a.demo = summarize(demo);
+  std::printf(
+      "[ %s ] median row max|d|/max|ref| %.3g (the demo's bf16 run %.3g), rows over 0.1: %d (%d), "
+      "argmax kept %d (%d) of %zu\n",
+      label.c_str(), a.ours.median_ratio, a.demo.median_ratio, a.ours.far_rows, a.demo.far_rows,
+      a.kept, a.demo_kept, a.rows);
+  return a;
+}
+
 std::vector<LogitsRow> compare_logits(const std::string& ours_path, const std::string& ref_path) {
   SafetensorsFile ours(ours_path);
   SafetensorsFile ref(ref_path);

@@ -61,6 +61,16 @@ double expect_logits_match(const std::string& ours_path, const std::string& ref_
 // argmax agrees (engine/eval_case.h).
 std::vector<LogitsRow> compare_logits(const std::string& ours_path, const std::string& ref_path);
 
+// Our logits and the reference demo's own bf16 run (ref-mp1-bf16) each against a golden's fp32
+// logits (ref-mp1-fp32): the yardstick of the lossy modes. Prints one line, tagged `label`.
+struct AgainstDemo {
+  LogitsComparison ours, demo;
+  int kept = 0, demo_kept = 0;  // rows whose argmax agrees with fp32's
+  size_t rows = 0;
+};
+AgainstDemo compare_with_demos_bf16(const std::string& ours_path, const std::string& golden_dir,
+                                    const std::string& label);
+
 // llama.cpp tokenizer test vectors: a .inp file holds cases each followed by
 // "\n__ggml_vocab_test__\n"; a .out file holds one line of space-separated ids per case.
 std::vector<std::string> split_inp(const std::string& text);
