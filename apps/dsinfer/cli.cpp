@@ -137,9 +137,12 @@ int run_cli(int argc, char** argv) {
     log_debug("kernels: ", describe(kernels));
     if (act != "f32") global_args.insert(global_args.end(), {"--act-dtype", act});
     if (batch_variant) global_args.push_back("--batch-variant");
-    set_read_into_huge_pages(huge_pages      ? HugePages::kOn
-                             : no_huge_pages ? HugePages::kOff
-                                             : HugePages::kAuto,
+    // int8 mode reads its repacked copy, never the shard's matrices after load: a huge-page copy
+    // of the shard would only double the memory (mapped, the page cache may drop those pages)
+    const bool map_shards = no_huge_pages || kernels.int8();
+    set_read_into_huge_pages(huge_pages   ? HugePages::kOn
+                             : map_shards ? HugePages::kOff
+                                          : HugePages::kAuto,
                              ThreadPool::local_ranks());  // they load at the same time
     if (huge_pages) {
       global_args.push_back("--huge-pages");
