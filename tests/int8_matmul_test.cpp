@@ -104,7 +104,7 @@ TEST(Int8Matrix, RepackHoldsConvertInt8sQuantizationOfTheExactWeights) {
           }
           ASSERT_EQ(m.row_scale(r, g), r < rows ? f16_to_f32(scales[g]) : 0.0f);
           const int64_t at = (r / 16 * m.groups() + g) * 16 + r % 16;
-          ASSERT_EQ(m.offset.data()[at], -128 * sum);
+          ASSERT_EQ(m.q_sum.data()[at], sum);
         }
       }
     }

@@ -49,16 +49,16 @@ Int8Matrix repack_int8(const WeightMatrix& w, ThreadPool& pool) {
   m.int4 = w.dtype == kInt4Storage;
   const int64_t blocks = m.row_blocks(), groups = m.groups();
   m.q = AlignedArray<int8_t>(blocks * m.block_bytes());
-  m.scale = AlignedArray<float>(blocks * groups * kInt8RowBlock);
-  m.offset = AlignedArray<int32_t>(blocks * groups * kInt8RowBlock);
+  m.scale = AlignedArray<uint16_t>(blocks * groups * kInt8RowBlock);
+  m.q_sum = AlignedArray<int16_t>(blocks * groups * kInt8RowBlock);
   pool.parallel_for(blocks, [&](int64_t begin, int64_t end) {
     std::vector<float> widened;
     std::vector<uint8_t> q(static_cast<size_t>(m.padded_cols()));
     std::vector<uint16_t> scales(static_cast<size_t>(groups));
     for (int64_t b = begin; b < end; ++b) {
       int8_t* block = m.q.data() + b * m.block_bytes();
-      float* block_scale = m.scale.data() + b * groups * kInt8RowBlock;
-      int32_t* block_offset = m.offset.data() + b * groups * kInt8RowBlock;
+      uint16_t* block_scale = m.scale.data() + b * groups * kInt8RowBlock;
+      int16_t* block_sum = m.q_sum.data() + b * groups * kInt8RowBlock;
       for (int64_t lane = 0; lane < kInt8RowBlock; ++lane) {
         const int64_t r = b * kInt8RowBlock + lane;
         std::fill(q.begin(), q.end(), uint8_t{0});
@@ -80,8 +80,8 @@ Int8Matrix repack_int8(const WeightMatrix& w, ThreadPool& pool) {
           int32_t sum = 0;
           for (int64_t c = g * kQuantGroup; c < (g + 1) * kQuantGroup; ++c)
             sum += static_cast<int8_t>(q[c]);
-          block_scale[g * kInt8RowBlock + lane] = f16_to_f32(scales[g]);
-          block_offset[g * kInt8RowBlock + lane] = -128 * sum;
+          block_scale[g * kInt8RowBlock + lane] = scales[g];
+          block_sum[g * kInt8RowBlock + lane] = static_cast<int16_t>(sum);
         }
       }
     }

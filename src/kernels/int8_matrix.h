@@ -60,11 +60,13 @@ struct Int8Matrix {
   // int8: [row_blocks][padded_cols / 4][16 rows][4 columns]; int4: [row_blocks][padded_cols / 8]
   // [16 rows][4 bytes]
   AlignedArray<int8_t> q;
-  // [row_blocks][groups][16 rows]: sw, each row's group scale (an fp16 value) as fp32
-  AlignedArray<float> scale;
-  // [row_blocks][groups][16 rows]: -128 x the sum of the group's q, which corrects the sums of
-  // kernels whose activations enter as unsigned bytes q + 128 (VPDPBUSD's u8 x s8)
-  AlignedArray<int32_t> offset;
+  // [row_blocks][groups][16 rows]: sw, each row's group scale (fp16 bits: half the bytes of
+  // fp32 for decode to stream; the kernels widen them exactly)
+  AlignedArray<uint16_t> scale;
+  // [row_blocks][groups][16 rows]: the sum of the group's q (|sum| <= 128 x 127 fits int16);
+  // -128 x it corrects the sums of kernels whose activations enter as unsigned bytes q + 128
+  // (VPDPBUSD's u8 x s8)
+  AlignedArray<int16_t> q_sum;
 
   int64_t row_blocks() const { return ceil_div(rows, kInt8RowBlock); }
   int64_t groups() const { return quant_groups(cols); }
@@ -82,10 +84,11 @@ struct Int8Matrix {
     return static_cast<int8_t>(nibble - 8);
   }
   float row_scale(int64_t r, int64_t g) const {
-    return scale.data()[(r / kInt8RowBlock * groups() + g) * kInt8RowBlock + r % kInt8RowBlock];
+    return f16_to_f32(
+        scale.data()[(r / kInt8RowBlock * groups() + g) * kInt8RowBlock + r % kInt8RowBlock]);
   }
   // Bytes the kernels read for one pass over the matrix.
-  int64_t bytes() const { return row_blocks() * (block_bytes() + kInt8RowBlock * groups() * 8); }
+  int64_t bytes() const { return row_blocks() * (block_bytes() + kInt8RowBlock * groups() * 4); }
 };
 
 // Whether int8 mode repacks a matrix of this format: fp8, bf16, int8 and int4 (f32 matrices, the

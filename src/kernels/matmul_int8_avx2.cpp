@@ -65,9 +65,10 @@ void tile(const Int8Activations& x, int64_t t0, const Int8Matrix& w, int64_t b, 
         accumulate<T>(sum, xq, j, w0, w1);
       }
     }
-    const float* sw = w.scale.data() + (b * groups + g) * kInt8RowBlock;
+    const uint16_t* sw = w.scale.data() + (b * groups + g) * kInt8RowBlock;
     for (int h = 0; h < 2; ++h) {
-      const __m256 sw_half = _mm256_load_ps(sw + 8 * h);
+      const __m256 sw_half =
+          _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(sw + 8 * h)));
       for (int t = 0; t < T; ++t) {
         const __m256 s = _mm256_mul_ps(_mm256_set1_ps(x.scale[(t0 + t) * groups + g]), sw_half);
         acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[h][t]), s, acc[h][t]);

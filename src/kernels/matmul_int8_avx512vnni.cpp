@@ -42,8 +42,11 @@ void tile(const Int8Activations& x, int64_t t0, const Int8Matrix& w, int64_t b0,
   for (int64_t g = 0; g < groups; ++g) {
     __m512i sum[R][T];
     for (int r = 0; r < R; ++r) {
-      const __m512i offset =
-          _mm512_load_si512(w.offset.data() + ((b0 + r) * groups + g) * kInt8RowBlock);
+      const __m256i q_sum = _mm256_load_si256(reinterpret_cast<const __m256i*>(
+          w.q_sum.data() + ((b0 + r) * groups + g) * kInt8RowBlock));
+      const __m512i offset =  // -128 x sum(q)
+          _mm512_sub_epi32(_mm512_setzero_si512(),
+                           _mm512_slli_epi32(_mm512_cvtepi16_epi32(q_sum), 7));
       for (int t = 0; t < T; ++t) sum[r][t] = offset;
     }
     if constexpr (Int4) {
@@ -73,7 +76,8 @@ void tile(const Int8Activations& x, int64_t t0, const Int8Matrix& w, int64_t b0,
       }
     }
     for (int r = 0; r < R; ++r) {
-      const __m512 sw = _mm512_load_ps(w.scale.data() + ((b0 + r) * groups + g) * kInt8RowBlock);
+      const __m512 sw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(
+          w.scale.data() + ((b0 + r) * groups + g) * kInt8RowBlock)));
       for (int t = 0; t < T; ++t) {
         const __m512 s = _mm512_mul_ps(_mm512_set1_ps(x.scale[(t0 + t) * groups + g]), sw);
         const __m512 sums = _mm512_cvtepi32_ps(sum[r][t]);
