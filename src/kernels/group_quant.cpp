@@ -27,8 +27,11 @@ uint16_t f32_to_f16(float value) {
   return sign | static_cast<uint16_t>((rebiased + 0xfffu + ((rebiased >> 13) & 1u)) >> 13);
 }
 
-void quantize_row(QuantFormat format, const float* w, int64_t cols, uint8_t* out,
-                  uint16_t* scales) {
+// Compiled for several ISAs: the baseline x86-64 has no rounding instruction and called libm's
+// nearbyint per weight (int8 mode quantizes every weight at load). IEEE division and rounding to
+// nearest even give the same bits in every variant.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void quantize_row(
+    QuantFormat format, const float* w, int64_t cols, uint8_t* out, uint16_t* scales) {
   const int qmax = format == QuantFormat::kInt4 ? 7 : 127;
   if (format == QuantFormat::kInt4)
     std::fill_n(out, quant_row_bytes(format, cols), uint8_t{0x88});  // q = 0
