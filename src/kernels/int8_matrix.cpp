@@ -18,19 +18,17 @@ bool int8_repackable(const WeightMatrix& w) {
 
 namespace {
 
-// Row r's q [cols] and fp16 group scales: an int8 matrix's as stored, else quantize_row's of the
-// exactly dequantized row.
+// Row r's q [cols] and fp16 group scales: an int8 or int4 matrix's as stored, else
+// quantize_row's of the exactly dequantized row.
 void int8_row(const WeightMatrix& w, int64_t r, std::vector<float>& widened, uint8_t* q,
               uint16_t* scales) {
-  if (w.dtype == kInt4Storage) {
+  if (w.group_scaled()) {
     const uint8_t* row = w.data + r * w.row_stride();
-    for (int64_t c = 0; c < w.cols; ++c) q[c] = static_cast<uint8_t>(int4_q(row, c));
-    std::memcpy(scales, w.group_scale + r * quant_groups(w.cols),
-                static_cast<size_t>(quant_groups(w.cols)) * sizeof(uint16_t));
-    return;
-  }
-  if (w.dtype == kInt8Storage) {
-    std::memcpy(q, w.data + r * w.row_stride(), static_cast<size_t>(w.cols));
+    if (w.dtype == kInt4Storage) {
+      for (int64_t c = 0; c < w.cols; ++c) q[c] = static_cast<uint8_t>(int4_q(row, c));
+    } else {
+      std::memcpy(q, row, static_cast<size_t>(w.cols));
+    }
     std::memcpy(scales, w.group_scale + r * quant_groups(w.cols),
                 static_cast<size_t>(quant_groups(w.cols)) * sizeof(uint16_t));
     return;

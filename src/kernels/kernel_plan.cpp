@@ -93,7 +93,7 @@ KernelPlan plan(const WeightMatrix& w, int64_t n_tokens, const KernelConfig& con
                 ProductUse use) {
   KernelPlan p;
   p.isa = config.isa;
-  // int8 mode takes every product whose matrix was repacked (Transformer::repack_for_int8)
+  // int8 mode takes every product whose matrix was repacked (model/int8_weights.h: make_int8_forms)
   if (config.int8() && use == ProductUse::kLinear && w.int8 != nullptr) {
     p.kernel = KernelKind::kInt8;
     p.int8 = config.int8_kernel();
