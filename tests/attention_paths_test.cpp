@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/fast_decode_attention.h"
 #include "kernels/linear.h"
 #include "model/transformer.h"
 #include "model/weights.h"
@@ -137,6 +138,55 @@ TEST_P(AttentionPaths, FastModeStaysWithinRoundingOfExactMode) {
           << "row " << b;
     }
   }
+}
+
+// Fast mode's decode attention splits a sequence's positions into segments of kDecodeSplitKeys
+// that run on different threads and are merged in position order: at two segments, a decode's
+// logits must be the same bits at 1, 2 and 3 threads (other items per thread), alone and beside
+// another sequence of the same depth. (tiny-v3 only: ~4 s a model.)
+TEST(FastDecodeSplit, SameBitsAtAnyThreadCountAndBatch) {
+  const std::string ckpt = test::convert_golden("tiny-v3");
+  auto comm = make_local_comm();
+  const ModelConfig config = load_config(ckpt + "/config.json");
+  constexpr int kBatch = 2, kPrompt = kDecodeSplitKeys + 100, kSteps = 3;
+  std::vector<int32_t> tokens(kBatch * (kPrompt + kSteps));
+  std::mt19937 rng(13);
+  for (int32_t& t : tokens)
+    t = static_cast<int32_t>(rng() % static_cast<uint32_t>(config.vocab_size));
+  const int64_t vocab = config.vocab_size;
+  const int64_t len = kPrompt + kSteps;
+  // the prompt of `batch` sequences as one prefill, then kSteps decodes: the decodes' logits
+  // [kSteps, batch, vocab]
+  auto run = [&](int threads, int batch) {
+    ThreadPool pool(threads);
+    auto model = Transformer::load(config, ckpt, *comm, pool);
+    KernelConfig fast = model->kernels();
+    fast.act = ActDType::kBF16;
+    model->set_kernels(fast);
+    KVCache cache(config, batch, len, KVDType::kBF16);
+    std::vector<float> logits(batch * vocab), decoded;
+    std::vector<int32_t> chunk(batch * kPrompt);
+    for (int b = 0; b < batch; ++b)
+      std::copy_n(tokens.data() + b * len, kPrompt, chunk.data() + b * kPrompt);
+    model->forward(chunk.data(), batch, kPrompt, 0, cache, logits.data());
+    for (int s = 0; s < kSteps; ++s) {
+      for (int b = 0; b < batch; ++b) chunk[b] = tokens[b * len + kPrompt + s];
+      model->forward(chunk.data(), batch, 1, kPrompt + s, cache, logits.data());
+      decoded.insert(decoded.end(), logits.begin(), logits.end());
+    }
+    return std::pair(decoded, model->kernels().fast_kernels());
+  };
+  const auto [two, kernels] = run(2, kBatch);
+  if (kernels == FastModeKernels::kExact)
+    GTEST_SKIP() << "fast mode's bf16 decode kernels do not run on this CPU";
+  EXPECT_EQ(run(1, kBatch).first, two) << "1 thread";
+  EXPECT_EQ(run(3, kBatch).first, two) << "3 threads";
+  const std::vector<float> alone = run(2, 1).first;
+  for (int s = 0; s < kSteps; ++s)
+    EXPECT_EQ(std::memcmp(alone.data() + s * vocab, two.data() + s * kBatch * vocab,
+                          vocab * sizeof(float)),
+              0)
+        << "decode " << s << " alone";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, AttentionPaths,

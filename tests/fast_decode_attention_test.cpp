@@ -3,7 +3,8 @@
 // within bf16 rounding for every shape the model meets (heads not a multiple of 16, entries not a
 // multiple of 32, a last block of 1..64 keys, several online-softmax chunks), the same bits for a
 // head whatever heads share its call (the thread split), and the same bits from an f32 cache as
-// from its bf16 rounding. Each kernel is skipped on CPUs that lack it.
+// from its bf16 rounding, and the position split's segments computed apart merge to the whole
+// call's bits. Each kernel is skipped on CPUs that lack it.
 #include "kernels/fast_decode_attention.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <ostream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/cpu.h"
@@ -76,9 +78,10 @@ std::vector<float> attend(const Kernel& kernel, const std::vector<float>& q, con
 }
 
 TEST_P(FastDecodeAttention, MatchesADoubleReferenceWithinBf16Rounding) {
-  const Case cases[] = {{64, 576, 512, 1},  {64, 576, 512, 63},  {64, 576, 512, 64},
-                        {64, 576, 512, 65}, {17, 576, 512, 300}, {5, 48, 32, 1000},
-                        {40, 96, 64, 2049}, {1, 576, 512, 257},  {33, 80, 40, 129}};
+  const Case cases[] = {{64, 576, 512, 1},   {64, 576, 512, 63},  {64, 576, 512, 64},
+                        {64, 576, 512, 65},  {17, 576, 512, 300}, {5, 48, 32, 1000},
+                        {40, 96, 64, 2049},  {1, 576, 512, 257},  {33, 80, 40, 129},
+                        {16, 576, 512, 4097}};
   std::mt19937 rng(3);
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "heads " << c.heads << " entry " << c.entry_dim << " lora "
@@ -129,6 +132,43 @@ TEST_P(FastDecodeAttention, AHeadsBitsDoNotDependOnTheHeadsBesideIt) {
   // an f32 cache is rounded to bf16 on the way in: the same bits as the bf16 cache
   const std::vector<float> from_f32 = attend(GetParam(), q, c, cache.f32_blocks, 0, c.heads);
   EXPECT_EQ(std::memcmp(from_f32.data(), all.data(), all.size() * sizeof(float)), 0);
+}
+
+// The position split: segment states computed on their own (in reverse order, for a subset of
+// heads, as attend_per_query_split's items may run) and merged give the whole call's bits.
+TEST_P(FastDecodeAttention, SegmentsComputedApartMergeToTheWholeCallsBits) {
+  const Case c{40, 576, 512, 3 * kDecodeSplitKeys + 77};
+  std::mt19937 rng(7);
+  const Cache cache = make_cache(c, rng);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> q(static_cast<size_t>(c.heads * c.entry_dim));
+  for (float& v : q) v = normal(rng);
+  const std::vector<float> all = attend(GetParam(), q, c, cache.bf16_blocks, 0, c.heads);
+  const DecodeSegmentKernel segment =
+      std::string(GetParam().name) == "amx" ? amx_decode_segment : bf16dot_decode_segment;
+  const CachedBlocks keys{cache.bf16_blocks, c.n_keys};
+  const int64_t n_segments = decode_segments(c.n_keys);
+  ASSERT_EQ(n_segments, 4);
+  const int64_t first = 16, heads = 17;  // heads [16, 33)
+  std::vector<float> o(static_cast<size_t>(n_segments * heads * c.lora)),
+      max(static_cast<size_t>(n_segments * heads)), sum(max.size());
+  std::vector<DecodeSegmentState> states;
+  for (int64_t s = 0; s < n_segments; ++s)
+    states.push_back({MatView(o.data() + s * heads * c.lora, heads, c.lora), max.data() + s * heads,
+                      sum.data() + s * heads});
+  for (int64_t s = n_segments - 1; s >= 0; --s)
+    segment(ConstMatView(q.data() + first * c.entry_dim, heads, c.entry_dim),
+            decode_segment(keys, s), 0.1f, states[static_cast<size_t>(s)]);
+  std::vector<float> merged(static_cast<size_t>(heads * c.lora));
+  merge_decode_segments(states, 0.1f, MatView(merged.data(), heads, c.lora));
+  EXPECT_EQ(std::memcmp(merged.data(), all.data() + first * c.lora, merged.size() * sizeof(float)),
+            0);
+  // a segment's keys start at its fixed position, whatever the call
+  EXPECT_EQ(decode_segment(keys, 3).n_keys, 77);
+  EXPECT_EQ(decode_segment(keys, 3).blocks.size(), 2u);
+  EXPECT_EQ(decode_segment(keys, 1).blocks.data(),
+            cache.bf16_blocks.data() + kDecodeSplitKeys / kAttentionBlockKeys);
+  EXPECT_ANY_THROW(decode_segment(keys, 4));
 }
 
 TEST_P(FastDecodeAttention, RefusesBlocksThatDoNotCoverTheKeys) {

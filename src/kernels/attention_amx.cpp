@@ -126,10 +126,15 @@ struct AmxProducts {
 
 }  // namespace
 
-void amx_decode_attention(ConstMatView q_cat, const CachedBlocks& keys, float scale, MatView out) {
-  check(amx_usable(), "amx_decode_attention without AMX");
+void amx_decode_segment(ConstMatView q_cat, const CachedBlocks& keys, float scale,
+                        const DecodeSegmentState& state) {
+  check(amx_usable(), "amx_decode_segment without AMX");
   configure_tiles();
-  decode_attention<AmxProducts>("amx_decode_attention", q_cat, keys, scale, out);
+  decode_segment_state<AmxProducts>("amx_decode_segment", q_cat, keys, scale, state);
+}
+
+void amx_decode_attention(ConstMatView q_cat, const CachedBlocks& keys, float scale, MatView out) {
+  decode_attention_split(amx_decode_segment, q_cat, keys, scale, out);
 }
 
 }  // namespace dsinfer

@@ -167,10 +167,15 @@ struct Bf16DotProducts {
 
 }  // namespace
 
+void bf16dot_decode_segment(ConstMatView q_cat, const CachedBlocks& keys, float scale,
+                            const DecodeSegmentState& state) {
+  check(cpu_supports(Isa::kAvx512), "bf16dot_decode_segment without AVX512_BF16");
+  decode_segment_state<Bf16DotProducts>("bf16dot_decode_segment", q_cat, keys, scale, state);
+}
+
 void bf16dot_decode_attention(ConstMatView q_cat, const CachedBlocks& keys, float scale,
                               MatView out) {
-  check(cpu_supports(Isa::kAvx512), "bf16dot_decode_attention without AVX512_BF16");
-  decode_attention<Bf16DotProducts>("bf16dot_decode_attention", q_cat, keys, scale, out);
+  decode_attention_split(bf16dot_decode_segment, q_cat, keys, scale, out);
 }
 
 }  // namespace dsinfer

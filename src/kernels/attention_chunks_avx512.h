@@ -10,8 +10,9 @@
 //   softmax running max and sum per head, 16 heads to a vector (S^T's rows), the chunk's
 //           unnormalised probabilities rounded to bf16 and transposed to P [Hp, keys];
 //   latents O [Hp, Lp] += P . L (Products::chunk_latents), the chunk's latents pair-interleaved.
-// O is rescaled when a head's max grows and divided by the sum at the end. A head's numbers depend
-// only on its own query and the keys (chunk boundaries are fixed positions).
+// O is rescaled when a head's max grows. A call covers one segment of kDecodeSplitKeys positions
+// and leaves O, the max and the sum unnormalised for merge_decode_segments. A head's numbers
+// depend only on its own query and the keys (chunk boundaries are fixed positions).
 #pragma once
 
 #include <immintrin.h>
@@ -205,14 +206,16 @@ inline void pack_latents(const WeightMatrix* blocks, int64_t n, const Shape& sh,
   }
 }
 
-// The whole computation with Products' two kernels: Products::queries(q_cat, sh, b) lays the
-// queries out in b.q_tiles; Products::block_scores(a, a_stride, rows, sh, b, st) writes S^T rows
-// [0, rows rounded up to 32) for one block; Products::chunk_latents(n, sh, b) adds P . L to O.
+// One segment's state (fast_decode_attention.h: DecodeSegmentState) with Products' two kernels:
+// Products::queries(q_cat, sh, b) lays the queries out in b.q_tiles;
+// Products::block_scores(a, a_stride, rows, sh, b, st) writes S^T rows [0, rows rounded up to 32)
+// for one block; Products::chunk_latents(n, sh, b) adds P . L to O.
 template <class Products>
-void decode_attention(const char* name, ConstMatView q_cat, const CachedBlocks& keys, float scale,
-                      MatView out) {
-  check(out.rows == q_cat.rows && out.cols <= q_cat.cols && keys.n_keys > 0, name,
-        ": shapes do not match");
+void decode_segment_state(const char* name, ConstMatView q_cat, const CachedBlocks& keys,
+                          float scale, const DecodeSegmentState& state) {
+  check(state.o.rows == q_cat.rows && state.o.cols <= q_cat.cols && keys.n_keys > 0 &&
+            keys.n_keys <= kDecodeSplitKeys,
+        name, ": shapes do not match");
   const int64_t n_blocks = static_cast<int64_t>(keys.blocks.size());
   check(n_blocks == ceil_div(keys.n_keys, kAttentionBlockKeys), name,
         ": blocks do not cover the keys");
@@ -229,7 +232,7 @@ void decode_attention(const char* name, ConstMatView q_cat, const CachedBlocks& 
   sh.Hp = sh.head_tiles * kTile;
   sh.Kp = round_up(q_cat.cols, kStepK);
   sh.steps = sh.Kp / kStepK;
-  sh.lora = out.cols;
+  sh.lora = state.o.cols;
   sh.Lp = round_up(sh.lora, 2 * kTile);
   thread_local Buffers b;  // (per instantiation: each kernel its own)
   b.scores.resize(static_cast<size_t>(kChunkKeys * sh.Hp));
@@ -254,14 +257,9 @@ void decode_attention(const char* name, ConstMatView q_cat, const CachedBlocks& 
     Products::chunk_latents(n, sh, b);
   }
   for (int64_t h = 0; h < sh.heads; ++h) {
-    const float inv = 1.0f / b.sum[static_cast<size_t>(h)];
-    const float* o = b.acc.data() + h * sh.Lp;
-    float* dst = out.row(h);
-    const __m512 inv_v = _mm512_set1_ps(inv);
-    int64_t c = 0;
-    for (; c + 16 <= sh.lora; c += 16)
-      _mm512_storeu_ps(dst + c, _mm512_mul_ps(_mm512_loadu_ps(o + c), inv_v));
-    for (; c < sh.lora; ++c) dst[c] = o[c] * inv;
+    std::copy_n(b.acc.data() + h * sh.Lp, sh.lora, state.o.row(h));
+    state.max[h] = b.max[static_cast<size_t>(h)];
+    state.sum[h] = b.sum[static_cast<size_t>(h)];
   }
 }
 

@@ -104,14 +104,13 @@ void attended_entries(const KernelConfig& k, const CachedKeys& keys, int64_t n_k
 // Which fast_decode_attention.h kernel decode attention takes: fast mode's, where AMX or
 // VDPBF16PS runs (both products in bf16, the cache read in place where it is bf16); nullptr:
 // the exact kernels.
-using FastDecodeAttention = void (*)(ConstMatView, const CachedBlocks&, float, MatView);
-FastDecodeAttention fast_decode_attention(const KernelConfig& k) {
+DecodeSegmentKernel fast_decode_segment_kernel(const KernelConfig& k) {
   if (!k.fast()) return nullptr;
   switch (k.fast_kernels()) {
     case FastModeKernels::kAmx:
-      return amx_decode_attention;
+      return amx_decode_segment;
     case FastModeKernels::kBf16Dot:
-      return bf16dot_decode_attention;
+      return bf16dot_decode_segment;
     default:
       return nullptr;
   }
@@ -132,9 +131,7 @@ struct Query {
 // query the same bits whatever the number of queries beside it. The thread's heads share each
 // pass over the cache: the scores as one product with the heads as tokens, the attended entries
 // as one combine_rows with the heads as its sets (the same kernels, hence the same bits, as the
-// prefill path). In fast mode a query's heads take fast_decode_attention.h instead (AMX tiles, or
-// VDPBF16PS on Zen 4 / Zen 5): both products in bf16 with an online softmax per 256 keys, a bf16
-// cache read in place.
+// prefill path). Fast mode's bf16 kernels take attend_per_query_split instead.
 // q [n, H, qk_dim] -> attn [n, H, v_dim], row i for queries[i].
 void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int layer,
                       const float* q, const std::vector<Query>& queries, KVCache& cache,
@@ -162,20 +159,8 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
       for (int64_t i = 0; i < n; ++i)
         std::copy_n(q + (i * H + h) * qk_dim + nope, rope_dim, q_h + i * entry_dim + lora);
     }
-    const FastDecodeAttention fast_attention = fast_decode_attention(ctx.kernels);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t n_keys = queries[i].pos + 1;
-      if (fast_attention) {
-        thread_local std::vector<WeightMatrix> blocks;
-        blocks.clear();
-        for (int64_t b = 0; b * kKVBlock < n_keys; ++b)
-          blocks.push_back(cache.block_entries(layer, queries[i].seq, b,
-                                               std::min(kKVBlock, n_keys - b * kKVBlock)));
-        fast_attention(ConstMatView(q_cat.data() + i * entry_dim, heads, entry_dim, n * entry_dim),
-                       CachedBlocks{blocks, n_keys}, softmax_scale,
-                       MatView(o_lat.data() + i * entry_dim, heads, lora, n * entry_dim));
-        continue;
-      }
       const CachedKeys keys{cache, layer, queries[i].seq};
       // probabilities [heads, keys]: the thread's heads are the rows
       attention_probabilities(
@@ -192,6 +177,121 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
       const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
       matmul_serial(ctx.kernels, o_lat.data() + (h - h_begin) * n * entry_dim, n, entry_dim,
                     w_v_rows, attn + h * v_dim, H * v_dim);
+    }
+  });
+}
+
+// Fast mode's decode where its bf16 kernels run (fast_decode_attention.h: AMX tiles, or VDPBF16PS
+// on Zen 4 / Zen 5; both products in bf16, a bf16 cache read in place), in three stages, each
+// parallel on its own: q_abs per head (as attend_per_query); the attention as items of (query,
+// segment of kDecodeSplitKeys positions, group of heads), so that one long sequence's positions
+// spread over the pool (FlashDecoding's split; a head split alone leaves cores idle when a rank
+// has few heads, e.g. 16 at mp8, and pads each thread's share to 16-head tiles); then per head the
+// merge of its segments, in position order, and W_v. The items are sized by the pool, never the
+// numbers: a head's segment state depends only on its query and the segment's keys.
+// q [n, H, qk_dim] -> attn [n, H, v_dim], row i for queries[i].
+void attend_per_query_split(const ForwardContext& ctx, const AttentionWeights& w, int layer,
+                            const float* q, const std::vector<Query>& queries, KVCache& cache,
+                            float softmax_scale, DecodeSegmentKernel kernel, float* attn) {
+  const ModelConfig& c = ctx.config;
+  const int64_t H = ctx.plan.n_local_heads;
+  const int64_t nope = c.qk_nope_head_dim, rope_dim = c.qk_rope_head_dim, v_dim = c.v_head_dim;
+  const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
+  const int64_t n = static_cast<int64_t>(queries.size());
+  const int64_t entry_dim = cache.entry_dim();
+  // (the calling thread's buffers, reached from the pool's threads through these pointers)
+  thread_local std::vector<float> q_cat_storage, o_storage, max_storage, sum_storage;
+  thread_local std::vector<WeightMatrix> blocks_storage;
+  thread_local std::vector<int64_t> first_segment_storage, first_block_storage;
+  std::vector<WeightMatrix>& blocks = blocks_storage;  // every query's blocks, in query order
+  std::vector<int64_t>& first_segment = first_segment_storage;  // [n + 1]: query i's first
+  std::vector<int64_t>& first_block = first_block_storage;      // segment and block
+  q_cat_storage.resize(static_cast<size_t>(H * n * entry_dim));
+  float* q_cat = q_cat_storage.data();  // [H, n, lora + rope]: [q_abs | q_pe]
+  ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
+    for (int64_t h = h_begin; h < h_end; ++h) {
+      float* q_h = q_cat + h * n * entry_dim;
+      combine_rows(ctx.kernels.isa, w.wkv_b, h * (nope + v_dim), nope, q + h * qk_dim, H * qk_dim,
+                   n, q_h, entry_dim);
+      for (int64_t i = 0; i < n; ++i)
+        std::copy_n(q + (i * H + h) * qk_dim + nope, rope_dim, q_h + i * entry_dim + lora);
+    }
+  });
+  // each query's cache blocks and segments, numbered across the step
+  blocks.clear();
+  first_segment.assign(1, 0);
+  first_block.assign(1, 0);
+  for (const Query& query : queries) {
+    const int64_t n_keys = query.pos + 1;
+    for (int64_t b = 0; b * kKVBlock < n_keys; ++b)
+      blocks.push_back(
+          cache.block_entries(layer, query.seq, b, std::min(kKVBlock, n_keys - b * kKVBlock)));
+    first_segment.push_back(first_segment.back() + decode_segments(n_keys));
+    first_block.push_back(static_cast<int64_t>(blocks.size()));
+  }
+  const int64_t segments = first_segment.back();
+  const int64_t group = decode_heads_per_item(H, segments, ctx.pool.size());
+  const int64_t groups = ceil_div(H, group);
+  o_storage.resize(static_cast<size_t>(segments * H * lora));
+  max_storage.resize(static_cast<size_t>(segments * H));
+  sum_storage.resize(static_cast<size_t>(segments * H));
+  float* o = o_storage.data();          // [segments, H, lora]: each segment's unnormalised latents
+  float* seg_max = max_storage.data();  // [segments, H]
+  float* seg_sum = sum_storage.data();  // [segments, H]
+  // the items (segment-major, head groups inside) go to the threads in contiguous runs of equal
+  // cost (keys x heads): a sequence's last segment is often a few keys, and equal counts of
+  // items left one thread idle for half the step at depth 4096
+  thread_local std::vector<int64_t> item_cost_storage;
+  std::vector<int64_t>& cost_before = item_cost_storage;  // [items + 1]: cost of items before
+  cost_before.assign(1, 0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t seg = first_segment[i]; seg < first_segment[i + 1]; ++seg) {
+      const int64_t keys = std::min(
+          kDecodeSplitKeys, queries[i].pos + 1 - (seg - first_segment[i]) * kDecodeSplitKeys);
+      for (int64_t g = 0; g < groups; ++g)
+        cost_before.push_back(cost_before.back() +
+                              (keys + kKVBlock) * ceil_div(std::min(group, H - g * group), 16));
+    }
+  const int64_t items = segments * groups, threads = ctx.pool.size(), total = cost_before.back();
+  // thread t takes the items whose cost midpoint lies in [t, t + 1) x total / threads
+  auto first_item_of = [&](int64_t t) {
+    int64_t item = 0;
+    while (item < items && (cost_before[item] + cost_before[item + 1]) * threads < 2 * t * total)
+      ++item;
+    return item;
+  };
+  ctx.pool.parallel_for(threads, [&](int64_t t_begin, int64_t t_end) {
+    for (int64_t item = first_item_of(t_begin); item < std::min(items, first_item_of(t_end));
+         ++item) {
+      const int64_t seg = item / groups, h0 = (item % groups) * group;
+      const int64_t heads = std::min(group, H - h0);
+      const int64_t i = std::upper_bound(first_segment.begin(), first_segment.end(), seg) -
+                        first_segment.begin() - 1;
+      const CachedBlocks all{std::span<const WeightMatrix>(blocks).subspan(
+                                 static_cast<size_t>(first_block[i]),
+                                 static_cast<size_t>(first_block[i + 1] - first_block[i])),
+                             queries[i].pos + 1};
+      kernel(ConstMatView(q_cat + (h0 * n + i) * entry_dim, heads, entry_dim, n * entry_dim),
+             decode_segment(all, seg - first_segment[i]), softmax_scale,
+             DecodeSegmentState{MatView(o + (seg * H + h0) * lora, heads, lora),
+                                seg_max + seg * H + h0, seg_sum + seg * H + h0});
+    }
+  });
+  ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
+    thread_local std::vector<float> w_v, o_lat;
+    thread_local std::vector<DecodeSegmentState> states;
+    o_lat.resize(static_cast<size_t>(n * lora));  // [n, lora]: one head's attended latents
+    for (int64_t h = h_begin; h < h_end; ++h) {
+      for (int64_t i = 0; i < n; ++i) {
+        states.clear();
+        for (int64_t seg = first_segment[i]; seg < first_segment[i + 1]; ++seg)
+          states.push_back({MatView(o + (seg * H + h) * lora, 1, lora), seg_max + seg * H + h,
+                            seg_sum + seg * H + h});
+        merge_decode_segments(states, softmax_scale, MatView(o_lat.data() + i * lora, 1, lora));
+      }
+      // wkv_b's value half maps the attended latents to the head's outputs
+      const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
+      matmul_serial(ctx.kernels, o_lat.data(), n, lora, w_v_rows, attn + h * v_dim, H * v_dim);
     }
   });
 }
@@ -422,16 +522,23 @@ void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer
     row += chunk.n_tokens;
   }
   if (!queries.empty()) {
+    const DecodeSegmentKernel fast_kernel = fast_decode_segment_kernel(ctx.kernels);
+    auto attend = [&](const float* q_rows, float* attn_rows) {
+      if (fast_kernel)
+        attend_per_query_split(ctx, w, layer, q_rows, queries, cache, softmax_scale, fast_kernel,
+                               attn_rows);
+      else
+        attend_per_query(ctx, w, layer, q_rows, queries, cache, softmax_scale, attn_rows);
+    };
     const int64_t m = static_cast<int64_t>(rows.size());
     if (rows.back() - rows.front() + 1 == m) {
-      attend_per_query(ctx, w, layer, q + rows.front() * H * qk_dim, queries, cache, softmax_scale,
-                       attn + rows.front() * H * v_dim);
+      attend(q + rows.front() * H * qk_dim, attn + rows.front() * H * v_dim);
     } else {  // decodes between prefill chunks: gathered, attended, scattered back
       float* q_rows = grow(scratch.query_rows, m * H * qk_dim);    // [m, H, qk_dim]
       float* attn_rows = grow(scratch.query_attn, m * H * v_dim);  // [m, H, v_dim]
       for (int64_t i = 0; i < m; ++i)
         std::copy_n(q + rows[i] * H * qk_dim, H * qk_dim, q_rows + i * H * qk_dim);
-      attend_per_query(ctx, w, layer, q_rows, queries, cache, softmax_scale, attn_rows);
+      attend(q_rows, attn_rows);
       for (int64_t i = 0; i < m; ++i)
         std::copy_n(attn_rows + i * H * v_dim, H * v_dim, attn + rows[i] * H * v_dim);
     }
