@@ -139,9 +139,18 @@ void wait_for_every_rank(StoreClient& store, int rank, int world, milliseconds t
               "or raise DSINFER_COMM_TIMEOUT)"));
     }
     const int theirs = std::atoi(value->c_str());
-    if (theirs != world)
+    if (theirs != world) {
+      // Both sides name the mismatch: this rank says it has seen it, and rank 0 (whose exit
+      // closes the store) waits for the other's word first, else a slow rank 1 would find the
+      // store gone and report a lost connection instead.
+      try {
+        store.set("mismatch-seen/" + std::to_string(rank), "1");
+        if (rank == 0) store.get_within("mismatch-seen/" + std::to_string(r), timeout);
+      } catch (const CommError&) {  // (the mismatch is the error to report)
+      }
       throw CommError(cat("gloo: rank ", r, " was started with WORLD_SIZE=", theirs, ", rank ",
                           rank, " with ", world, "; every rank needs the same WORLD_SIZE"));
+    }
   }
 }
 
