@@ -64,7 +64,8 @@ struct How {
   float temperature = 0;
   int max_new_tokens = 40;
   bool prompt_logits = false;
-  int cancel_after = -1;  // request 1 is cancelled after this many of its tokens
+  int cancel_after = -1;   // request 1 is cancelled after this many of its tokens
+  bool penalised = false;  // repetition, frequency and presence penalties, a bias, min_tokens
 };
 
 Result run(const std::vector<Tokens>& prompts, const How& how, Engine* reuse = nullptr) {
@@ -92,6 +93,13 @@ Result run(const std::vector<Tokens>& prompts, const How& how, Engine* reuse = n
     p.stop_ids = {1};
     p.seed = 1000 + i;
     p.prompt_logits = how.prompt_logits;
+    if (how.penalised) {
+      p.repetition_penalty = 1.2f;
+      p.frequency_penalty = 0.7f;
+      p.presence_penalty = 0.4f;
+      p.logit_bias = {{13, 2.0f}};
+      p.min_tokens = 8;
+    }
     // half the requests read their rows (their steps gather whole rows), the others' steps may
     // keep slices: the tokens are the same either way
     p.token_logits = i % 2 == 0;
@@ -162,6 +170,26 @@ TEST(EngineMtp, GreedyAndSampledTokensAndLogitsAreThoseWithoutIt) {
     expect_same(a, run(prompts, automatic), "auto, temperature " + std::to_string(t));
     std::cout << "temperature " << t << ": drafts accepted " << b.stats.accepted << "/"
               << b.stats.drafted << ", steps " << b.stats.steps << " vs " << a.stats.steps << "\n";
+  }
+}
+
+// Penalties read the completion before each row, drafts included: a verify row's draw must be
+// the draw without speculation (the drafts it follows are the tokens it would have seen).
+TEST(EngineMtp, PenalisedDrawsAreThoseWithoutIt) {
+  const std::vector<Tokens> prompts = story_prompts();
+  for (float t : {0.0f, 0.8f}) {
+    How off{.temperature = t, .penalised = true};
+    How on = off;
+    on.mtp = true;
+    const Result a = run(prompts, off), b = run(prompts, on);
+    expect_same(a, b, "penalised, temperature " + std::to_string(t));
+    EXPECT_GT(b.stats.accepted, 0) << t;
+    How plain{.temperature = t};
+    const Result c = run(prompts, plain);
+    EXPECT_NE(a.tokens, c.tokens) << "the penalties changed nothing";
+    How chained = on;
+    chained.draft_tokens = 3;
+    expect_same(a, run(prompts, chained), "penalised, 3 drafts, temperature " + std::to_string(t));
   }
 }
 

@@ -39,6 +39,12 @@ TEST(StepOrders, RoundTripEveryField) {
   s.params.choice = 3;
   s.params.prompt_logits = true;
   s.params.token_logits = true;
+  s.params.repetition_penalty = 1.3f;
+  s.params.frequency_penalty = -0.5f;
+  s.params.presence_penalty = 0.25f;
+  s.params.logit_bias = {{3, -100.0f}, {70000, 2.5f}};
+  s.params.min_tokens = 4;
+  s.params.min_p = 0.05f;
   o.submissions = {s, Submission{42, {9}, {}}};
   o.cancels = {7, 8};
   o.draft = false;
@@ -57,6 +63,12 @@ TEST(StepOrders, RoundTripEveryField) {
   EXPECT_EQ(b.params.choice, 3);
   EXPECT_TRUE(b.params.prompt_logits);
   EXPECT_TRUE(b.params.token_logits);
+  EXPECT_EQ(b.params.repetition_penalty, 1.3f);
+  EXPECT_EQ(b.params.frequency_penalty, -0.5f);
+  EXPECT_EQ(b.params.presence_penalty, 0.25f);
+  EXPECT_EQ(b.params.logit_bias, s.params.logit_bias);
+  EXPECT_EQ(b.params.min_tokens, 4);
+  EXPECT_EQ(b.params.min_p, 0.05f);
   EXPECT_EQ(back.submissions[1].prompt, Tokens{9});
   EXPECT_EQ(back.cancels, (std::vector<RequestId>{7, 8}));
   StepOrders abort;

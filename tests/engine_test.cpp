@@ -251,6 +251,69 @@ TEST(Engine, SampledTokensAreTheSameAloneInABatchAndUnderContinuousBatching) {
   }
 }
 
+// Penalties, logit_bias and min_tokens: each token is the draw from its row adjusted by the
+// rules over the prompt and the tokens before it (computed here from the reported raw rows), and
+// the tokens are the same alone, in a batch and under continuous batching.
+TEST(Engine, PenalisedAndBiasedDrawsFollowTheAdjustedRowsAndTheirBatchMatesChangeNothing) {
+  Transformer& m = *loaded().model;
+  const int vocab = loaded().config.vocab_size;
+  std::vector<Tokens> prompts;
+  for (int i = 0; i < 6; ++i) prompts.push_back(random_tokens(4 + 7 * i, vocab, 40 + i));
+  for (float temperature : {0.0f, 0.9f}) {
+    SamplingParams p;
+    p.temperature = temperature;
+    p.max_new_tokens = 16;
+    p.seed = 11;
+    p.repetition_penalty = 1.4f;
+    p.frequency_penalty = 2.0f;
+    p.presence_penalty = 0.6f;
+    // (the logits span about -12 .. 13 with margins of 1-3 at the top): id 7 wins until its
+    // penalties pile up
+    p.logit_bias = {{7, 25.0f}, {11, -100.0f}};
+    p.stop_ids = {5};
+    p.min_tokens = 10;
+    p.token_logits = true;
+    // one request alone, its raw rows reported
+    KVCache cache(m.config(), 1 << 12);
+    Engine engine(m, cache);
+    Tokens tokens;
+    std::vector<std::vector<float>> rows;
+    RequestEvents e;
+    e.on_token = [&](int32_t t) { tokens.push_back(t); };
+    e.on_logits = [&](int64_t, const float* row) { rows.emplace_back(row, row + vocab); };
+    engine.submit(prompts[5], p, std::move(e));
+    engine.run_until_idle();
+    ASSERT_GE(tokens.size(), 10u);
+    ASSERT_EQ(rows.size(), tokens.size());
+    std::vector<float> scratch;
+    for (size_t k = 0; k < tokens.size(); ++k) {
+      std::vector<float> adjusted = rows[k];
+      adjust_logits(adjusted.data(), vocab, 0, p,
+                    TokenHistory{prompts[5], std::span<const int32_t>(tokens).first(k), {}});
+      const int64_t position = static_cast<int64_t>(prompts[5].size() + k);
+      EXPECT_EQ(tokens[k], sample_keyed(adjusted.data(), vocab, p, position, scratch))
+          << "token " << k << " at temperature " << temperature;
+      EXPECT_NE(tokens[k], 11);
+      if (k < 10) EXPECT_NE(tokens[k], 5) << "a stop id before min_tokens";
+    }
+    // and the same draws unadjusted differ somewhere (the test would pass without adjustments)
+    SamplingParams plain = p;
+    plain.repetition_penalty = 1.0f;
+    plain.frequency_penalty = plain.presence_penalty = 0.0f;
+    plain.logit_bias.clear();
+    plain.min_tokens = 0;
+    EXPECT_NE(run_engine({prompts[5]}, plain, {0})[0], tokens);
+    p.token_logits = false;
+    std::vector<Tokens> alone;
+    for (const Tokens& t : prompts) alone.push_back(run_engine({t}, p, {0})[0]);
+    EXPECT_EQ(alone[5], tokens);
+    EngineOptions small_steps;
+    small_steps.step_tokens = 16;
+    const std::vector<Tokens> staggered = run_engine(prompts, p, {0, 1, 2, 3, 5, 8}, small_steps);
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(staggered[i], alone[i]) << "prompt " << i;
+  }
+}
+
 TEST(Engine, AFullCacheMakesRequestsWaitAndATooLargeOneFailsClearly) {
   const int vocab = loaded().config.vocab_size;
   SamplingParams p;

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "parallel/free_port.h"
 #include "raw_client.h"
@@ -353,6 +354,21 @@ TEST(Serve, BadRequestsGetOpenAiErrorsAndTheServerGoesOn) {
   b = chat_body("hi", 3);
   b["messages"][0]["role"] = "robot";
   expect_error(server.post("/v1/chat/completions", b.dump(), key), 400, "role");
+  for (const auto& [field, value, needle] : std::vector<std::tuple<std::string, json, std::string>>{
+           {"frequency_penalty", 2.5, "frequency_penalty must be between -2 and 2"},
+           {"presence_penalty", "x", "presence_penalty must be a number"},
+           {"repetition_penalty", 0, "repetition_penalty must be between"},
+           {"min_p", 1.5, "min_p must be between 0 and 1"},
+           {"min_tokens", 4, "min_tokens (4) must be at most max_tokens (3)"},
+           {"logit_bias", json{{"abc", 1}}, "logit_bias keys must be token ids"},
+           {"logit_bias", json{{"99999999", 1}}, "logit_bias keys must be token ids"},
+           {"logit_bias", json{{"5", 101}}, "between -100 and 100"},
+           {"logit_bias", json::array({1}), "logit_bias must be an object"},
+           {"stop_token_ids", json::array({-1}), "stop_token_ids must be token ids"}}) {
+    b = chat_body("hi", 3);
+    b[field] = value;
+    expect_error(server.post("/v1/chat/completions", b.dump(), key), 400, needle);
+  }
   expect_error(
       server.post("/v1/chat/completions", chat_body(std::string(5000, 'x'), 3).dump(), key), 413,
       "max-body");
@@ -364,6 +380,56 @@ TEST(Serve, BadRequestsGetOpenAiErrorsAndTheServerGoesOn) {
   EXPECT_EQ(ok->status, 200) << ok->body;
   auto models = server.client().Get("/v1/models", key);
   EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "story");
+}
+
+// The sampler fields reach the draw: a logit_bias of +100 makes every token that id, a stop token
+// id ends the answer at its first draw unless min_tokens holds it back, a frequency penalty turns
+// a greedy answer into another one, and the same request gives the same answer twice.
+TEST(Serve, PenaltiesBiasStopTokenIdsAndMinTokensReachTheDraw) {
+  Served server;
+  auto answer = [&](const json& body) {
+    auto r = server.post("/v1/chat/completions", body.dump());
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    return json::parse(r->body);
+  };
+  auto ids_of = [&](const std::string& text) {
+    auto r = server.post("/tokenize", json{{"prompt", text}, {"add_special_tokens", false}}.dump());
+    return json::parse(r->body)["tokens"].get<std::vector<int>>();
+  };
+  json base = chat_body("Once upon a time", 12);
+  const json plain = answer(base);
+  const std::string plain_text = plain["choices"][0]["message"]["content"];
+  // +100 on one id: the answer is that token, over and over
+  const int forced = ids_of(" dog")[0];
+  json forced_body = base;
+  forced_body["logit_bias"] = {{std::to_string(forced), 100}};
+  const json f = answer(forced_body);
+  EXPECT_EQ(ids_of(f["choices"][0]["message"]["content"]), std::vector<int>(12, forced));
+  // a stop token id: the forced token as a stop id ends the answer before it, with "stop"
+  json stop_body = forced_body;
+  stop_body["stop_token_ids"] = {forced};
+  const json st = answer(stop_body);
+  EXPECT_EQ(st["choices"][0]["message"]["content"], "");
+  EXPECT_EQ(st["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(st["usage"]["completion_tokens"], 0);
+  // min_tokens holds a stop id back: 5 tokens that are not it, then it stops
+  stop_body["min_tokens"] = 5;
+  const json held = answer(stop_body);
+  EXPECT_EQ(held["usage"]["completion_tokens"], 5) << held.dump();
+  EXPECT_EQ(held["choices"][0]["finish_reason"], "stop");
+  // penalties change a greedy answer; each answer is reproducible
+  json penalised = base;
+  penalised["frequency_penalty"] = 2.0;
+  penalised["presence_penalty"] = 2.0;
+  penalised["repetition_penalty"] = 1.5;
+  const std::string p1 = answer(penalised)["choices"][0]["message"]["content"];
+  EXPECT_NE(p1, plain_text);
+  EXPECT_EQ(answer(penalised)["choices"][0]["message"]["content"], p1);
+  json min_p = base;
+  min_p["temperature"] = 1.0;
+  min_p["seed"] = 5;
+  min_p["min_p"] = 1.0;  // only the likeliest token: the greedy answer
+  EXPECT_EQ(answer(min_p)["choices"][0]["message"]["content"], plain_text);
 }
 
 // Bodies under the default --max-body that used to kill the server: JSON nested 250k levels deep

@@ -1,5 +1,6 @@
 // The engine's draw (engine/sampling.h, engine/vocab_draw.h): sample_keyed draws from
-// softmax(logits / T) cut by top_k / top_p; ranks that each hold a slice of the vocabulary and
+// softmax(logits / T) cut by top_k / top_p / min_p; adjust_logits (penalties, logit_bias,
+// min_tokens) against a direct computation; ranks that each hold a slice of the vocabulary and
 // combine their best candidates pick the token the whole row gives, bit for bit, for greedy and
 // sampled rows, with ties, -inf and NaN; a draw that needs the whole row refuses a slice.
 #include "engine/vocab_draw.h"
@@ -95,6 +96,75 @@ TEST(SampleKeyed, DrawsFollowSoftmaxOverTemperatureAndItsCuts) {
                       softmax_over({1.0f, 0.0f, -0.5f, 2.0f}, 1.0, {true, true, true, true}));
 }
 
+TEST(SampleKeyed, MinPKeepsTheIdsAtLeastMinPTimesTheLikeliest) {
+  const std::vector<float> logits = {1.0f, 0.5f, -0.3f, 2.0f, 0.0f, -1.5f};
+  // softmax over T = 1: id 3 0.539; min_p 0.3 keeps p >= 0.162: ids 3 (1) and 0 (0.368); 1
+  // (0.223) and the rest below
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.min_p = 0.3f;
+  expect_draws_follow(logits, p,
+                      softmax_over(logits, 1.0, {true, false, false, true, false, false}));
+  p.min_p = 0.2f;  // id 1 (0.223) joins
+  expect_draws_follow(logits, p,
+                      softmax_over(logits, 1.0, {true, true, false, true, false, false}));
+  p.top_k = 3;  // with a ranking cut too: the same set (min_p is relative to the likeliest)
+  expect_draws_follow(logits, p,
+                      softmax_over(logits, 1.0, {true, true, false, true, false, false}));
+  p.top_k = 0;
+  p.temperature = 2.0f;  // after temperature: at T = 2 id 4 is 0.368 of id 3, id 2 0.301
+  p.min_p = 0.35f;
+  expect_draws_follow(logits, p, softmax_over(logits, 2.0, {true, true, false, true, true, false}));
+  p.min_p = 1.0f;  // only the likeliest
+  expect_draws_follow(logits, p,
+                      softmax_over(logits, 2.0, {false, false, false, true, false, false}));
+}
+
+// adjust_logits against the rules written out: repetition over the prompt and the completion
+// (once per id, dividing positive logits and multiplying negative ones), frequency and presence
+// over the completion only (pending drafts count as completion), bias added, stop ids masked
+// until min_tokens; slices adjusted apart give the whole row's values.
+TEST(AdjustLogits, PenaltiesBiasAndMinTokensFollowTheirRules) {
+  const int64_t vocab = 10;
+  std::vector<float> row(vocab);
+  for (int64_t i = 0; i < vocab; ++i) row[i] = static_cast<float>(i) - 4.5f;  // -4.5 .. 4.5
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  p.logit_bias = {{0, 10.0f}, {7, -3.0f}};
+  p.stop_ids = {9};
+  p.min_tokens = 5;
+  const std::vector<int32_t> prompt = {1, 8, 8}, generated = {2, 8, 2}, pending = {2, 6};
+  const TokenHistory h{prompt, generated, pending};
+  EXPECT_TRUE(adjusts_logits(p));
+  std::vector<float> got = row;
+  adjust_logits(got.data(), vocab, 0, p, h);
+  std::vector<float> want = row;
+  for (int id : {1, 8, 2, 6}) want[id] = want[id] > 0 ? want[id] / 2.0f : want[id] * 2.0f;
+  want[2] -= 0.5f * 3 + 0.25f;  // three times in the completion (two committed, one pending)
+  want[8] -= 0.5f * 1 + 0.25f;  // once in the completion (the prompt's two do not count)
+  want[6] -= 0.5f * 1 + 0.25f;
+  want[0] += 10.0f;
+  want[7] -= 3.0f;
+  // (five completion tokens, three committed and two pending: min_tokens 5 is met, id 9 stays)
+  EXPECT_EQ(got, want);
+  // one completion token fewer: the stop id is masked
+  const TokenHistory shorter{prompt, generated, std::span<const int32_t>(pending).first(1)};
+  got = row;
+  adjust_logits(got.data(), vocab, 0, p, shorter);
+  EXPECT_EQ(got[9], -kInf);
+  // slices of 3, 3 and 4 ids adjusted apart: the whole row's values
+  std::vector<float> whole = row, sliced = row;
+  adjust_logits(whole.data(), vocab, 0, p, h);
+  adjust_logits(sliced.data(), 3, 0, p, h);
+  adjust_logits(sliced.data() + 3, 3, 3, p, h);
+  adjust_logits(sliced.data() + 6, 4, 6, p, h);
+  EXPECT_EQ(sliced, whole);
+  // the defaults change nothing
+  EXPECT_FALSE(adjusts_logits(SamplingParams{}));
+}
+
 // race_candidate skips the ids whose value provably stays below the best so far; the winner and
 // its value must be those of computing every id's value, bit for bit: flat rows (nearly every id
 // skipped), peaked ones, huge and tiny scales, a tiny temperature, -inf, +inf and NaN, slices
@@ -178,6 +248,43 @@ std::vector<std::vector<int32_t>> draw_on_slices(const std::vector<float>& rows,
     });
   for (std::thread& t : ranks) t.join();
   return tokens;
+}
+
+// Adjusted rows drawn whole and over slices give the same tokens, greedy and sampled.
+TEST(VocabDraw, AdjustedRowsDrawTheSameTokenWholeAndSliced) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  const int64_t vocab = 24, n_rows = 4;
+  std::vector<float> rows(static_cast<size_t>(n_rows * vocab));
+  for (float& v : rows) v = normal(rng);
+  std::vector<SamplingParams> how(2);
+  for (SamplingParams& p : how) {
+    p.frequency_penalty = 1.5f;
+    p.repetition_penalty = 1.7f;
+    p.logit_bias = {{5, 4.0f}, {17, -100.0f}};
+  }
+  how[1].temperature = 1.0f;
+  const std::vector<int32_t> prompt = {3, 4, 17}, generated = {5, 5, 11, 23};
+  std::vector<RowDraw> draws;
+  for (int64_t b = 0; b < n_rows; ++b)
+    draws.push_back({b, &how[b % 2], 100 + b, TokenHistory{prompt, generated, {}}});
+  StepOutput whole;
+  whole.logits = rows;
+  whole.logit_columns = vocab;
+  ThreadComm::Shared one(1);
+  ThreadComm solo(one, 0);
+  const std::vector<int32_t> expected = draw_tokens(whole, vocab, draws, solo);
+  std::vector<float> scratch;
+  for (int64_t b = 0; b < n_rows; ++b) {
+    std::vector<float> adjusted(rows.begin() + b * vocab, rows.begin() + (b + 1) * vocab);
+    adjust_logits(adjusted.data(), vocab, 0, *draws[b].params, draws[b].history);
+    EXPECT_EQ(expected[b],
+              sample_keyed(adjusted.data(), vocab, *draws[b].params, 100 + b, scratch));
+    EXPECT_NE(expected[b], 17);
+  }
+  for (int world : {2, 3, 4})
+    for (const std::vector<int32_t>& got : draw_on_slices(rows, vocab, world, draws))
+      EXPECT_EQ(got, expected) << "world " << world;
 }
 
 TEST(VocabDraw, SlicesGiveTheWholeRowsTokenWithTiesInfinitiesAndNaN) {

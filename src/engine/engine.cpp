@@ -537,8 +537,14 @@ Engine::DrawnRows Engine::draw_rows(const PlannedStep& plan, const StepOutput& o
     // row j holds input position start_pos + n_tokens - rows + j; its token sits one further
     for (int64_t j = r.prefilling() ? rows - 1 : 0; draws_any && j < rows; ++j) {
       result.draw_of_row[row + j] = static_cast<int64_t>(draws.size());
+      // the completion before row j's token: the tokens committed, then (a decode chunk's row j
+      // > 0) the drafts it verifies before that row
+      const std::span<const int32_t> drafts(r.spec.drafts);
+      const TokenHistory history{
+          r.prompt, r.generated,
+          r.prefilling() ? drafts.first(0) : drafts.first(static_cast<size_t>(j))};
       draws.push_back({static_cast<int64_t>(row + j), &r.params,
-                       chunk.start_pos + chunk.n_tokens - rows + j + 1});
+                       chunk.start_pos + chunk.n_tokens - rows + j + 1, history});
     }
     row += static_cast<size_t>(rows);
   }

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <numeric>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "kernels/ops.h"
@@ -30,6 +33,54 @@ void check_sampling(const SamplingParams& p) {
   check(p.top_k >= 0, "top_k must be >= 0, got ", p.top_k);
   check(p.max_new_tokens >= 0, "max_new_tokens must be >= 0, got ", p.max_new_tokens);
   check(p.choice >= 0, "choice must be >= 0");
+  check(std::isfinite(p.min_p) && p.min_p >= 0 && p.min_p <= 1, "min_p must be in [0, 1], got ",
+        p.min_p);
+  check(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0,
+        "repetition_penalty must be a finite number > 0, got ", p.repetition_penalty);
+  check(std::isfinite(p.frequency_penalty) && std::isfinite(p.presence_penalty),
+        "frequency_penalty and presence_penalty must be finite numbers");
+  check(p.min_tokens >= 0, "min_tokens must be >= 0, got ", p.min_tokens);
+  for (size_t i = 0; i < p.logit_bias.size(); ++i) {
+    check(p.logit_bias[i].first >= 0 && std::isfinite(p.logit_bias[i].second),
+          "logit_bias needs ids >= 0 and finite biases");
+    check(i == 0 || p.logit_bias[i - 1].first < p.logit_bias[i].first,
+          "logit_bias ids must be in increasing order");
+  }
+}
+
+bool adjusts_logits(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
+         p.presence_penalty != 0.0f || !p.logit_bias.empty() ||
+         (p.min_tokens > 0 && !p.stop_ids.empty());
+}
+
+void adjust_logits(float* logits, int64_t n, int64_t first, const SamplingParams& p,
+                   const TokenHistory& h) {
+  auto local = [&](int32_t id) -> float* {  // the id's logit, or null outside [first, first + n)
+    return id >= first && id < first + n ? logits + (id - first) : nullptr;
+  };
+  if (p.repetition_penalty != 1.0f) {
+    std::unordered_set<int32_t> seen;
+    for (const auto* part : {&h.prompt, &h.generated, &h.pending})
+      for (int32_t id : *part) {
+        float* x = local(id);
+        if (x == nullptr || !seen.insert(id).second) continue;
+        *x = *x > 0 ? *x / p.repetition_penalty : *x * p.repetition_penalty;
+      }
+  }
+  if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+    std::unordered_map<int32_t, int64_t> count;
+    for (const auto* part : {&h.generated, &h.pending})
+      for (int32_t id : *part)
+        if (local(id) != nullptr) ++count[id];
+    for (const auto& [id, c] : count)
+      *local(id) -= p.frequency_penalty * static_cast<float>(c) + p.presence_penalty;
+  }
+  for (const auto& [id, bias] : p.logit_bias)
+    if (float* x = local(id)) *x += bias;
+  if (h.completion_tokens() < p.min_tokens)
+    for (int32_t id : p.stop_ids)
+      if (float* x = local(id)) *x = -std::numeric_limits<float>::infinity();
 }
 
 namespace {
@@ -84,7 +135,7 @@ RaceCandidate race(const float* logits, int64_t n, int64_t first, const Sampling
 }  // namespace
 
 bool race_splits_over_vocab(const SamplingParams& p) {
-  return p.temperature <= 0 || (p.top_k == 0 && p.top_p >= 1);
+  return p.temperature <= 0 || (p.top_k == 0 && p.top_p >= 1 && p.min_p <= 0);
 }
 
 RaceCandidate race_candidate(const float* logits, int64_t n, int64_t first, const SamplingParams& p,
@@ -100,12 +151,18 @@ RaceCandidate race_candidate_exhaustive(const float* logits, int64_t n, int64_t 
 
 int64_t sample_keyed(const float* logits, int64_t n, const SamplingParams& p, int64_t position,
                      std::vector<float>& probs) {
-  if (race_splits_over_vocab(p) || (p.top_k >= n && p.top_p >= 1))
+  if (race_splits_over_vocab(p) || (p.top_k >= n && p.top_p >= 1 && p.min_p <= 0))
     return race_candidate(logits, n, 0, p, position).index;
   const float t = std::max(p.temperature, 1e-5f);
   probs.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) probs[i] = logits[i] / t;
   softmax(probs.data(), n);
+  if (p.top_k == 0 && p.top_p >= 1) {  // min_p alone: a threshold, no ranking needed
+    const float floor = p.min_p * *std::max_element(probs.begin(), probs.end());
+    for (float& v : probs)
+      if (v < floor) v = 0.0f;
+    return race(logits, n, 0, p, position, [&](int64_t i) { return probs[i] > 0.0f; }).index;
+  }
   // keep the top_k most likely (ties to the lower id), then the nucleus of those
   thread_local std::vector<int64_t> order;
   order.resize(static_cast<size_t>(n));
@@ -123,6 +180,11 @@ int64_t sample_keyed(const float* logits, int64_t n, const SamplingParams& p, in
       cumulative += probs[order[keep++]];
       if (cumulative >= p.top_p * total) break;
     }
+  }
+  // min_p: of the kept ids, those at least min_p times as likely as the likeliest (order[0])
+  if (p.min_p > 0) {
+    const float floor = p.min_p * probs[order[0]];
+    while (keep > 1 && probs[order[keep - 1]] < floor) --keep;
   }
   for (int64_t j = keep; j < n; ++j) probs[order[j]] = 0.0f;  // cut: out of the race
   return race(logits, n, 0, p, position, [&](int64_t i) { return probs[i] > 0.0f; }).index;

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <span>
+#include <utility>
 #include <vector>
 
 namespace dsinfer {
@@ -26,23 +28,56 @@ struct SamplingParams {
   // Without it or prompt_logits a step may keep each rank's slice of the vocabulary and gather
   // only each rank's best candidate (engine/vocab_draw.h).
   bool token_logits = false;
+  // The logits' adjustments before the draw (adjust_logits; the reported rows stay the model's):
+  float repetition_penalty =
+      1.0f;  // > 0; an id of the prompt or completion: x / r if x > 0, else x r
+  float frequency_penalty = 0.0f;  // x -= f times the id's count in the completion so far
+  float presence_penalty = 0.0f;   // x -= p if the id occurs in the completion so far
+  std::vector<std::pair<int32_t, float>> logit_bias;  // x += bias (ids in increasing order)
+  int min_tokens = 0;  // stop_ids cannot be drawn before this many completion tokens
+  // After temperature, top_k and top_p: only ids with probability >= min_p times the likeliest's.
+  float min_p = 0.0f;
 };
+
+// What the adjustments read of a sequence when a row is drawn: its prompt (repetition_penalty)
+// and its completion before the row's token: the tokens committed, then `pending` (the drafts a
+// speculative step verifies before this row), so that a row's draw is the same with or without
+// speculation.
+struct TokenHistory {
+  std::span<const int32_t> prompt;
+  std::span<const int32_t> generated;
+  std::span<const int32_t> pending;
+  int64_t completion_tokens() const {
+    return static_cast<int64_t>(generated.size() + pending.size());
+  }
+};
+
+// Whether adjust_logits changes anything for these parameters.
+bool adjusts_logits(const SamplingParams& params);
+
+// logits[n], the ids first .. first + n - 1 (a rank's slice of the vocabulary or the whole row),
+// adjusted in place, in this order: repetition_penalty (vLLM's and Hugging Face's rule), then
+// frequency and presence penalties (OpenAI's), then logit_bias, then the stop ids masked to
+// -infinity while the completion is shorter than min_tokens. Each id's result depends only on its
+// own logit and the history, so slices adjusted apart give the whole row's values.
+void adjust_logits(float* logits, int64_t n, int64_t first, const SamplingParams& params,
+                   const TokenHistory& history);
 
 // Checks the parameters (an Error naming the bad one).
 void check_sampling(const SamplingParams& params);
 
 // The token drawn from logits[n] at `position` (the absolute position the token will take):
-// argmax at temperature 0, else the race argmax_i(logits_i / T - log E_i) over the tokens top_k
-// and top_p keep (of softmax(logits / T)), E_i ~ Exponential(1) from a counter-based stream keyed
-// by (seed, position, choice, i). That is the exponential race argmax(p_i / E_i) of the reference
-// in log form (Gumbel-max): it draws i with probability p_i, and needs no normalisation, so ranks
-// holding slices of the vocabulary can run it on their own slice (race_candidate) and agree on
-// the same token as one process. `scratch` is reused between calls.
+// argmax at temperature 0, else the race argmax_i(logits_i / T - log E_i) over the tokens top_k,
+// top_p and min_p keep (of softmax(logits / T)), E_i ~ Exponential(1) from a counter-based stream
+// keyed by (seed, position, choice, i). That is the exponential race argmax(p_i / E_i) of the
+// reference in log form (Gumbel-max): it draws i with probability p_i, and needs no normalisation,
+// so ranks holding slices of the vocabulary can run it on their own slice (race_candidate) and
+// agree on the same token as one process. `scratch` is reused between calls.
 int64_t sample_keyed(const float* logits, int64_t n, const SamplingParams& params, int64_t position,
                      std::vector<float>& scratch);
 
 // Whether the draw can run over slices of the vocabulary: greedy and plain temperature sampling;
-// top_k and top_p cut by the whole row's probabilities.
+// top_k, top_p and min_p cut by the whole row's probabilities.
 bool race_splits_over_vocab(const SamplingParams& params);
 
 // The best of the race over logits[n], the vocabulary's ids first .. first + n - 1: the greatest

@@ -79,6 +79,19 @@ std::string encode_orders(const StepOrders& orders) {
     w.put<int32_t>(p.choice);
     w.put<uint8_t>(p.prompt_logits);
     w.put<uint8_t>(p.token_logits);
+    w.put(p.repetition_penalty);
+    w.put(p.frequency_penalty);
+    w.put(p.presence_penalty);
+    std::vector<int32_t> bias_ids;
+    std::vector<float> biases;
+    for (const auto& [id, bias] : p.logit_bias) {
+      bias_ids.push_back(id);
+      biases.push_back(bias);
+    }
+    w.put_vector(bias_ids);
+    w.put_vector(biases);
+    w.put<int32_t>(p.min_tokens);
+    w.put(p.min_p);
   }
   w.put_vector(orders.cancels);
   w.put<uint8_t>(orders.draft);
@@ -113,6 +126,16 @@ StepOrders decode_orders(const std::string& bytes) {
         p.choice = r.get<int32_t>();
         p.prompt_logits = r.get<uint8_t>() != 0;
         p.token_logits = r.get<uint8_t>() != 0;
+        p.repetition_penalty = r.get<float>();
+        p.frequency_penalty = r.get<float>();
+        p.presence_penalty = r.get<float>();
+        const std::vector<int32_t> bias_ids = r.get_vector<int32_t>();
+        const std::vector<float> biases = r.get_vector<float>();
+        check(bias_ids.size() == biases.size(), "step orders from rank 0: logit_bias is torn");
+        for (size_t b = 0; b < bias_ids.size(); ++b)
+          p.logit_bias.emplace_back(bias_ids[b], biases[b]);
+        p.min_tokens = r.get<int32_t>();
+        p.min_p = r.get<float>();
         orders.submissions.push_back(std::move(s));
       }
       orders.cancels = r.get_vector<RequestId>();

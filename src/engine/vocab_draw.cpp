@@ -43,10 +43,19 @@ std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab,
   for (const RowDraw& d : draws)
     check(d.row >= 0 && (d.row + 1) * columns <= static_cast<int64_t>(out.logits.size()),
           "engine: draw from logits row ", d.row, " past the step's output");
+  std::vector<float> adjusted;
+  // the row to draw from: the model's, or its adjusted copy
+  auto draw_row = [&](const RowDraw& d) -> const float* {
+    const float* row = out.logits.data() + d.row * columns;
+    if (!adjusts_logits(*d.params)) return row;
+    adjusted.assign(row, row + columns);
+    adjust_logits(adjusted.data(), columns, out.vocab_offset, *d.params, d.history);
+    return adjusted.data();
+  };
   if (whole) {
     std::vector<float> scratch;
     for (int64_t i = 0; i < n; ++i) {
-      const float* row = out.logits.data() + draws[i].row * columns;
+      const float* row = draw_row(draws[i]);
       tokens[i] = drawable(row, vocab)
                       ? static_cast<int32_t>(
                             sample_keyed(row, vocab, *draws[i].params, draws[i].position, scratch))
@@ -61,7 +70,7 @@ std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab,
     const RowDraw& d = draws[i];
     check(race_splits_over_vocab(*d.params),
           "engine: a top_k / top_p draw needs the whole row of logits");
-    const float* row = out.logits.data() + d.row * columns;
+    const float* row = draw_row(d);
     RaceCandidate c{};
     c.index = kNoTokenFromNonFiniteLogits;  // every rank learns that a slice was not drawable
     if (drawable(row, columns))

@@ -18,6 +18,7 @@ struct RowDraw {
   int64_t row = 0;                         // a row of the step's logits
   const SamplingParams* params = nullptr;  // race_splits_over_vocab(*params) for a slice
   int64_t position = 0;                    // where the token will sit (keys its stream)
+  TokenHistory history;  // what adjust_logits reads (when adjusts_logits(*params))
 };
 
 // The token of a row whose logits hold a NaN or +infinity (overflowing weights or config): no
@@ -25,9 +26,10 @@ struct RowDraw {
 // -infinity is a masked id and draws as before.
 inline constexpr int32_t kNoTokenFromNonFiniteLogits = -1;
 
-// draws[i]'s token at [i], or kNoTokenFromNonFiniteLogits. `ranks` is the model's (its world holds
-// the slices); every rank calls this with the same draws, which is a collective only for sliced
-// logits at world > 1.
+// draws[i]'s token at [i], or kNoTokenFromNonFiniteLogits. Rows whose parameters adjust the logits
+// (penalties, logit_bias, min_tokens) are drawn from an adjusted copy. `ranks` is the model's (its
+// world holds the slices); every rank calls this with the same draws, which is a collective only
+// for sliced logits at world > 1.
 std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab,
                                  const std::vector<RowDraw>& draws, Comm& ranks);
 

@@ -1,5 +1,7 @@
 #include "serve/request.h"
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "core/error.h"
@@ -113,6 +115,54 @@ std::vector<std::string> stop_strings(const json& body) {
   return out;
 }
 
+// The penalties, logit_bias, min_p, min_tokens and stop_token_ids of a request (OpenAI's ranges
+// where OpenAI has the field, vLLM's otherwise).
+void sampling_adjustments(const json& body, int64_t vocab, SamplingParams& p) {
+  p.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", 0, -2, 2));
+  p.presence_penalty = static_cast<float>(number(body, "presence_penalty", 0, -2, 2));
+  p.repetition_penalty = static_cast<float>(number(body, "repetition_penalty", 1, 0.01, 100));
+  p.min_p = static_cast<float>(number(body, "min_p", 0, 0, 1));
+  p.min_tokens = static_cast<int>(integer(body, "min_tokens", 0, 0, 1 << 30));
+  if (p.min_tokens > p.max_new_tokens)
+    reject(
+        cat("min_tokens (", p.min_tokens, ") must be at most max_tokens (", p.max_new_tokens, ")"),
+        "min_tokens");
+  const json bias = body.value("logit_bias", json());
+  if (!bias.is_null()) {
+    if (!bias.is_object() || bias.size() > 1024)
+      reject("logit_bias must be an object of at most 1024 token ids (as strings) to numbers",
+             "logit_bias");
+    for (const auto& [key, value] : bias.items()) {
+      int64_t id = -1;
+      if (!key.empty() && key.size() <= 10 &&
+          key.find_first_not_of("0123456789") == std::string::npos)
+        id = std::stoll(key);
+      if (id < 0 || id >= vocab)
+        reject(cat("logit_bias keys must be token ids in [0, ", vocab, "), got \"",
+                   key.substr(0, 32), "\""),
+               "logit_bias");
+      if (!value.is_number() || !std::isfinite(value.get<double>()) ||
+          std::fabs(value.get<double>()) > 100)
+        reject(cat("logit_bias values must be numbers between -100 and 100 (token ", id, ")"),
+               "logit_bias");
+      p.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+    }
+    std::sort(p.logit_bias.begin(), p.logit_bias.end());
+  }
+  const json ids = body.value("stop_token_ids", json());
+  if (!ids.is_null()) {
+    if (!ids.is_array() || ids.size() > 64)
+      reject("stop_token_ids must be a list of at most 64 token ids", "stop_token_ids");
+    for (const json& t : ids) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab)
+        reject(cat("stop_token_ids must be token ids in [0, ", vocab, ")"), "stop_token_ids");
+      const int32_t id = t.get<int32_t>();
+      if (std::find(p.stop_ids.begin(), p.stop_ids.end(), id) == p.stop_ids.end())
+        p.stop_ids.push_back(id);
+    }
+  }
+}
+
 }  // namespace
 
 Job parse_request(const json& body, bool chat, const ChatFormatter& chat_formatter,
@@ -194,6 +244,7 @@ Job parse_request(const json& body, bool chat, const ChatFormatter& chat_formatt
   // ignore_eos (vLLM's extension, for benchmarks): run to max_tokens whatever the model says
   if (tokenizer.eos_id() >= 0 && !field<bool>(body, "ignore_eos", false, "a boolean"))
     p.stop_ids = {tokenizer.eos_id()};
+  sampling_adjustments(body, tokenizer.vocab_size(), p);
   job.stop = stop_strings(body);
   job.stream = field<bool>(body, "stream", false, "a boolean");
   const json so = body.value("stream_options", json());
