@@ -432,6 +432,38 @@ TEST(Serve, PenaltiesBiasStopTokenIdsAndMinTokensReachTheDraw) {
   EXPECT_EQ(answer(min_p)["choices"][0]["message"]["content"], plain_text);
 }
 
+// bench/serve_bench's multi-turn workload against the server: every turn answered, later turns
+// reuse what an ideal cache would (but for the answers' re-rendered tails), and with the prefix
+// cache off nothing.
+TEST(Serve, ServeBenchConversationsReuseNearlyTheIdeal) {
+  for (const bool cached : {true, false}) {
+    Served server(cached ? std::vector<std::string>{}
+                         : std::vector<std::string>{"--no-prefix-cache"});
+    const std::string command = std::string(DSINFER_SERVE_BENCH_BIN) + " --port " +
+                                std::to_string(server.port()) +
+                                " --conversations 3 --turns 3 --system-words 120 --turn-words 10"
+                                " --max-tokens 8 --stagger-ms 50 --json";
+    FILE* pipe = popen(command.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string out;
+    char buffer[4096];
+    for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+    EXPECT_EQ(pclose(pipe), 0) << out;
+    const json r = json::parse(out);
+    EXPECT_EQ(r["failed"], 0);
+    ASSERT_EQ(r["per_turn"].size(), 3u);
+    const double ideal = r["ideal_cached_tokens"].get<double>();
+    EXPECT_GT(ideal, 0.5 * r["prompt_tokens"].get<double>()) << out;
+    if (cached) {
+      EXPECT_GE(r["hit_of_ideal"].get<double>(), 0.9) << out;
+      EXPECT_LE(r["hit_of_ideal"].get<double>(), 1.01) << out;
+      EXPECT_GT(r["kv_used_positions"].get<double>(), 0) << out;
+    } else {
+      EXPECT_EQ(r["cached_tokens"], 0) << out;
+    }
+  }
+}
+
 // Bodies under the default --max-body that used to kill the server: JSON nested 250k levels deep
 // in the fields request handling copies (SIGSEGV: the copy recursed once per level) and bytes
 // that are not UTF-8 (a 500 "error": the parse error quoting them could not be written). Each is a
