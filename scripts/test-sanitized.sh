@@ -22,15 +22,11 @@ BUILD_DIR=$SAN_BUILD_DIR BUILD_TYPE=RelWithDebInfo scripts/build.sh "${compilers
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=0:handle_sigbus=0
 export LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-# Left out here (they run in the Release suite): five tests that are all arithmetic, the same code
+# Left out here (they run in the Release suite): four tests that are all arithmetic, the same code
 # as smaller tests here at 10-100x the work, ~8 of the suite's ~25 minutes under ASan on 2 cores.
 # (Linear.EveryIsaMatchesDoubleReference stays, slow as it is: it runs every kernel on odd shapes.)
 heavy="EngineMtp.GreedyAndSampledTokensAndLogitsAreThoseWithoutIt|EngineMtp.ContinuousBatchingChunkedPrefillAndACancelChangeNothing"
 heavy+="|BenchCommand.GoldenComparesFastModeWithTheDemosBf16Run|BenchCommand.PrintsTheFractionsLine"
-# and the canonical-order sweep of every vector kernel: 553 s alone under ASan on AMD Zen 5 (more
-# kernel variants run there than on Intel), past the 900 s timeout beside other tests; the kernels
-# stay covered here by Linear.EveryIsaMatchesDoubleReference and the smaller CanonicalOrder tests
-heavy+="|CanonicalOrder.EveryVectorKernelIsTheCanonicalOrderBitForBit"
 ctest --test-dir "$SAN_BUILD_DIR" --output-on-failure -j "$(nproc)" -L "unit|process" -E "$heavy" --timeout 900 "$@"
 if [ "$fuzz" = ON ] && [ "${FUZZ_SECONDS:-60}" != 0 ]; then
   BUILD_DIR=$SAN_BUILD_DIR scripts/fuzz.sh "${FUZZ_SECONDS:-60}"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, checks the format (scripts/check-format.sh), builds,
-# runs every test (unit, multi-process and golden) with ctest. Extra arguments go to ctest (e.g.
+# runs the tests (unit, multi-process and golden; those labelled slow only with ALL=1) with ctest. Extra arguments go to ctest (e.g.
 # -L unit, -R Golden). The sanitizer and fuzz suite (scripts/test-sanitized.sh: the unit and
 # multi-process tests again under ASan + UBSan in build-san, and a minute of each fuzzer) is its
 # own command, which CI (.ci/run) runs after this one; SANITIZED=1 runs it here too.
@@ -17,5 +17,9 @@ if command -v npm >/dev/null; then
   [ -d "$npm_dir/node_modules/openai" ] || npm install --prefix "$npm_dir" --silent --no-audit --no-fund \
     || echo "warning: npm install of the openai client failed; its test will be skipped" >&2
 fi
-ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" "$@"
+# the quick run leaves the tests labelled slow out (minutes of perplexity and depth runs); ALL=1
+# (CI) runs them too, as do explicit label arguments (e.g. -L slow)
+slow=(-LE slow)
+if [ "${ALL:-0}" != 0 ] || [[ " $* " == *" -L "* ]]; then slow=(); fi
+ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" "${slow[@]}" "$@"
 if [ "${SANITIZED:-0}" != 0 ]; then scripts/test-sanitized.sh; fi

@@ -150,35 +150,38 @@ constexpr GemvTuning kGemvTunings[] = {
 // Every GEMV tuning on every CPU.
 TEST(CanonicalOrder, EveryVectorKernelIsTheCanonicalOrderBitForBit) {
   std::mt19937 rng(3);
+  ThreadPool one(1), three(3);
   for (Isa isa : supported_isas()) {
     if (isa == Isa::kScalar) continue;
-    for (const GemvTuning tuning : kGemvTunings) {
-      KernelConfig k = with_isa(cpu_kernel_config(), isa);
-      k.gemv = tuning;
-      for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3, kInt4Storage, kInt8Storage}) {
-        for (const Shape& shape : kShapes) {
-          const Matrix m(dtype, shape.rows, shape.cols, rng);
-          for (int threads : {1, 3}) {
-            ThreadPool pool(threads);
-            // GEMV tokens (1-7), the switch, and GEMM token counts over partial tiles and chunks
-            for (int64_t n : {1, 3, 5, 7, 8, 9, 33, 150}) {
-              SCOPED_TRACE(testing::Message()
-                           << isa_name(isa) << " " << dtype_name(dtype) << " " << shape.rows << "x"
-                           << shape.cols << " tokens " << n << " threads " << threads
-                           << " gemv rows " << tuning.rows_one_token << "/"
-                           << tuning.rows_two_tokens << " fp8 " << tuning.fp8_rows_one_token
-                           << " prefetch " << static_cast<int>(tuning.prefetch)
-                           << " fp8 subnormal up to " << tuning.fp8_subnormal_tokens << " tokens");
-              const std::vector<float> x = random_x(rng, n * shape.cols);
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3, kInt4Storage, kInt8Storage}) {
+      for (const Shape& shape : kShapes) {
+        const Matrix m(dtype, shape.rows, shape.cols, rng);
+        // GEMV tokens (1-7), the switch, and GEMM token counts over partial tiles and chunks
+        for (int64_t n : {1, 3, 5, 7, 8, 9, 33, 150}) {
+          const std::vector<float> x = random_x(rng, n * shape.cols);
+          // the written-out order, once for every tuning and thread count (it is the slow part)
+          std::vector<float> want(static_cast<size_t>(n * shape.rows));
+          for (int64_t t = 0; t < n; ++t)
+            for (int64_t r = 0; r < shape.rows; ++r)
+              want[static_cast<size_t>(t * shape.rows + r)] =
+                  canonical_dot(m, r, x.data() + t * shape.cols, lanes(isa));
+          for (const GemvTuning tuning : kGemvTunings) {
+            KernelConfig k = with_isa(cpu_kernel_config(), isa);
+            k.gemv = tuning;
+            for (ThreadPool* pool : {&one, &three}) {
               std::vector<float> y(static_cast<size_t>(n * shape.rows));
-              linear(k, x.data(), n, m.w, y.data(), pool);
-              for (int64_t t = 0; t < n; ++t)
-                for (int64_t r = 0; r < shape.rows; ++r) {
-                  const float want = canonical_dot(m, r, x.data() + t * shape.cols, lanes(isa));
-                  const float got = y[static_cast<size_t>(t * shape.rows + r)];
-                  ASSERT_TRUE(same_bits(got, want))
-                      << "token " << t << " row " << r << ": " << got << " vs " << want;
-                }
+              linear(k, x.data(), n, m.w, y.data(), *pool);
+              for (size_t i = 0; i < y.size(); ++i) {
+                if (same_bits(y[i], want[i])) continue;
+                FAIL() << isa_name(isa) << " " << dtype_name(dtype) << " " << shape.rows << "x"
+                       << shape.cols << " tokens " << n << " threads " << pool->size()
+                       << " gemv rows " << tuning.rows_one_token << "/" << tuning.rows_two_tokens
+                       << " fp8 " << tuning.fp8_rows_one_token << " prefetch "
+                       << static_cast<int>(tuning.prefetch) << " fp8 subnormal up to "
+                       << tuning.fp8_subnormal_tokens << " tokens: token "
+                       << static_cast<int64_t>(i) / shape.rows << " row "
+                       << static_cast<int64_t>(i) % shape.rows << ": " << y[i] << " vs " << want[i];
+              }
             }
           }
         }

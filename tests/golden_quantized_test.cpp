@@ -1,8 +1,5 @@
-// The opt-in lossy formats of convert (--experts-int4, --int8) against their acceptance rules:
-// - the trained story model with int4 routed experts, over 48 held-out chat sequences
-//   (tests/data/story-heldout, made by scripts/make_story_heldout.py), against the same model
-//   exact (fp8): perplexity within +2%, mean KL(fp8 || int4) per position at most 0.01, top-1
-//   agreement at least 0.92; the same at world size 2 as at 1;
+// The opt-in lossy formats of convert (--experts-int4, --int8) against their acceptance rules (the
+// story model's distributions with int4 experts: golden_story_quality_test.cpp, labelled slow):
 // - tiny-v2 and tiny-v2-lite with --int8: the issue asked for logits at least as close to the
 //   reference's fp32 run as the reference demo's own bf16 run (the fast-mode rule). That is not
 //   reachable by int8 with one scale per 128 columns: these checkpoints' weights are bf16 already
@@ -23,57 +20,6 @@ namespace {
 
 using json = nlohmann::json;
 using test::data_path;
-
-json compare_story(const std::string& candidate, const std::string& reference,
-                   const std::string& case_file, int world_size = 1) {
-  const std::string args = "perplexity --ckpt-path " + candidate + " --reference-ckpt-path " +
-                           reference + " --case " + case_file + " --json";
-  const auto r = world_size == 1 ? test::run_dsinfer(args)
-                                 : test::run_ranks("gloo", world_size, args, "", 300);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  if (r.exit_code != 0) return json::object();
-  return json::parse(r.out);
-}
-
-// Routed experts go whole to ranks, so every group of 128 inputs lies on one rank: the int4 model
-// at world size 2 is the same model (up to the summation order across ranks), checked here too.
-TEST(GoldenQuantized, StoryModelWithInt4ExpertsKeepsItsDistributions) {
-  const std::string heldout = data_path("story-heldout/heldout-chat-128.json");
-  const std::string exact = test::convert_golden("tiny-v3-story");
-  const std::string int4 = test::convert_golden("tiny-v3-story", 1, false, false, "--experts-int4");
-  const json c = compare_story(int4, exact, heldout);
-  ASSERT_TRUE(c.contains("mean_kl"));
-  std::printf(
-      "[ int4 ] story model, %lld held-out positions: perplexity %.3f vs fp8 %.3f (%+.2f%%), mean "
-      "KL %.5f "
-      "(max %.4f), top-1 agreement %.4f\n",
-      c["positions"].get<long long>(), c["perplexity"].get<double>(),
-      c["reference_perplexity"].get<double>(), 100 * c["perplexity_change"].get<double>(),
-      c["mean_kl"].get<double>(), c["max_kl"].get<double>(), c["top1_agreement"].get<double>());
-  EXPECT_EQ(c["positions"].get<int64_t>(), 48 * 127);
-  EXPECT_LE(c["perplexity_change"].get<double>(), 0.02);
-  EXPECT_LE(c["mean_kl"].get<double>(), 0.01);
-  EXPECT_GE(c["top1_agreement"].get<double>(), 0.92);
-  // the experts were rounded at all (a convert that ignored the flag would pass the rest) ...
-  EXPECT_GT(c["mean_kl"].get<double>(), 1e-5);
-  // ... and the comparison tells a model from itself: zero (on the 4 golden sequences, for time)
-  const json same =
-      compare_story(exact, exact, data_path("golden/tiny-v3-story/ppl-mp1-fp32.json"));
-  ASSERT_TRUE(same.contains("mean_kl"));
-  EXPECT_EQ(same["mean_kl"].get<double>(), 0.0);
-  EXPECT_EQ(same["top1_agreement"].get<double>(), 1.0);
-
-  if (std::string why = test::backend_unavailable("gloo"); !why.empty())
-    GTEST_SKIP() << "world size 2: " << why;
-  const json mp2 =
-      compare_story(test::convert_golden("tiny-v3-story", 2, false, false, "--experts-int4"),
-                    test::convert_golden("tiny-v3-story", 2), heldout, 2);
-  ASSERT_TRUE(mp2.contains("mean_kl"));
-  EXPECT_NEAR(mp2["mean_nll"].get<double>(), c["mean_nll"].get<double>(),
-              1e-4 * c["mean_nll"].get<double>());
-  EXPECT_NEAR(mp2["mean_kl"].get<double>(), c["mean_kl"].get<double>(), 1e-4);
-  EXPECT_NEAR(mp2["top1_agreement"].get<double>(), c["top1_agreement"].get<double>(), 0.002);
-}
 
 // Speculation stays invisible with int4 experts: convert --keep-mtp --experts-int4 rounds the MTP
 // block's routed experts too, and --mtp on prints the same bytes as --mtp off at temperature 0.7.
