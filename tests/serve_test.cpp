@@ -344,8 +344,11 @@ TEST(Serve, BadRequestsGetOpenAiErrorsAndTheServerGoesOn) {
   b["model"] = "gpt-4";
   expect_error(server.post("/v1/chat/completions", b.dump(), key), 404, "does not exist");
   b = chat_body("hi", 3);
-  b["n"] = 2;
-  expect_error(server.post("/v1/chat/completions", b.dump(), key), 400, "n > 1");
+  b["n"] = 17;
+  expect_error(server.post("/v1/chat/completions", b.dump(), key), 400, "n must be at most 16");
+  b = chat_body("hi", 3);
+  b["best_of"] = 3;
+  expect_error(server.post("/v1/chat/completions", b.dump(), key), 400, "best_of");
   b = chat_body("hi", 3);
   b["temperature"] = "hot";
   expect_error(server.post("/v1/chat/completions", b.dump(), key), 400, "temperature");
@@ -430,6 +433,57 @@ TEST(Serve, PenaltiesBiasStopTokenIdsAndMinTokensReachTheDraw) {
   min_p["seed"] = 5;
   min_p["min_p"] = 1.0;  // only the likeliest token: the greedy answer
   EXPECT_EQ(answer(min_p)["choices"][0]["message"]["content"], plain_text);
+}
+
+// n > 1: n choices of one prompt, each sampled with its own index in the random key, so choice 0
+// is the answer of the same request with n = 1 and the others differ; streamed, the chunks of
+// each index add up to the same texts; usage sums the completion tokens.
+TEST(Serve, NChoicesAreIndexedAnswersOfOneSeed) {
+  Served server;
+  json body = chat_body("Once upon a time", 16);
+  body["temperature"] = 0.9;
+  body["seed"] = 5;
+  auto post = [&](const json& b) {
+    auto r = server.post("/v1/chat/completions", b.dump());
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    return r ? r->body : std::string();
+  };
+  const json solo = json::parse(post(body));
+  body["n"] = 3;
+  const json three = json::parse(post(body));
+  ASSERT_EQ(three["choices"].size(), 3u);
+  std::vector<std::string> texts;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(three["choices"][i]["index"], i);
+    texts.push_back(three["choices"][i]["message"]["content"]);
+  }
+  EXPECT_EQ(texts[0], solo["choices"][0]["message"]["content"].get<std::string>());
+  EXPECT_NE(texts[1], texts[0]);
+  EXPECT_NE(texts[2], texts[1]);
+  EXPECT_EQ(three["usage"]["prompt_tokens"], solo["usage"]["prompt_tokens"]);
+  // (the completions run to max_tokens or an end of sentence: at least the first one's tokens)
+  EXPECT_GT(three["usage"]["completion_tokens"].get<int64_t>(),
+            solo["usage"]["completion_tokens"].get<int64_t>());
+  // streamed: each index's deltas add up to that choice's text, each ends with a finish reason
+  body["stream"] = true;
+  const std::string events = post(body);
+  std::vector<std::string> streamed(3);
+  std::vector<int> finishes(3, 0);
+  size_t at = 0;
+  while ((at = events.find("data: {", at)) != std::string::npos) {
+    const size_t end = events.find("\n\n", at);
+    const json j = json::parse(events.substr(at + 6, end - at - 6));
+    at = end;
+    if (!j.contains("choices") || j["choices"].empty()) continue;
+    const json& c = j["choices"][0];
+    const size_t i = c["index"].get<size_t>();
+    ASSERT_LT(i, 3u);
+    if (c["delta"].contains("content") && c["delta"]["content"].is_string())
+      streamed[i] += c["delta"]["content"].get<std::string>();
+    if (!c["finish_reason"].is_null()) ++finishes[i];
+  }
+  EXPECT_EQ(streamed, texts);
+  EXPECT_EQ(finishes, std::vector<int>(3, 1));
 }
 
 // bench/serve_bench's multi-turn workload against the server: every turn answered, later turns

@@ -176,8 +176,11 @@ Job parse_request(const json& body, bool chat, const ChatFormatter& chat_formatt
                  "` does not exist (this server serves `" + served_model_name + "`)",
              "model", 404, "invalid_request_error", "model_not_found");
   }
-  if (integer(body, "n", 1, 1, 128) != 1) reject("n > 1 is not supported yet", "n");
   Job job;
+  job.n = static_cast<int>(integer(body, "n", 1, 1, 16));
+  if (body.contains("best_of") && !body["best_of"].is_null() &&
+      integer(body, "best_of", 1, 1, 16) != job.n)
+    reject("best_of is not supported (only equal to n)", "best_of");
   if (chat) {
     job.logprobs = field<bool>(body, "logprobs", false, "a boolean");
     job.top_logprobs = static_cast<int>(integer(body, "top_logprobs", 0, 0, 20));

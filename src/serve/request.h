@@ -45,6 +45,7 @@ struct Job {
   bool stream = false, include_usage = false;
   bool logprobs = false;
   int top_logprobs = 0;
+  int n = 1;  // choices: as many engine requests, choice 0 .. n - 1 of the same seed
   OutputParserOptions parse;
 };
 

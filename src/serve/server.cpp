@@ -80,13 +80,18 @@ class Server {
   enum State { kLoading, kReady, kDraining, kFailed };
   // 503 unless the model is loaded and the server is neither shutting down nor failed.
   void check_ready() const;
-  // One response's identity and its line to the engine thread.
+  // One completion of a response: its line to the engine thread and its request there.
+  struct Choice {
+    std::shared_ptr<Channel> ch;
+    RequestId rid = -1;
+  };
+  // One response's identity and its choices (`n`: one engine request each, sampled from the same
+  // seed with its own choice index, so each is what it would be alone).
   struct Response {
     std::string id;  // chatcmpl-N / cmpl-N
     int64_t created;
     bool chat;
-    std::shared_ptr<Channel> ch;
-    RequestId rid;
+    std::vector<Choice> choices;
   };
   // POST /v1/chat/completions (chat) or /v1/completions: admission, parsing, submission, then
   // the whole response or a stream.
@@ -274,8 +279,12 @@ void Server::fail_every_request(const std::string& why) {
 void Server::handle(const httplib::Request& req, const std::string& body_text,
                     httplib::Response& res, bool chat) {
   check_ready();
-  if (in_flight_.fetch_add(1) >= o_.max_running + o_.max_queued) {
-    in_flight_.fetch_sub(1);
+  const json body = parse_body(body_text);
+  const Job job =
+      parse_request(body, chat, chat_, o_.served_model_name, model_->config().max_seq_len);
+  // every choice is a sequence: n of them take n slots
+  if (in_flight_.fetch_add(job.n) + job.n > o_.max_running + o_.max_queued) {
+    in_flight_.fetch_sub(job.n);
     res.set_header("Retry-After", "1");
     throw ApiError{429, "rate_limit_error",
                    "the server is at its limit of running and queued requests; retry later", "",
@@ -283,21 +292,33 @@ void Server::handle(const httplib::Request& req, const std::string& body_text,
   }
   // frees the slot when the response is written (a stream hands it on to its provider)
   struct Release {
-    std::atomic<int>& n;
+    std::atomic<int>& in_flight;
+    int slots;
     bool armed = true;
     ~Release() {
-      if (armed) n.fetch_sub(1);
+      if (armed) in_flight.fetch_sub(slots);
     }
-  } release{in_flight_};
-  const json body = parse_body(body_text);
-  const Job job =
-      parse_request(body, chat, chat_, o_.served_model_name, model_->config().max_seq_len);
+  } release{in_flight_, job.n};
   Response r{(chat ? "chatcmpl-" : "cmpl-") + launch_id_ + "-" + std::to_string(next_response_++),
-             static_cast<int64_t>(std::time(nullptr)), chat, std::make_shared<Channel>(), -1};
-  r.rid = submit(job, r.ch);
+             static_cast<int64_t>(std::time(nullptr)),
+             chat,
+             {}};
+  for (int i = 0; i < job.n; ++i) {
+    Job one = job;
+    one.params.choice = i;
+    Choice c{std::make_shared<Channel>(), -1};
+    c.rid = submit(one, c.ch);
+    r.choices.push_back(std::move(c));
+  }
   if (!job.stream) return respond_whole(req, res, job, r);
   release.armed = false;
   respond_stream(res, job, r);
+}
+
+// Tool call ids: call_<response>_<k> for the first choice (as with n = 1), call_<response>_<i>_<k>
+// for choice i > 0.
+std::string tool_id_prefix(const std::string& response_id, size_t choice) {
+  return "call_" + response_id + "_" + (choice == 0 ? "" : std::to_string(choice) + "_");
 }
 
 json Server::response_head(const Response& r, const char* object) const {
@@ -318,45 +339,56 @@ bool cut_off(FinishReason reason, const Output& output) {
 
 void Server::respond_whole(const httplib::Request& req, httplib::Response& res, const Job& job,
                            const Response& r) {
-  Output output(tokenizer_, job);
-  OutputDelta all;
-  std::vector<TokenLogprob> kept;
   // Nothing is written until the end, so a client that hangs up is only seen by probing its
   // socket: between tokens, and a few times a second while queued or prefilling.
   const int client_socket = GuardedHttpServer::request_socket();
-  OutputSink sink;
-  sink.wait_seconds = 0.1;
-  sink.client_there = [client_socket](bool) { return client_connected(client_socket); };
-  sink.deliver = [&](const OutputDelta& d, const TokenLogprob* lp) {
-    if (lp) kept.push_back(*lp);
-    Output::append(all, d);
-    return true;
+  auto cancel_all = [&] {
+    for (const Choice& c : r.choices) engine_->cancel(c.rid);
   };
-  const PumpResult pumped = pump_tokens(
-      *r.ch, output, [&] { engine_->cancel(r.rid); }, sink);
-  if (r.ch->reason == FinishReason::kError)
-    throw ApiError{500, "server_error", r.ch->error, "", ""};
-  if (cut_off(r.ch->reason, output))
-    throw ApiError{503, "server_error", kCutOffMessage, "", "shutting_down"};
-  Output::append(all, output.finish());
-  const char* reason = finish_name(r.ch->reason, output.stopped(), output.made_tool_calls());
-  json choice = {{"index", 0},
-                 {"finish_reason", reason},
-                 {"logprobs", job.logprobs ? json{{"content", logprobs_json(tokenizer_, kept)}}
-                                           : json(nullptr)}};
-  if (r.chat) {
-    json message = {{"role", "assistant"}, {"content", all.content}};
-    if (!all.reasoning.empty() || job.parse.starts_in_reasoning)
-      message["reasoning_content"] = all.reasoning;
-    if (!all.tool_calls.empty())
-      message["tool_calls"] = tool_calls_json(all.tool_calls, 0, "call_" + r.id + "_", false);
-    choice["message"] = message;
-  } else {
-    choice["text"] = all.content;
+  json choices = json::array();
+  int64_t completion_tokens = 0;
+  for (size_t i = 0; i < r.choices.size(); ++i) {
+    const Choice& c = r.choices[i];
+    Output output(tokenizer_, job);
+    OutputDelta all;
+    std::vector<TokenLogprob> kept;
+    OutputSink sink;
+    sink.wait_seconds = 0.1;
+    sink.client_there = [client_socket](bool) { return client_connected(client_socket); };
+    sink.deliver = [&](const OutputDelta& d, const TokenLogprob* lp) {
+      if (lp) kept.push_back(*lp);
+      Output::append(all, d);
+      return true;
+    };
+    const PumpResult pumped = pump_tokens(*c.ch, output, cancel_all, sink);
+    if (c.ch->reason == FinishReason::kError) {
+      cancel_all();
+      throw ApiError{500, "server_error", c.ch->error, "", ""};
+    }
+    if (cut_off(c.ch->reason, output))
+      throw ApiError{503, "server_error", kCutOffMessage, "", "shutting_down"};
+    completion_tokens += pumped.completion_tokens;
+    Output::append(all, output.finish());
+    const char* reason = finish_name(c.ch->reason, output.stopped(), output.made_tool_calls());
+    json choice = {{"index", i},
+                   {"finish_reason", reason},
+                   {"logprobs", job.logprobs ? json{{"content", logprobs_json(tokenizer_, kept)}}
+                                             : json(nullptr)}};
+    if (r.chat) {
+      json message = {{"role", "assistant"}, {"content", all.content}};
+      if (!all.reasoning.empty() || job.parse.starts_in_reasoning)
+        message["reasoning_content"] = all.reasoning;
+      if (!all.tool_calls.empty())
+        message["tool_calls"] = tool_calls_json(all.tool_calls, 0, tool_id_prefix(r.id, i), false);
+      choice["message"] = message;
+    } else {
+      choice["text"] = all.content;
+    }
+    choices.push_back(std::move(choice));
   }
   json out = response_head(r, r.chat ? "chat.completion" : "text_completion");
-  out["choices"] = json::array({choice});
-  out["usage"] = usage_json(job, *r.ch, pumped.completion_tokens);
+  out["choices"] = std::move(choices);
+  out["usage"] = usage_json(job, *r.choices[0].ch, completion_tokens);
   res.set_content(out.dump(), "application/json");
 }
 
@@ -366,20 +398,21 @@ void Server::respond_whole(const httplib::Request& req, httplib::Response& res, 
 void Server::respond_stream(httplib::Response& res, const Job& job, const Response& r) {
   struct StreamGuard {
     Server* server;
-    std::shared_ptr<Channel> ch;
-    RequestId rid;
+    std::vector<Choice> choices;
     ~StreamGuard() {
-      bool finished;
-      {
-        std::lock_guard<std::mutex> lock(ch->mutex);
-        finished = ch->finished;
+      for (const Choice& c : choices) {
+        bool finished;
+        {
+          std::lock_guard<std::mutex> lock(c.ch->mutex);
+          finished = c.ch->finished;
+        }
+        if (!finished) server->engine_->cancel(c.rid);
       }
-      if (!finished) server->engine_->cancel(rid);
-      server->in_flight_.fetch_sub(1);
+      server->in_flight_.fetch_sub(static_cast<int>(choices.size()));
     }
   };
   // (new + braces: clang 14 has no parenthesized aggregate init for make_shared)
-  auto guard = std::shared_ptr<StreamGuard>(new StreamGuard{this, r.ch, r.rid});
+  auto guard = std::shared_ptr<StreamGuard>(new StreamGuard{this, r.choices});
   auto job_ptr = std::make_shared<const Job>(job);
   res.set_chunked_content_provider("text/event-stream",
                                    [this, guard, job_ptr, r](size_t, httplib::DataSink& sink) {
@@ -395,9 +428,10 @@ bool Server::stream_events(const Job& job, const Response& r, httplib::DataSink&
     last_write = now_seconds();
     return sink.write(s.data(), s.size());
   };
+  size_t index = 0;                  // the choice being streamed
   std::vector<TokenLogprob> unsent;  // logprobs of tokens whose text has not gone out yet
   auto chunk = [&](const json& delta_or_text, const json& finish) {
-    json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}};
+    json choice = {{"index", index}, {"finish_reason", finish}, {"logprobs", nullptr}};
     if (job.logprobs && !unsent.empty()) {
       choice["logprobs"] = json{{"content", logprobs_json(tokenizer_, unsent)}};
       unsent.clear();
@@ -415,13 +449,13 @@ bool Server::stream_events(const Job& job, const Response& r, httplib::DataSink&
     if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
     if (!d.content.empty()) delta["content"] = d.content;
     if (!d.tool_calls.empty()) {
-      delta["tool_calls"] = tool_calls_json(d.tool_calls, tool_index, "call_" + r.id + "_", true);
+      delta["tool_calls"] =
+          tool_calls_json(d.tool_calls, tool_index, tool_id_prefix(r.id, index), true);
       tool_index += static_cast<int64_t>(d.tool_calls.size());
     }
     return send(chunk(delta, nullptr));
   };
-  Output output(tokenizer_, job);
-  bool alive = !r.chat || send(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr));
+  bool alive = true;
   OutputSink out;
   // a client that hangs up is seen on its socket within a tenth of a second (queued, prefilling
   // or between tokens: a write would only fail once the peer's reset came back), so it frees its
@@ -440,26 +474,41 @@ bool Server::stream_events(const Job& job, const Response& r, httplib::DataSink&
     if (lp) unsent.push_back(*lp);
     return alive = emit(d);
   };
-  const PumpResult pumped = pump_tokens(
-      *r.ch, output, [&] { engine_->cancel(r.rid); }, out);
-  if (pumped.client_gone || !alive) return false;
-  if (r.ch->reason == FinishReason::kError || cut_off(r.ch->reason, output)) {
-    const bool failed = r.ch->reason == FinishReason::kError;
-    send(json{{"error",
-               {{"message", failed ? r.ch->error : std::string(kCutOffMessage)},
-                {"type", "server_error"},
-                {"param", nullptr},
-                {"code", failed ? json(nullptr) : json("shutting_down")}}}});
-  } else {
+  auto cancel_all = [&] {
+    for (const Choice& c : r.choices) engine_->cancel(c.rid);
+  };
+  // the choices one after the other (each generates meanwhile; clients assemble them by index)
+  int64_t completion_tokens = 0;
+  bool failed = false;
+  for (index = 0; index < r.choices.size() && !failed; ++index) {
+    const Choice& c = r.choices[index];
+    Output output(tokenizer_, job);
+    tool_index = 0;
+    unsent.clear();
+    if (r.chat) alive = send(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr));
+    const PumpResult pumped = pump_tokens(*c.ch, output, cancel_all, out);
+    if (pumped.client_gone || !alive) return false;
+    if (c.ch->reason == FinishReason::kError || cut_off(c.ch->reason, output)) {
+      const bool error = c.ch->reason == FinishReason::kError;
+      send(json{{"error",
+                 {{"message", error ? c.ch->error : std::string(kCutOffMessage)},
+                  {"type", "server_error"},
+                  {"param", nullptr},
+                  {"code", error ? json(nullptr) : json("shutting_down")}}}});
+      cancel_all();
+      failed = true;
+      break;
+    }
     emit(output.finish());
     send(chunk(r.chat ? json::object() : json(""),
-               finish_name(r.ch->reason, output.stopped(), output.made_tool_calls())));
-    if (job.include_usage) {
-      json u = chunk(json::object(), nullptr);
-      u["choices"] = json::array();
-      u["usage"] = usage_json(job, *r.ch, pumped.completion_tokens);
-      send(u);
-    }
+               finish_name(c.ch->reason, output.stopped(), output.made_tool_calls())));
+    completion_tokens += pumped.completion_tokens;
+  }
+  if (!failed && job.include_usage) {
+    json u = chunk(json::object(), nullptr);
+    u["choices"] = json::array();
+    u["usage"] = usage_json(job, *r.choices[0].ch, completion_tokens);
+    send(u);
   }
   const std::string end = "data: [DONE]\n\n";
   sink.write(end.data(), end.size());
