@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -484,6 +485,73 @@ TEST(Serve, NChoicesAreIndexedAnswersOfOneSeed) {
   }
   EXPECT_EQ(streamed, texts);
   EXPECT_EQ(finishes, std::vector<int>(3, 1));
+}
+
+// /v1/completions as lm-evaluation-harness scores with it: echo + logprobs with max_tokens 0 give
+// every prompt token's log-probability (the first null), which must be perplexity's NLLs of the
+// same ids; prompts as token ids and as a list (strings and ids mixed) each get their choice, in
+// order; the text offsets index the echoed text; stream + echo is a 400.
+TEST(Serve, CompletionsEchoLogprobsArePerplexitysNumbers) {
+  Served server;
+  const std::string ckpt = test::convert_golden("tiny-v3-story", 1, /*with_tokenizer=*/true);
+  auto post = [&](const json& b, int status = 200) {
+    auto r = server.post("/v1/completions", b.dump());
+    EXPECT_TRUE(r && r->status == status) << (r ? r->body : "no answer");
+    return r ? json::parse(r->body) : json();
+  };
+  const std::string text = "Once upon a time there was a little dog who liked to run.";
+  const json ids =
+      json::parse(server.post("/tokenize", json{{"prompt", text}}.dump())->body)["tokens"];
+  ASSERT_GT(ids.size(), 5u);
+  json body = {
+      {"prompt", text}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 2}, {"temperature", 0}};
+  const json echoed = post(body);
+  const json& lp = echoed["choices"][0]["logprobs"];
+  EXPECT_EQ(echoed["choices"][0]["text"], text);
+  ASSERT_EQ(lp["token_logprobs"].size(), ids.size());
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_EQ(lp["top_logprobs"][1].size(), 2u);
+  for (size_t i = 1; i < ids.size(); ++i) {  // offsets index the text (BOS takes no room)
+    const std::string token = lp["tokens"][i];
+    EXPECT_EQ(text.substr(lp["text_offset"][i].get<size_t>(), token.size()), token) << i;
+  }
+  // perplexity of the same ids, token by token
+  const std::string case_file = test::scratch_dir("case") + "/ids.json";
+  {
+    std::ofstream out(case_file);
+    out << json{{"tokens", json::array({ids})}}.dump();
+  }
+  const auto ppl =
+      test::run_dsinfer("perplexity --ckpt-path " + ckpt + " --case " + case_file + " --json");
+  ASSERT_EQ(ppl.exit_code, 0) << ppl.err;
+  const json nll = json::parse(ppl.out)["nll"][0];
+  ASSERT_EQ(nll.size(), ids.size() - 1);
+  for (size_t i = 1; i < ids.size(); ++i)
+    EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), -nll[i - 1].get<double>(),
+                1e-4 * std::max(1.0, std::fabs(nll[i - 1].get<double>())))
+        << "token " << i;
+  // the same prompt as token ids, and in a list with a string: one choice each, in order
+  body["prompt"] = ids;
+  const json from_ids = post(body);
+  EXPECT_EQ(from_ids["choices"][0]["logprobs"]["token_logprobs"], lp["token_logprobs"]);
+  body["prompt"] = json::array({"The cat", ids});
+  const json listed = post(body);
+  ASSERT_EQ(listed["choices"].size(), 2u);
+  EXPECT_EQ(listed["choices"][0]["text"], "The cat");
+  EXPECT_EQ(listed["choices"][1]["logprobs"]["token_logprobs"], lp["token_logprobs"]);
+  EXPECT_EQ(listed["usage"]["prompt_tokens"].get<size_t>(),
+            listed["choices"][0]["logprobs"]["tokens"].size() + ids.size());
+  // generated tokens follow the prompt's in the legacy logprobs, and in the text
+  body["prompt"] = text;
+  body["max_tokens"] = 4;
+  const json more = post(body);
+  EXPECT_EQ(more["choices"][0]["logprobs"]["tokens"].size(),
+            ids.size() + more["usage"]["completion_tokens"].get<size_t>());
+  EXPECT_EQ(more["choices"][0]["text"].get<std::string>().rfind(text, 0), 0u);
+  body["stream"] = true;
+  const json refused = post(body, 400);
+  EXPECT_NE(refused.dump().find("whole responses"), std::string::npos) << refused.dump();
 }
 
 // bench/serve_bench's multi-turn workload against the server: every turn answered, later turns

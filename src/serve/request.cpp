@@ -187,9 +187,15 @@ Job parse_request(const json& body, bool chat, const ChatFormatter& chat_formatt
     if (job.top_logprobs > 0 && !job.logprobs)
       reject("top_logprobs needs logprobs: true", "top_logprobs");
   } else {
-    if (body.contains("logprobs") && !body["logprobs"].is_null())
-      reject("logprobs is not supported yet on /v1/completions", "logprobs");
-    if (field<bool>(body, "echo", false, "a boolean")) reject("echo is not supported yet", "echo");
+    // the legacy shape: logprobs is the number of top alternatives (null: none)
+    if (body.contains("logprobs") && !body["logprobs"].is_null()) {
+      job.logprobs = true;
+      job.top_logprobs = static_cast<int>(integer(body, "logprobs", 0, 0, 20));
+    }
+    job.echo = field<bool>(body, "echo", false, "a boolean");
+    if ((job.logprobs || job.echo) && field<bool>(body, "stream", false, "a boolean"))
+      reject("logprobs and echo on /v1/completions come in whole responses (stream: false)",
+             job.echo ? "echo" : "logprobs");
   }
   job.chat = chat;
   if (chat) {
@@ -213,10 +219,23 @@ Job parse_request(const json& body, bool chat, const ChatFormatter& chat_formatt
         end != std::string::npos && end >= 6 && text.compare(end - 6, 7, "<think>") == 0;
     job.parse.parse_tool_calls = tools.is_array() && !tools.empty() && !tools_off;
   } else {
-    json prompt = body.value("prompt", json());
-    if (prompt.is_array() && prompt.size() == 1) prompt = prompt[0];
-    if (!prompt.is_string()) reject("prompt must be a string", "prompt");
-    job.prompt = tokenizer.encode(prompt.get<std::string>(), /*add_special_tokens=*/true);
+    // a string, or token ids as they are (parse_requests splits a list of prompts)
+    const json prompt = body.value("prompt", json());
+    if (prompt.is_string()) {
+      job.prompt_text = prompt.get<std::string>();
+      job.prompt = tokenizer.encode(job.prompt_text, /*add_special_tokens=*/true);
+    } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number()) {
+      for (const json& t : prompt) {
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+            t.get<int64_t>() >= tokenizer.vocab_size())
+          reject(cat("a prompt of token ids needs ids in [0, ", tokenizer.vocab_size(), ")"),
+                 "prompt");
+        job.prompt.push_back(t.get<int32_t>());
+      }
+      job.prompt_text = tokenizer.decode(job.prompt, /*skip_special_tokens=*/true);
+    } else {
+      reject("prompt must be a string, a list of token ids, or a list of those", "prompt");
+    }
     job.parse.parse_reasoning = false;
     job.parse.parse_tool_calls = false;
   }
@@ -253,6 +272,27 @@ Job parse_request(const json& body, bool chat, const ChatFormatter& chat_formatt
   const json so = body.value("stream_options", json());
   if (so.is_object()) job.include_usage = field<bool>(so, "include_usage", false, "a boolean");
   return job;
+}
+
+std::vector<Job> parse_requests(const json& body, bool chat, const ChatFormatter& chat_formatter,
+                                const std::string& served_model_name, int64_t max_seq_len) {
+  const json prompt = chat || !body.is_object() ? json() : body.value("prompt", json());
+  // a list of prompts: strings or lists of token ids (not a list of ids: that is one prompt)
+  const bool several =
+      prompt.is_array() && !prompt.empty() && (prompt[0].is_string() || prompt[0].is_array());
+  if (!several) return {parse_request(body, chat, chat_formatter, served_model_name, max_seq_len)};
+  constexpr size_t kMaxPrompts = 64;
+  if (prompt.size() > kMaxPrompts)
+    reject(cat("prompt lists at most ", kMaxPrompts, " prompts"), "prompt");
+  std::vector<Job> jobs;
+  json one = body;
+  for (const json& p : prompt) {
+    if (!p.is_string() && !p.is_array())
+      reject("prompt must be a string, a list of token ids, or a list of those", "prompt");
+    one["prompt"] = p;
+    jobs.push_back(parse_request(one, chat, chat_formatter, served_model_name, max_seq_len));
+  }
+  return jobs;
 }
 
 std::vector<int32_t> tokenize_request(const json& body, const ChatFormatter& chat_formatter) {

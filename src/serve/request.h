@@ -46,6 +46,10 @@ struct Job {
   bool logprobs = false;
   int top_logprobs = 0;
   int n = 1;  // choices: as many engine requests, choice 0 .. n - 1 of the same seed
+  // /v1/completions: the prompt as the client gave it (ids decoded), and whether the answer
+  // starts with it (echo; with logprobs, the prompt tokens' logprobs first)
+  std::string prompt_text;
+  bool echo = false;
   OutputParserOptions parse;
 };
 
@@ -68,6 +72,11 @@ nlohmann::json template_messages(const nlohmann::json& messages);
 // what "model" must say, `max_seq_len` bounds prompt plus max_tokens.
 Job parse_request(const nlohmann::json& body, bool chat, const ChatFormatter& chat_formatter,
                   const std::string& served_model_name, int64_t max_seq_len);
+// The same for every prompt of a completions body whose prompt is a list of prompts (strings or
+// lists of token ids; at most 64), else the one Job.
+std::vector<Job> parse_requests(const nlohmann::json& body, bool chat,
+                                const ChatFormatter& chat_formatter,
+                                const std::string& served_model_name, int64_t max_seq_len);
 
 // POST /tokenize (vLLM's extra endpoint): {"prompt": ..., "add_special_tokens"} or {"messages",
 // "tools", "chat_template_kwargs"} -> token ids.

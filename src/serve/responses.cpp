@@ -44,14 +44,42 @@ json logprobs_json(const Tokenizer& tokenizer, const std::vector<TokenLogprob>& 
   return out;
 }
 
-json usage_json(const Job& job, const Channel& ch, int64_t completion) {
-  const int64_t prompt = static_cast<int64_t>(job.prompt.size());
+json usage_json(int64_t prompt, int64_t reused, int64_t completion) {
   return json{{"prompt_tokens", prompt},
               {"completion_tokens", completion},
               {"total_tokens", prompt + completion},
-              {"prompt_tokens_details", {{"cached_tokens", ch.reused}}},
-              {"prompt_cache_hit_tokens", ch.reused},
-              {"prompt_cache_miss_tokens", prompt - ch.reused}};
+              {"prompt_tokens_details", {{"cached_tokens", reused}}},
+              {"prompt_cache_hit_tokens", reused},
+              {"prompt_cache_miss_tokens", prompt - reused}};
+}
+
+json legacy_logprobs_json(const Tokenizer& tokenizer, const std::vector<TokenLogprob>& lps,
+                          bool first_is_unscored) {
+  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(),
+       text_offset = json::array();
+  int64_t offset = 0;
+  for (size_t i = 0; i < lps.size(); ++i) {
+    const TokenLogprob& lp = lps[i];
+    tokens.push_back(tokenizer.decode({lp.token}, /*skip_special_tokens=*/false));
+    // offsets into the answer's text, where special tokens (a prompt's BOS) take no room
+    text_offset.push_back(offset);
+    offset +=
+        static_cast<int64_t>(tokenizer.decode({lp.token}, /*skip_special_tokens=*/true).size());
+    if (i == 0 && first_is_unscored) {
+      token_logprobs.push_back(nullptr);
+      top_logprobs.push_back(nullptr);
+      continue;
+    }
+    token_logprobs.push_back(lp.logprob);
+    json top = json::object();
+    for (const auto& [id, value] : lp.top)
+      top[tokenizer.decode({id}, /*skip_special_tokens=*/false)] = value;
+    top_logprobs.push_back(std::move(top));
+  }
+  return json{{"tokens", tokens},
+              {"token_logprobs", token_logprobs},
+              {"top_logprobs", top_logprobs},
+              {"text_offset", text_offset}};
 }
 
 const char* finish_name(FinishReason r, bool stopped, bool tool_calls) {

@@ -84,26 +84,29 @@ class Server {
   struct Choice {
     std::shared_ptr<Channel> ch;
     RequestId rid = -1;
+    size_t job = 0;  // its prompt's Job in Response::jobs
   };
-  // One response's identity and its choices (`n`: one engine request each, sampled from the same
-  // seed with its own choice index, so each is what it would be alone).
+  // One response's identity, its prompts (one, or a completions list) and their choices (`n`
+  // per prompt, prompt-major: one engine request each, sampled from the same seed with its own
+  // choice index, so each is what it would be alone).
   struct Response {
     std::string id;  // chatcmpl-N / cmpl-N
     int64_t created;
     bool chat;
+    std::vector<Job> jobs;
     std::vector<Choice> choices;
   };
   // POST /v1/chat/completions (chat) or /v1/completions: admission, parsing, submission, then
   // the whole response or a stream.
   void handle(const httplib::Request& req, const std::string& body_text, httplib::Response& res,
               bool chat);
-  void respond_whole(const httplib::Request& req, httplib::Response& res, const Job& job,
-                     const Response& r);
-  void respond_stream(httplib::Response& res, const Job& job, const Response& r);
+  void respond_whole(httplib::Response& res, const Response& r);
+  void respond_stream(httplib::Response& res, const Response& r);
   // Writes the stream's events until the request ends; false when the client went away.
-  bool stream_events(const Job& job, const Response& r, httplib::DataSink& sink);
+  bool stream_events(const Response& r, httplib::DataSink& sink);
   // id, object, created, model, system_fingerprint
   nlohmann::json response_head(const Response& r, const char* object) const;
+  static nlohmann::json usage(const Response& r, int64_t completion_tokens);
   void engine_loop();
   // The engine failed (a rank died: its step or heartbeat threw): every request still open ends
   // with `why` as its error, new ones get 503, and run() is woken to stop with it.
@@ -161,7 +164,20 @@ RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
   const bool logprobs = job.logprobs;
   const int top = job.top_logprobs;
   const int64_t vocab = model_->config().vocab_size;
-  if (logprobs) events.on_logits = [clock](int64_t, const float* row) { clock->row = row; };
+  if (logprobs) {
+    // with echo, every prompt position's row comes first (params.prompt_logits): the row at
+    // position p scores prompt token p + 1; the last one is the first token's, as without echo
+    const bool echo_logprobs = job.echo && logprobs;
+    const std::vector<int32_t> prompt = echo_logprobs ? job.prompt : std::vector<int32_t>();
+    events.on_logits = [clock, ch, echo_logprobs, prompt, top, vocab](int64_t position,
+                                                                      const float* row) {
+      clock->row = row;
+      if (!echo_logprobs || position + 1 >= static_cast<int64_t>(prompt.size())) return;
+      TokenLogprob lp = token_logprob(row, vocab, prompt[position + 1], top);
+      std::lock_guard<std::mutex> lock(ch->mutex);
+      ch->prompt_logprobs.push_back(std::move(lp));
+    };
+  }
   events.on_token = [ch, clock, m, logprobs, top, vocab](int32_t t) {
     TokenLogprob lp{};
     if (logprobs && clock->row) lp = token_logprob(clock->row, vocab, t, top);
@@ -209,6 +225,7 @@ RequestId Server::submit(const Job& job, const std::shared_ptr<Channel>& ch) {
     std::lock_guard<std::mutex> lock(active_mutex_);
     SamplingParams params = job.params;
     params.token_logits = logprobs;  // the rows logprobs read, gathered on every rank
+    params.prompt_logits = job.echo && logprobs;
     id = engine_->submit(job.prompt, params, std::move(events));
     *active = id;
     if (state_ == kFailed) {  // after fail_every_request's sweep: no step will ever end it
@@ -280,11 +297,12 @@ void Server::handle(const httplib::Request& req, const std::string& body_text,
                     httplib::Response& res, bool chat) {
   check_ready();
   const json body = parse_body(body_text);
-  const Job job =
-      parse_request(body, chat, chat_, o_.served_model_name, model_->config().max_seq_len);
-  // every choice is a sequence: n of them take n slots
-  if (in_flight_.fetch_add(job.n) + job.n > o_.max_running + o_.max_queued) {
-    in_flight_.fetch_sub(job.n);
+  std::vector<Job> jobs =
+      parse_requests(body, chat, chat_, o_.served_model_name, model_->config().max_seq_len);
+  // every choice is a sequence: n per prompt, each a slot
+  const int slots = static_cast<int>(jobs.size()) * jobs[0].n;
+  if (in_flight_.fetch_add(slots) + slots > o_.max_running + o_.max_queued) {
+    in_flight_.fetch_sub(slots);
     res.set_header("Retry-After", "1");
     throw ApiError{429, "rate_limit_error",
                    "the server is at its limit of running and queued requests; retry later", "",
@@ -298,27 +316,41 @@ void Server::handle(const httplib::Request& req, const std::string& body_text,
     ~Release() {
       if (armed) in_flight.fetch_sub(slots);
     }
-  } release{in_flight_, job.n};
+  } release{in_flight_, slots};
   Response r{(chat ? "chatcmpl-" : "cmpl-") + launch_id_ + "-" + std::to_string(next_response_++),
              static_cast<int64_t>(std::time(nullptr)),
              chat,
+             std::move(jobs),
              {}};
-  for (int i = 0; i < job.n; ++i) {
-    Job one = job;
-    one.params.choice = i;
-    Choice c{std::make_shared<Channel>(), -1};
-    c.rid = submit(one, c.ch);
-    r.choices.push_back(std::move(c));
-  }
-  if (!job.stream) return respond_whole(req, res, job, r);
+  for (size_t p = 0; p < r.jobs.size(); ++p)
+    for (int i = 0; i < r.jobs[p].n; ++i) {
+      Job one = r.jobs[p];
+      one.params.choice = i;
+      Choice c{std::make_shared<Channel>(), -1, p};
+      c.rid = submit(one, c.ch);
+      r.choices.push_back(std::move(c));
+    }
+  if (!r.jobs[0].stream) return respond_whole(res, r);
   release.armed = false;
-  respond_stream(res, job, r);
+  respond_stream(res, r);
 }
 
 // Tool call ids: call_<response>_<k> for the first choice (as with n = 1), call_<response>_<i>_<k>
 // for choice i > 0.
 std::string tool_id_prefix(const std::string& response_id, size_t choice) {
   return "call_" + response_id + "_" + (choice == 0 ? "" : std::to_string(choice) + "_");
+}
+
+// usage of a response: every prompt once (not per choice), the prefix cache's tokens of each
+// prompt's first choice.
+json Server::usage(const Response& r, int64_t completion_tokens) {
+  int64_t prompt = 0, reused = 0;
+  for (const Job& job : r.jobs) prompt += static_cast<int64_t>(job.prompt.size());
+  for (size_t k = 0; k < r.choices.size(); k += static_cast<size_t>(r.jobs[0].n)) {
+    std::lock_guard<std::mutex> lock(r.choices[k].ch->mutex);
+    reused += r.choices[k].ch->reused;
+  }
+  return usage_json(prompt, reused, completion_tokens);
 }
 
 json Server::response_head(const Response& r, const char* object) const {
@@ -337,8 +369,7 @@ bool cut_off(FinishReason reason, const Output& output) {
   return reason == FinishReason::kCancelled && !output.stopped();
 }
 
-void Server::respond_whole(const httplib::Request& req, httplib::Response& res, const Job& job,
-                           const Response& r) {
+void Server::respond_whole(httplib::Response& res, const Response& r) {
   // Nothing is written until the end, so a client that hangs up is only seen by probing its
   // socket: between tokens, and a few times a second while queued or prefilling.
   const int client_socket = GuardedHttpServer::request_socket();
@@ -349,6 +380,7 @@ void Server::respond_whole(const httplib::Request& req, httplib::Response& res, 
   int64_t completion_tokens = 0;
   for (size_t i = 0; i < r.choices.size(); ++i) {
     const Choice& c = r.choices[i];
+    const Job& job = r.jobs[c.job];
     Output output(tokenizer_, job);
     OutputDelta all;
     std::vector<TokenLogprob> kept;
@@ -370,10 +402,19 @@ void Server::respond_whole(const httplib::Request& req, httplib::Response& res, 
     completion_tokens += pumped.completion_tokens;
     Output::append(all, output.finish());
     const char* reason = finish_name(c.ch->reason, output.stopped(), output.made_tool_calls());
-    json choice = {{"index", i},
-                   {"finish_reason", reason},
-                   {"logprobs", job.logprobs ? json{{"content", logprobs_json(tokenizer_, kept)}}
-                                             : json(nullptr)}};
+    json choice = {{"index", i}, {"finish_reason", reason}, {"logprobs", nullptr}};
+    if (job.logprobs && r.chat) {
+      choice["logprobs"] = json{{"content", logprobs_json(tokenizer_, kept)}};
+    } else if (job.logprobs) {  // the legacy shape, the prompt's tokens first with echo
+      std::vector<TokenLogprob> all_lps;
+      if (job.echo) {
+        all_lps.push_back({job.prompt[0], 0.0f, {}});
+        std::lock_guard<std::mutex> lock(c.ch->mutex);
+        all_lps.insert(all_lps.end(), c.ch->prompt_logprobs.begin(), c.ch->prompt_logprobs.end());
+      }
+      all_lps.insert(all_lps.end(), kept.begin(), kept.end());
+      choice["logprobs"] = legacy_logprobs_json(tokenizer_, all_lps, job.echo);
+    }
     if (r.chat) {
       json message = {{"role", "assistant"}, {"content", all.content}};
       if (!all.reasoning.empty() || job.parse.starts_in_reasoning)
@@ -382,20 +423,20 @@ void Server::respond_whole(const httplib::Request& req, httplib::Response& res, 
         message["tool_calls"] = tool_calls_json(all.tool_calls, 0, tool_id_prefix(r.id, i), false);
       choice["message"] = message;
     } else {
-      choice["text"] = all.content;
+      choice["text"] = job.echo ? job.prompt_text + all.content : all.content;
     }
     choices.push_back(std::move(choice));
   }
   json out = response_head(r, r.chat ? "chat.completion" : "text_completion");
   out["choices"] = std::move(choices);
-  out["usage"] = usage_json(job, *r.choices[0].ch, completion_tokens);
+  out["usage"] = usage(r, completion_tokens);
   res.set_content(out.dump(), "application/json");
 }
 
 // Server-sent events: the provider runs on this request's thread until the end. The guard lives
 // as long as the provider (httplib drops it with the response, called or not): it frees the slot
 // and cancels a request nobody reads any more.
-void Server::respond_stream(httplib::Response& res, const Job& job, const Response& r) {
+void Server::respond_stream(httplib::Response& res, const Response& r) {
   struct StreamGuard {
     Server* server;
     std::vector<Choice> choices;
@@ -413,15 +454,16 @@ void Server::respond_stream(httplib::Response& res, const Job& job, const Respon
   };
   // (new + braces: clang 14 has no parenthesized aggregate init for make_shared)
   auto guard = std::shared_ptr<StreamGuard>(new StreamGuard{this, r.choices});
-  auto job_ptr = std::make_shared<const Job>(job);
+  auto response = std::make_shared<const Response>(r);
   res.set_chunked_content_provider("text/event-stream",
-                                   [this, guard, job_ptr, r](size_t, httplib::DataSink& sink) {
+                                   [this, guard, response](size_t, httplib::DataSink& sink) {
                                      (void)guard;
-                                     return stream_events(*job_ptr, r, sink);
+                                     return stream_events(*response, sink);
                                    });
 }
 
-bool Server::stream_events(const Job& job, const Response& r, httplib::DataSink& sink) {
+bool Server::stream_events(const Response& r, httplib::DataSink& sink) {
+  const Job& first = r.jobs[0];  // (the options every prompt shares)
   double last_write = now_seconds();
   auto send = [&](const json& j) {
     const std::string s = "data: " + j.dump() + "\n\n";
@@ -432,7 +474,7 @@ bool Server::stream_events(const Job& job, const Response& r, httplib::DataSink&
   std::vector<TokenLogprob> unsent;  // logprobs of tokens whose text has not gone out yet
   auto chunk = [&](const json& delta_or_text, const json& finish) {
     json choice = {{"index", index}, {"finish_reason", finish}, {"logprobs", nullptr}};
-    if (job.logprobs && !unsent.empty()) {
+    if (first.logprobs && !unsent.empty()) {
       choice["logprobs"] = json{{"content", logprobs_json(tokenizer_, unsent)}};
       unsent.clear();
     }
@@ -482,7 +524,7 @@ bool Server::stream_events(const Job& job, const Response& r, httplib::DataSink&
   bool failed = false;
   for (index = 0; index < r.choices.size() && !failed; ++index) {
     const Choice& c = r.choices[index];
-    Output output(tokenizer_, job);
+    Output output(tokenizer_, r.jobs[c.job]);
     tool_index = 0;
     unsent.clear();
     if (r.chat) alive = send(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr));
@@ -504,10 +546,10 @@ bool Server::stream_events(const Job& job, const Response& r, httplib::DataSink&
                finish_name(c.ch->reason, output.stopped(), output.made_tool_calls())));
     completion_tokens += pumped.completion_tokens;
   }
-  if (!failed && job.include_usage) {
+  if (!failed && first.include_usage) {
     json u = chunk(json::object(), nullptr);
     u["choices"] = json::array();
-    u["usage"] = usage_json(job, *r.choices[0].ch, completion_tokens);
+    u["usage"] = usage(r, completion_tokens);
     send(u);
   }
   const std::string end = "data: [DONE]\n\n";

@@ -30,6 +30,9 @@ struct Channel {
   std::condition_variable ready;
   std::deque<int32_t> tokens;
   std::deque<TokenLogprob> logprobs;  // one per token when the request asked for them
+  // echo with logprobs: the prompt's tokens 1 .. each from the row before it (filled before the
+  // first token)
+  std::vector<TokenLogprob> prompt_logprobs;
   bool finished = false;
   FinishReason reason = FinishReason::kStop;
   std::string error;
