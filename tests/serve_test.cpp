@@ -274,6 +274,28 @@ TEST(Serve, CorsModelRetrievalMethodsAndIdsAreWhatClientsExpect) {
   EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "*");
   EXPECT_CONTAINS(pre->get_header_value("Access-Control-Allow-Methods"), "POST");
   EXPECT_CONTAINS(pre->get_header_value("Access-Control-Allow-Headers"), "authorization");
+  // /props: the context, defaults and limits, behind the key like the API
+  EXPECT_EQ(c.Get("/props")->status, 401);
+  auto props = c.Get("/props", key);
+  ASSERT_TRUE(props);
+  ASSERT_EQ(props->status, 200) << props->body;
+  const json p = json::parse(props->body);
+  EXPECT_EQ(p["model"], "story");
+  EXPECT_GT(p["max_model_len"].get<int64_t>(), 0);
+  EXPECT_EQ(p["limits"]["n"], 16);
+  EXPECT_GT(p["kv_cache"]["budget_positions"].get<int64_t>(), 0);
+  EXPECT_EQ(c.Post("/props", key, "{}", "application/json")->status, 405);
+  // X-Request-Id: the client's own, else the response's id; usage counts reasoning tokens
+  httplib::Headers traced = key;
+  traced.emplace("X-Request-Id", "trace-42");
+  auto t = c.Post("/v1/chat/completions", traced, chat_body("hi", 2).dump(), "application/json");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->get_header_value("X-Request-Id"), "trace-42");
+  auto u = c.Post("/v1/chat/completions", key, chat_body("hi", 2).dump(), "application/json");
+  ASSERT_TRUE(u);
+  const json uj = json::parse(u->body);
+  EXPECT_EQ(u->get_header_value("X-Request-Id"), uj["id"]);
+  EXPECT_EQ(uj["usage"]["completion_tokens_details"]["reasoning_tokens"], 0);
   httplib::Headers browser = key;
   browser.emplace("Origin", "https://chat.example");
   auto r = c.Post("/v1/chat/completions", browser, chat_body("hi", 2).dump(), "application/json");

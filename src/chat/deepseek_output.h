@@ -44,6 +44,10 @@ class DeepSeekOutputParser {
   OutputDelta finish();
   // Whether any tool call was emitted (the finish reason is then "tool_calls").
   bool made_tool_calls() const { return made_tool_calls_; }
+  // Whether the text so far ends inside the reasoning (after <think>, before </think>).
+  bool in_reasoning() const { return state_ == State::kReasoning; }
+  // Whether nothing is decided yet (the text so far may still be the start of a <think>).
+  bool undecided() const { return state_ == State::kStart; }
 
  private:
   enum class State { kStart, kReasoning, kContent, kToolCalls };

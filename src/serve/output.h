@@ -18,10 +18,24 @@ class Output {
  public:
   Output(const Tokenizer& tokenizer, const Job& job);
   // The deltas of the next token, and whether the stop strings ended the text.
-  OutputDelta push(int32_t token) { return route(stop_.push(decoder_.push(token))); }
+  OutputDelta push(int32_t token) {
+    const bool reasoning = parser_.in_reasoning();
+    OutputDelta delta = route(stop_.push(decoder_.push(token)));
+    // a token that continues or closes the reasoning counts as a reasoning token, and so do
+    // those of its opener (<think> may come in several tokens, held while undecided)
+    if (reasoning || parser_.in_reasoning()) {
+      reasoning_tokens_ += 1 + (reasoning ? 0 : undecided_tokens_);
+      undecided_tokens_ = 0;
+    } else if (parser_.undecided()) {
+      ++undecided_tokens_;
+    }
+    return delta;
+  }
   OutputDelta finish();
   bool stopped() const { return stop_.matched(); }
   bool made_tool_calls() const { return parser_.made_tool_calls(); }
+  // Tokens pushed while the reasoning was open (usage.completion_tokens_details).
+  int64_t reasoning_tokens() const { return reasoning_tokens_; }
 
   static void append(OutputDelta& a, const OutputDelta& b);
 
@@ -31,6 +45,8 @@ class Output {
   StopMatcher stop_;
   DeepSeekOutputParser parser_;
   bool chat_;
+  int64_t reasoning_tokens_ = 0;
+  int64_t undecided_tokens_ = 0;  // pushed before the parser knew whether <think> opens
 };
 
 // Where pump_tokens delivers a request's output.

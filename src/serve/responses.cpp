@@ -44,10 +44,11 @@ json logprobs_json(const Tokenizer& tokenizer, const std::vector<TokenLogprob>& 
   return out;
 }
 
-json usage_json(int64_t prompt, int64_t reused, int64_t completion) {
+json usage_json(int64_t prompt, int64_t reused, int64_t completion, int64_t reasoning) {
   return json{{"prompt_tokens", prompt},
               {"completion_tokens", completion},
               {"total_tokens", prompt + completion},
+              {"completion_tokens_details", {{"reasoning_tokens", reasoning}}},
               {"prompt_tokens_details", {{"cached_tokens", reused}}},
               {"prompt_cache_hit_tokens", reused},
               {"prompt_cache_miss_tokens", prompt - reused}};

@@ -17,8 +17,9 @@ namespace dsinfer {
 std::string error_body(const ApiError& e);
 // OpenAI's logprobs.content: per token its text, logprob and bytes, with the top alternatives.
 nlohmann::json logprobs_json(const Tokenizer& tokenizer, const std::vector<TokenLogprob>& lps);
-// usage: prompt, completion and total tokens, and the prompt tokens the prefix cache held.
-nlohmann::json usage_json(int64_t prompt, int64_t reused, int64_t completion);
+// usage: prompt, completion and total tokens, the completion's reasoning tokens and the prompt
+// tokens the prefix cache held.
+nlohmann::json usage_json(int64_t prompt, int64_t reused, int64_t completion, int64_t reasoning);
 // The legacy completions logprobs: {"tokens", "token_logprobs", "top_logprobs" (text -> logprob),
 // "text_offset"} of `lps` in order; with first_is_unscored the first token (a prompt's first,
 // which nothing predicts) has null logprobs.

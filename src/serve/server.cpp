@@ -106,7 +106,8 @@ class Server {
   bool stream_events(const Response& r, httplib::DataSink& sink);
   // id, object, created, model, system_fingerprint
   nlohmann::json response_head(const Response& r, const char* object) const;
-  static nlohmann::json usage(const Response& r, int64_t completion_tokens);
+  static nlohmann::json usage(const Response& r, int64_t completion_tokens,
+                              int64_t reasoning_tokens);
   void engine_loop();
   // The engine failed (a rank died: its step or heartbeat threw): every request still open ends
   // with `why` as its error, new ones get 503, and run() is woken to stop with it.
@@ -293,6 +294,16 @@ void Server::fail_every_request(const std::string& why) {
   kill(getpid(), SIGTERM);  // run()'s sigwait: stop, and exit with the failure
 }
 
+// The X-Request-Id to answer with: the request's own when it is 1-128 printable ASCII
+// characters, else the response's id.
+std::string request_id_header(const httplib::Request& req, const std::string& response_id) {
+  const std::string theirs = req.get_header_value("X-Request-Id");
+  const bool sane =
+      !theirs.empty() && theirs.size() <= 128 &&
+      std::all_of(theirs.begin(), theirs.end(), [](unsigned char c) { return c > 32 && c < 127; });
+  return sane ? theirs : response_id;
+}
+
 void Server::handle(const httplib::Request& req, const std::string& body_text,
                     httplib::Response& res, bool chat) {
   check_ready();
@@ -322,6 +333,8 @@ void Server::handle(const httplib::Request& req, const std::string& body_text,
              chat,
              std::move(jobs),
              {}};
+  // X-Request-Id: the client's own (for its logs and tracing) when it sent a sane one, else ours
+  res.set_header("X-Request-Id", request_id_header(req, r.id));
   for (size_t p = 0; p < r.jobs.size(); ++p)
     for (int i = 0; i < r.jobs[p].n; ++i) {
       Job one = r.jobs[p];
@@ -343,14 +356,14 @@ std::string tool_id_prefix(const std::string& response_id, size_t choice) {
 
 // usage of a response: every prompt once (not per choice), the prefix cache's tokens of each
 // prompt's first choice.
-json Server::usage(const Response& r, int64_t completion_tokens) {
+json Server::usage(const Response& r, int64_t completion_tokens, int64_t reasoning_tokens) {
   int64_t prompt = 0, reused = 0;
   for (const Job& job : r.jobs) prompt += static_cast<int64_t>(job.prompt.size());
   for (size_t k = 0; k < r.choices.size(); k += static_cast<size_t>(r.jobs[0].n)) {
     std::lock_guard<std::mutex> lock(r.choices[k].ch->mutex);
     reused += r.choices[k].ch->reused;
   }
-  return usage_json(prompt, reused, completion_tokens);
+  return usage_json(prompt, reused, completion_tokens, reasoning_tokens);
 }
 
 json Server::response_head(const Response& r, const char* object) const {
@@ -377,7 +390,7 @@ void Server::respond_whole(httplib::Response& res, const Response& r) {
     for (const Choice& c : r.choices) engine_->cancel(c.rid);
   };
   json choices = json::array();
-  int64_t completion_tokens = 0;
+  int64_t completion_tokens = 0, reasoning_tokens = 0;
   for (size_t i = 0; i < r.choices.size(); ++i) {
     const Choice& c = r.choices[i];
     const Job& job = r.jobs[c.job];
@@ -400,6 +413,7 @@ void Server::respond_whole(httplib::Response& res, const Response& r) {
     if (cut_off(c.ch->reason, output))
       throw ApiError{503, "server_error", kCutOffMessage, "", "shutting_down"};
     completion_tokens += pumped.completion_tokens;
+    reasoning_tokens += output.reasoning_tokens();
     Output::append(all, output.finish());
     const char* reason = finish_name(c.ch->reason, output.stopped(), output.made_tool_calls());
     json choice = {{"index", i}, {"finish_reason", reason}, {"logprobs", nullptr}};
@@ -429,7 +443,7 @@ void Server::respond_whole(httplib::Response& res, const Response& r) {
   }
   json out = response_head(r, r.chat ? "chat.completion" : "text_completion");
   out["choices"] = std::move(choices);
-  out["usage"] = usage(r, completion_tokens);
+  out["usage"] = usage(r, completion_tokens, reasoning_tokens);
   res.set_content(out.dump(), "application/json");
 }
 
@@ -520,7 +534,7 @@ bool Server::stream_events(const Response& r, httplib::DataSink& sink) {
     for (const Choice& c : r.choices) engine_->cancel(c.rid);
   };
   // the choices one after the other (each generates meanwhile; clients assemble them by index)
-  int64_t completion_tokens = 0;
+  int64_t completion_tokens = 0, reasoning_tokens = 0;
   bool failed = false;
   for (index = 0; index < r.choices.size() && !failed; ++index) {
     const Choice& c = r.choices[index];
@@ -545,11 +559,12 @@ bool Server::stream_events(const Response& r, httplib::DataSink& sink) {
     send(chunk(r.chat ? json::object() : json(""),
                finish_name(c.ch->reason, output.stopped(), output.made_tool_calls())));
     completion_tokens += pumped.completion_tokens;
+    reasoning_tokens += output.reasoning_tokens();
   }
   if (!failed && first.include_usage) {
     json u = chunk(json::object(), nullptr);
     u["choices"] = json::array();
-    u["usage"] = usage(r, completion_tokens);
+    u["usage"] = usage(r, completion_tokens, reasoning_tokens);
     send(u);
   }
   const std::string end = "data: [DONE]\n\n";
@@ -572,7 +587,7 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   allow_cross_origin(http, o_.allowed_origins);
   refuse_other_methods(http,
                        {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"},
-                       {"/v1/models", "/health", "/metrics"});
+                       {"/v1/models", "/props", "/health", "/metrics"});
   auto model_object = [&] {
     return json{{"id", o_.served_model_name},
                 {"object", "model"},
@@ -627,6 +642,55 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
     }
     res.set_content(json{{"object", "list"}, {"data", json::array({model_object()})}}.dump(),
                     "application/json");
+  });
+  // GET /props: what a client (or a person) may want to know before asking: the context, the
+  // defaults of the request fields, the limits and the cache (llama.cpp's server has a /props)
+  http.Get("/props", [&](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req)) {
+      res.status = 401;
+      res.set_content(error_body({401, "invalid_request_error", "Incorrect API key provided", "",
+                                  "invalid_api_key"}),
+                      "application/json");
+      return;
+    }
+    if (state_ != kReady) {
+      res.status = 503;
+      res.set_content(
+          error_body({503, "server_error",
+                      "the model is still loading or the server is shutting down", "", ""}),
+          "application/json");
+      return;
+    }
+    const ModelConfig& c = model_->config();
+    res.set_content(
+        json{{"model", o_.served_model_name},
+             {"max_model_len", c.max_seq_len},
+             {"vocab_size", c.vocab_size},
+             {"defaults",
+              {{"temperature", 1.0},
+               {"top_p", 1.0},
+               {"top_k", 0},
+               {"min_p", 0.0},
+               {"max_tokens", "the context the prompt leaves"},
+               {"seed", "drawn per request unless given"},
+               {"n", 1}}},
+             {"limits",
+              {{"max_running", o_.max_running},
+               {"max_queued", o_.max_queued},
+               {"max_body_bytes", o_.max_body},
+               {"max_connections", o_.max_connections},
+               {"n", 16},
+               {"prompts_per_request", 64}}},
+             {"kv_cache",
+              {{"dtype", kv_dtype_name(o_.kv_dtype)},
+               {"budget_positions", cache_->budget_positions()},
+               {"block_positions", kKVBlock},
+               {"prefix_cache", o_.prefix_cache}}},
+             {"speculative_decoding",
+              {{"mtp", o_.mtp}, {"auto", o_.mtp_auto}, {"draft_tokens", o_.draft_tokens}}},
+             {"world_size", model_->comm().world_size()}}
+            .dump(),
+        "application/json");
   });
   http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     const int state = state_;
