@@ -181,6 +181,35 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
   });
 }
 
+// Which items of attend_per_query_split each of `threads` threads takes: [threads + 1], thread t
+// the items [first[t], first[t + 1]). Items are (segment, group of `group` heads), segment-major,
+// and go to threads in contiguous runs of equal cost (keys x 16-head tiles, plus a block's worth
+// per call): thread t takes those whose cost midpoint lies in [t, t + 1) x total / threads. (A
+// sequence's last segment is often a few keys: equal counts of items had left one thread idle for
+// half the step at depth 4096.)
+std::vector<int64_t> first_items_by_cost(const std::vector<Query>& queries,
+                                         const std::vector<int64_t>& first_segment, int64_t H,
+                                         int64_t group, int64_t threads) {
+  const int64_t groups = ceil_div(H, group);
+  std::vector<int64_t> cost_before = {0};  // [items + 1]
+  for (size_t i = 0; i < queries.size(); ++i)
+    for (int64_t s = 0; s < first_segment[i + 1] - first_segment[i]; ++s) {
+      const int64_t keys = std::min(kDecodeSplitKeys, queries[i].pos + 1 - s * kDecodeSplitKeys);
+      for (int64_t g = 0; g < groups; ++g)
+        cost_before.push_back(cost_before.back() +
+                              (keys + kKVBlock) * ceil_div(std::min(group, H - g * group), 16));
+    }
+  const int64_t items = static_cast<int64_t>(cost_before.size()) - 1, total = cost_before.back();
+  std::vector<int64_t> first(static_cast<size_t>(threads + 1), items);
+  int64_t item = 0;
+  for (int64_t t = 0; t < threads; ++t) {
+    while (item < items && (cost_before[item] + cost_before[item + 1]) * threads < 2 * t * total)
+      ++item;
+    first[static_cast<size_t>(t)] = item;
+  }
+  return first;
+}
+
 // Fast mode's decode where its bf16 kernels run (fast_decode_attention.h: AMX tiles, or VDPBF16PS
 // on Zen 4 / Zen 5; both products in bf16, a bf16 cache read in place), in three stages, each
 // parallel on its own: q_abs per head (as attend_per_query); the attention as items of (query,
@@ -238,31 +267,11 @@ void attend_per_query_split(const ForwardContext& ctx, const AttentionWeights& w
   float* o = o_storage.data();          // [segments, H, lora]: each segment's unnormalised latents
   float* seg_max = max_storage.data();  // [segments, H]
   float* seg_sum = sum_storage.data();  // [segments, H]
-  // the items (segment-major, head groups inside) go to the threads in contiguous runs of equal
-  // cost (keys x heads): a sequence's last segment is often a few keys, and equal counts of
-  // items left one thread idle for half the step at depth 4096
-  thread_local std::vector<int64_t> item_cost_storage;
-  std::vector<int64_t>& cost_before = item_cost_storage;  // [items + 1]: cost of items before
-  cost_before.assign(1, 0);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t seg = first_segment[i]; seg < first_segment[i + 1]; ++seg) {
-      const int64_t keys = std::min(
-          kDecodeSplitKeys, queries[i].pos + 1 - (seg - first_segment[i]) * kDecodeSplitKeys);
-      for (int64_t g = 0; g < groups; ++g)
-        cost_before.push_back(cost_before.back() +
-                              (keys + kKVBlock) * ceil_div(std::min(group, H - g * group), 16));
-    }
-  const int64_t items = segments * groups, threads = ctx.pool.size(), total = cost_before.back();
-  // thread t takes the items whose cost midpoint lies in [t, t + 1) x total / threads
-  auto first_item_of = [&](int64_t t) {
-    int64_t item = 0;
-    while (item < items && (cost_before[item] + cost_before[item + 1]) * threads < 2 * t * total)
-      ++item;
-    return item;
-  };
+  const int64_t threads = ctx.pool.size();
+  const std::vector<int64_t> first_item =
+      first_items_by_cost(queries, first_segment, H, group, threads);
   ctx.pool.parallel_for(threads, [&](int64_t t_begin, int64_t t_end) {
-    for (int64_t item = first_item_of(t_begin); item < std::min(items, first_item_of(t_end));
-         ++item) {
+    for (int64_t item = first_item[t_begin]; item < first_item[t_end]; ++item) {
       const int64_t seg = item / groups, h0 = (item % groups) * group;
       const int64_t heads = std::min(group, H - h0);
       const int64_t i = std::upper_bound(first_segment.begin(), first_segment.end(), seg) -

@@ -609,14 +609,15 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   };
   http.Post("/v1/chat/completions", api(true));
   http.Post("/v1/completions", api(false));
-  // GET /v1/models lists the served model; GET /v1/models/{id} is it (openai.models.retrieve)
-  http.Get(R"(/v1/models(/(.+))?)", [&](const httplib::Request& req, httplib::Response& res) {
+  // The GET endpoints behind the key: false (with a 401 or a 503 written) unless this request
+  // may have an answer now.
+  auto open_to = [&](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(req)) {
       res.status = 401;
       res.set_content(error_body({401, "invalid_request_error", "Incorrect API key provided", "",
                                   "invalid_api_key"}),
                       "application/json");
-      return;
+      return false;
     }
     if (state_ != kReady) {
       res.status = 503;
@@ -624,8 +625,13 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
           error_body({503, "server_error",
                       "the model is still loading or the server is shutting down", "", ""}),
           "application/json");
-      return;
+      return false;
     }
+    return true;
+  };
+  // GET /v1/models lists the served model; GET /v1/models/{id} is it (openai.models.retrieve)
+  http.Get(R"(/v1/models(/(.+))?)", [&](const httplib::Request& req, httplib::Response& res) {
+    if (!open_to(req, res)) return;
     if (req.matches.size() > 2 && req.matches[2].matched) {
       const std::string id = req.matches[2].str();
       if (id != o_.served_model_name) {
@@ -646,21 +652,7 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   // GET /props: what a client (or a person) may want to know before asking: the context, the
   // defaults of the request fields, the limits and the cache (llama.cpp's server has a /props)
   http.Get("/props", [&](const httplib::Request& req, httplib::Response& res) {
-    if (!authorized(req)) {
-      res.status = 401;
-      res.set_content(error_body({401, "invalid_request_error", "Incorrect API key provided", "",
-                                  "invalid_api_key"}),
-                      "application/json");
-      return;
-    }
-    if (state_ != kReady) {
-      res.status = 503;
-      res.set_content(
-          error_body({503, "server_error",
-                      "the model is still loading or the server is shutting down", "", ""}),
-          "application/json");
-      return;
-    }
+    if (!open_to(req, res)) return;
     const ModelConfig& c = model_->config();
     res.set_content(
         json{{"model", o_.served_model_name},
