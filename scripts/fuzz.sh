@@ -33,6 +33,7 @@ run_one() {
   case $target in
     fuzz_jinja) dict=tests/fuzz/dict/jinja.dict ;;
     fuzz_tokenizer_encode) dict="" ;;
+    fuzz_store) dict=tests/fuzz/dict/store.dict ;;
     # bodies up to a default --max-body: deep nesting needs room (a 250k-level body crashed serve)
     fuzz_request) extra=(-max_len=1048576) ;;
   esac

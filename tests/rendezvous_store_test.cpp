@@ -85,6 +85,42 @@ TEST(RendezvousStore, AStrangersBytesCloseItsConnectionAndTheStoreGoesOn) {
   EXPECT_EQ(rank.get_within("still", milliseconds(100)), "here");
 }
 
+// A get that waits 2^40 ms for a key nobody sets ties up a thread of the store for as long as its
+// client stays; when the client leaves, the thread ends within a fraction of a second (it used to
+// wait the whole time: a stranger's connections could pile up threads).
+TEST(RendezvousStore, AGetWhoseClientLeftEndsItsWait) {
+  const int port = pick_free_port();
+  StoreServer server("127.0.0.1", port);
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const uint64_t forever = uint64_t{1} << 40;
+  std::string get = with_length(std::string(kStoreHello, kStoreHelloSize) + "G", 6) + "absent";
+  get.append(reinterpret_cast<const char*>(&forever), 8);
+  ASSERT_EQ(send(fd, get.data(), get.size(), MSG_NOSIGNAL), static_cast<ssize_t>(get.size()));
+  auto connections_become = [&](int n) {
+    for (const auto until = Clock::now() + milliseconds(2000); Clock::now() < until;) {
+      if (server.open_connections() == n) return true;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return server.open_connections() == n;
+  };
+  EXPECT_TRUE(connections_become(1));
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_EQ(server.open_connections(), 1) << "the get is still waiting while its client is there";
+  close(fd);
+  const auto left = Clock::now();
+  EXPECT_TRUE(connections_become(0)) << "the get outlived its client";
+  EXPECT_LT(Clock::now() - left, milliseconds(1000));
+  // and the store goes on
+  StoreClient rank("127.0.0.1", port, milliseconds(5000));
+  rank.set("k", "v");
+  EXPECT_EQ(rank.get_within("k", milliseconds(100)), "v");
+}
+
 // A listening socket on a free port whose connections get `answer` (or nothing) and stay open.
 class FakePeer {
  public:

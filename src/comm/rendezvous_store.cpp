@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -74,6 +75,15 @@ bool recv_str(int fd, std::string& s, bool* too_long = nullptr) {
 // Reads the peer's hello, giving up at the first byte that differs (a stranger's 5 bytes must
 // not leave us waiting for 11 more). 1: it matched; 0: it differs; -1: the connection ended or
 // timed out first.
+// Whether the peer of `fd` has closed or broken its side (no request waiting to be read).
+bool peer_gone(int fd) {
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  if (poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
+  char byte;
+  return recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 int recv_hello(int fd) {
   char got[kStoreHelloSize];
   size_t have = 0;
@@ -131,8 +141,9 @@ struct StoreServer::State {
   std::mutex mu;
   std::condition_variable cv;
   std::map<std::string, std::string> kv;
-  std::map<int, int> watch_lines;  // rank -> socket, until take_watch_lines
-  bool lines_taken = false;        // later lines are closed, not kept
+  std::map<int, int> watch_lines;   // rank -> socket, until take_watch_lines
+  bool lines_taken = false;         // later lines are closed, not kept
+  std::atomic<int> connections{0};  // being served (StoreServer::open_connections)
   ~State() {
     for (const auto& [rank, fd] : watch_lines) close(fd);
   }
@@ -187,9 +198,19 @@ StoreServer::StoreServer(const std::string& host, int port) {
       const int c = accept(fd, nullptr, nullptr);
       if (c < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          // out of descriptors or memory for now: the ranks' connections wait in the backlog
+          std::this_thread::sleep_for(milliseconds(10));
+          continue;
+        }
         return;  // the store was closed
       }
       std::thread([c, st] {
+        struct Count {  // the connection is served for this thread's lifetime
+          std::atomic<int>& n;
+          explicit Count(std::atomic<int>& count) : n(count) { ++n; }
+          ~Count() { --n; }
+        } counted(st->connections);
         std::string why;
         bool kept = false;
         try {
@@ -204,6 +225,8 @@ StoreServer::StoreServer(const std::string& host, int port) {
     }
   }).detach();
 }
+
+int StoreServer::open_connections() const { return state_->connections.load(); }
 
 StoreServer::~StoreServer() {
   shutdown(fd_, SHUT_RDWR);
@@ -276,7 +299,8 @@ bool serve_connection(int c, StoreServer::State& st, std::string& why) {
       bool kept = false;
       if (end != key.c_str() && *end == '\0' && rank >= 1 && rank <= 65535) {
         std::lock_guard<std::mutex> lock(st.mu);
-        if (!st.lines_taken) kept = st.watch_lines.emplace(static_cast<int>(rank), c).second;
+        if (!st.lines_taken && st.watch_lines.size() < kMaxWatchLines)
+          kept = st.watch_lines.emplace(static_cast<int>(rank), c).second;
       }
       const char ok = kept ? 1 : 0;
       if (kept) {
@@ -307,9 +331,20 @@ bool serve_connection(int c, StoreServer::State& st, std::string& why) {
       uint64_t ms = 0;
       if (!recv_all(c, &ms, 8)) return false;
       ms = std::min<uint64_t>(ms, uint64_t{1} << 40);  // (wait_for overflows past ~2^63 ns)
+      // waits in slices, so that a client that leaves in the middle of a long wait (a stranger's
+      // "wait 2^40 ms for a key nobody sets") frees its thread within a tenth of a second
+      const auto deadline = std::chrono::steady_clock::now() + milliseconds(ms);
       std::unique_lock<std::mutex> lock(st.mu);
-      const bool found =
-          st.cv.wait_for(lock, milliseconds(ms), [&] { return st.kv.count(key) > 0; });
+      bool found = false;
+      for (;;) {
+        const auto slice = std::min(deadline, std::chrono::steady_clock::now() + milliseconds(100));
+        found = st.cv.wait_until(lock, slice, [&] { return st.kv.count(key) > 0; });
+        if (found || std::chrono::steady_clock::now() >= deadline) break;
+        lock.unlock();
+        const bool gone = peer_gone(c);
+        lock.lock();
+        if (gone) return false;
+      }
       if (found) value = st.kv[key];
       lock.unlock();
       const char ok = found ? 1 : 0;

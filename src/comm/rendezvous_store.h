@@ -26,6 +26,9 @@ inline constexpr char kStoreHello[] = "dsinfer-store/1\n";
 inline constexpr size_t kStoreHelloSize = sizeof kStoreHello - 1;
 // The longest key or value (the rendezvous stores each rank's few addresses).
 inline constexpr uint32_t kMaxStoreString = 1u << 20;
+// Watch lines the store keeps at most (one per rank but rank 0): a stranger's 'W' requests for
+// made-up ranks cannot take every file descriptor.
+inline constexpr size_t kMaxWatchLines = 4096;
 
 // Rank 0's store: listens on `host`'s address when it is a literal IPv4 address of this machine
 // (MASTER_ADDR=127.0.0.1 keeps it off the network), else on every interface (said on stderr);
@@ -40,6 +43,9 @@ class StoreServer {
   // The watch lines of ranks 1 .. world - 1 (rank -> socket, now the caller's to close), waiting
   // up to `timeout` for them; a CommError names the ranks whose line never came.
   std::map<int, int> take_watch_lines(int world, std::chrono::milliseconds timeout);
+  // Connections whose requests are being served now (a thread each; a watch line no longer
+  // counts): a client that goes away ends its own, even in the middle of a long get.
+  int open_connections() const;
 
   struct State;  // the keys and values, shared with the connections' threads (in the .cpp)
 
