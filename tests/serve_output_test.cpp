@@ -2,10 +2,9 @@
 // open, continue and close the reasoning count as reasoning tokens
 // (usage.completion_tokens_details.reasoning_tokens), the answer's do not, and a completion that
 // starts inside <think> (a template that opens it) counts from its first token.
-#include "serve/output.h"
-
 #include <gtest/gtest.h>
 
+#include "serve/output.h"
 #include "test_support.h"
 
 namespace dsinfer {
