@@ -51,6 +51,12 @@ run_one() {
     corpus=$(ls "$dir/corpus" | wc -l)
     printf '%-24s ok: %s executions in %ss, coverage %s edges, corpus %s\n' "$target" "$runs" "$((SECONDS - started))" "$cov" "$corpus"
   else
+    if ! ls "$dir" | grep -q -E '^(crash|timeout|leak|oom|slow-unit)-'; then
+      # no input to blame: the target did not run (a dictionary libFuzzer refused, a missing file)
+      printf '%-24s FAILED TO RUN (%s/log):\n' "$target" "$dir" >&2
+      tail -3 "$dir/log" >&2
+      return 1
+    fi
     printf '%-24s FINDING (see %s/log and the crash-* input there):\n' "$target" "$dir" >&2
     grep -a -E 'ERROR|fuzz finding|==[0-9]+==|SUMMARY|terminate|what\(\)' "$dir/log" | head -8 >&2
     return 1
