@@ -507,6 +507,29 @@ TEST(Serve, NChoicesAreIndexedAnswersOfOneSeed) {
   }
   EXPECT_EQ(streamed, texts);
   EXPECT_EQ(finishes, std::vector<int>(3, 1));
+  // choices 1 .. n-1 start once choice 0 has prefilled: they take its prompt's full blocks from the
+  // prefix cache (the metrics count them), and still give the same answers
+  auto hits = [&] {
+    const std::string m = server.client().Get("/metrics")->body;
+    const std::string name = "\ndsinfer_prefix_cache_hit_tokens_total ";
+    return std::stoll(m.substr(m.find(name) + name.size()));
+  };
+  std::string words;
+  for (int i = 0; i < 120; ++i) words += "the little dog ran to the old house and ";
+  json long_body = chat_body(words, 4);
+  long_body["temperature"] = 0.9;
+  long_body["seed"] = 9;
+  const json long_solo = json::parse(post(long_body));
+  const int64_t prompt = long_solo["usage"]["prompt_tokens"].get<int64_t>();
+  ASSERT_GT(prompt, 256);
+  long_body["n"] = 3;
+  // (another first word: nothing cached matches, so every hit is the later choices' reuse of
+  // choice 0's prompt)
+  long_body["messages"][0]["content"] = "zebra " + words;
+  const int64_t before = hits();
+  const json long_three = json::parse(post(long_body));
+  EXPECT_GE(hits() - before, 2 * (prompt - 64)) << "the later choices prefilled the prompt again";
+  ASSERT_EQ(long_three["choices"].size(), 3u);
 }
 
 // /v1/completions as lm-evaluation-harness scores with it: echo + logprobs with max_tokens 0 give

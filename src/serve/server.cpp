@@ -294,6 +294,19 @@ void Server::fail_every_request(const std::string& why) {
   kill(getpid(), SIGTERM);  // run()'s sigwait: stop, and exit with the failure
 }
 
+// Waits until `ch` has a token or has ended; false when the client of this thread's request
+// went away meanwhile.
+bool wait_for_first_token(Channel& ch) {
+  const int client_socket = GuardedHttpServer::request_socket();
+  std::unique_lock<std::mutex> lock(ch.mutex);
+  while (ch.tokens.empty() && !ch.finished) {
+    if (ch.ready.wait_for(lock, std::chrono::milliseconds(100)) == std::cv_status::timeout &&
+        !client_connected(client_socket))
+      return false;
+  }
+  return true;
+}
+
 // The X-Request-Id to answer with: the request's own when it is 1-128 printable ASCII
 // characters, else the response's id.
 std::string request_id_header(const httplib::Request& req, const std::string& response_id) {
@@ -342,6 +355,12 @@ void Server::handle(const httplib::Request& req, const std::string& body_text,
       Choice c{std::make_shared<Channel>(), -1, p};
       c.rid = submit(one, c.ch);
       r.choices.push_back(std::move(c));
+      // choices 1 .. n-1 go in once choice 0 has its first token: its prompt's blocks are in the
+      // prefix cache by then, so they prefill only the last partial block instead of the prompt
+      if (i == 0 && r.jobs[p].n > 1 && !wait_for_first_token(*r.choices.back().ch)) {
+        engine_->cancel(r.choices.back().rid);
+        return;  // the client left (the slots are freed on the way out)
+      }
     }
   if (!r.jobs[0].stream) return respond_whole(res, r);
   release.armed = false;
