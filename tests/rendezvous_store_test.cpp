@@ -27,15 +27,21 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-// A raw connection to 127.0.0.1:port that sends `bytes`; whether the peer then closed it (reads
-// EOF or a reset within 5 s).
-bool closed_after_sending(int port, const std::string& bytes) {
+// A raw connection to 127.0.0.1:port (connected, or a failed expectation).
+int connect_loopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  return fd;
+}
+
+// A raw connection to 127.0.0.1:port that sends `bytes`; whether the peer then closed it (reads
+// EOF or a reset within 5 s).
+bool closed_after_sending(int port, const std::string& bytes) {
+  const int fd = connect_loopback(port);
   EXPECT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
   timeval t{5, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &t, sizeof t);
@@ -91,12 +97,7 @@ TEST(RendezvousStore, AStrangersBytesCloseItsConnectionAndTheStoreGoesOn) {
 TEST(RendezvousStore, AGetWhoseClientLeftEndsItsWait) {
   const int port = pick_free_port();
   StoreServer server("127.0.0.1", port);
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const int fd = connect_loopback(port);
   const uint64_t forever = uint64_t{1} << 40;
   std::string get = with_length(std::string(kStoreHello, kStoreHelloSize) + "G", 6) + "absent";
   get.append(reinterpret_cast<const char*>(&forever), 8);

@@ -250,6 +250,17 @@ std::vector<std::vector<int32_t>> draw_on_slices(const std::vector<float>& rows,
   return tokens;
 }
 
+// The tokens draw_tokens gives for `rows` [rows, vocab] held whole by one process.
+std::vector<int32_t> draw_whole(const std::vector<float>& rows, int64_t vocab,
+                                const std::vector<RowDraw>& draws) {
+  StepOutput whole;
+  whole.logits = rows;
+  whole.logit_columns = vocab;
+  ThreadComm::Shared one(1);
+  ThreadComm solo(one, 0);
+  return draw_tokens(whole, vocab, draws, solo);
+}
+
 // Adjusted rows drawn whole and over slices give the same tokens, greedy and sampled.
 TEST(VocabDraw, AdjustedRowsDrawTheSameTokenWholeAndSliced) {
   std::mt19937 rng(3);
@@ -268,12 +279,7 @@ TEST(VocabDraw, AdjustedRowsDrawTheSameTokenWholeAndSliced) {
   std::vector<RowDraw> draws;
   for (int64_t b = 0; b < n_rows; ++b)
     draws.push_back({b, &how[b % 2], 100 + b, TokenHistory{prompt, generated, {}}});
-  StepOutput whole;
-  whole.logits = rows;
-  whole.logit_columns = vocab;
-  ThreadComm::Shared one(1);
-  ThreadComm solo(one, 0);
-  const std::vector<int32_t> expected = draw_tokens(whole, vocab, draws, solo);
+  const std::vector<int32_t> expected = draw_whole(rows, vocab, draws);
   std::vector<float> scratch;
   for (int64_t b = 0; b < n_rows; ++b) {
     std::vector<float> adjusted(rows.begin() + b * vocab, rows.begin() + (b + 1) * vocab);
@@ -308,12 +314,7 @@ TEST(VocabDraw, SlicesGiveTheWholeRowsTokenWithTiesInfinitiesAndNaN) {
     std::vector<RowDraw> draws;
     for (int64_t b = 0; b < n_rows; ++b)
       draws.push_back({n_rows - 1 - b, &how[b % 3], 1000 + b});  // any order
-    StepOutput whole;
-    whole.logits = rows;
-    whole.logit_columns = vocab;
-    ThreadComm::Shared one(1);
-    ThreadComm solo(one, 0);
-    const std::vector<int32_t> expected = draw_tokens(whole, vocab, draws, solo);
+    const std::vector<int32_t> expected = draw_whole(rows, vocab, draws);
     std::vector<float> scratch;
     for (size_t i = 0; i < draws.size(); ++i) {
       // a NaN anywhere in a row is no draw (the request ends with an error); -inf is masked
