@@ -3,7 +3,7 @@
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
-packages=(cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libssl-dev libonig-dev libedit-dev pkg-config libopenmpi-dev openmpi-bin libgloo-dev iproute2 libcpp-httplib-dev curl)
+packages=(cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libssl-dev libonig-dev libedit-dev pkg-config libopenmpi-dev openmpi-bin libgloo-dev iproute2 libcpp-httplib-dev libdlpack-dev curl)
 # --tests: also what only the tests use (Debian's torchrun, for the real-torchrun launch test; ping,
 #   for the delayed two-namespace test's round trip)
 # --fuzz: clang with libFuzzer and its sanitizer runtimes (the fuzz targets, tests/fuzz/README.md)

@@ -24,6 +24,7 @@
 #include <thread>
 #include <tuple>
 
+#include "json_schema_validator.h"
 #include "parallel/free_port.h"
 #include "raw_client.h"
 #include "test_support.h"
@@ -456,6 +457,109 @@ TEST(Serve, PenaltiesBiasStopTokenIdsAndMinTokensReachTheDraw) {
   min_p["seed"] = 5;
   min_p["min_p"] = 1.0;  // only the likeliest token: the greedy answer
   EXPECT_EQ(answer(min_p)["choices"][0]["message"]["content"], plain_text);
+}
+
+// Structured output over HTTP (serve/structured_output.h): response_format json_schema answers
+// parse, validate and list their properties in the schema's order (not the sorted order of a
+// re-serialised body), streamed answers equal whole ones of the same seed, the other grammar fields
+// work, and what the grammar engine refuses is a 400 naming the field.
+json person_schema() {
+  return json::parse(R"({"type": "object", "properties": {
+      "zeta": {"type": "string", "maxLength": 10},
+      "alpha": {"type": "integer", "minimum": 0, "maximum": 99},
+      "mid": {"enum": ["x", "y"]}},
+    "required": ["zeta", "alpha", "mid"], "additionalProperties": false})");
+}
+
+TEST(Serve, StructuredOutputIsValidInTheSchemasOrderStreamedOrNot) {
+  Served server;
+  auto raw_body = [](uint64_t seed, bool stream) {
+    json b = chat_body("Describe a person.", 80, stream);
+    b["temperature"] = 1.0;
+    b["seed"] = seed;
+    const std::string head = b.dump();
+    return head.substr(0, head.size() - 1) +
+           R"(,"response_format":{"type":"json_schema","json_schema":{"name":"person",)"
+           R"("strict":true,"schema":{"type":"object","properties":{"zeta":{"type":"string",)"
+           R"("maxLength":10},"alpha":{"type":"integer","minimum":0,"maximum":99},"mid":)"
+           R"({"enum":["x","y"]}},"required":["zeta","alpha","mid"],)"
+           R"("additionalProperties":false}}}})";
+  };
+  std::vector<std::future<std::pair<std::string, std::string>>> got;
+  for (uint64_t seed = 0; seed < 24; ++seed)
+    got.push_back(std::async(std::launch::async, [&, seed] {
+      auto whole = server.post("/v1/chat/completions", raw_body(seed, false));
+      auto streamed = server.post("/v1/chat/completions", raw_body(seed, true));
+      if (!whole || whole->status != 200 || !streamed)
+        return std::make_pair(std::string("(failed)"), std::string());
+      const json w = json::parse(whole->body);
+      EXPECT_EQ(w["choices"][0]["finish_reason"], "stop") << whole->body;
+      bool done = false;
+      std::string finish;
+      const std::string s = stream_content(streamed->body, &done, &finish);
+      EXPECT_TRUE(done);
+      EXPECT_EQ(finish, "stop");
+      return std::make_pair(w["choices"][0]["message"]["content"].get<std::string>(), s);
+    }));
+  const json schema = person_schema();
+  std::set<std::string> distinct;
+  for (auto& g : got) {
+    const auto [whole, streamed] = g.get();
+    EXPECT_EQ(streamed, whole);
+    const json value = json::parse(whole, nullptr, false);
+    ASSERT_FALSE(value.is_discarded()) << whole;
+    EXPECT_EQ(test::schema_violation(value, schema, schema), "") << whole;
+    // the properties in the schema's order, as written
+    const size_t z = whole.find("\"zeta\""), a = whole.find("\"alpha\""), m = whole.find("\"mid\"");
+    EXPECT_TRUE(z < a && a < m) << whole;
+    distinct.insert(whole);
+  }
+  EXPECT_GT(distinct.size(), 5u);
+  // the other fields: a GBNF grammar, a regex, any JSON object
+  json g = chat_body("Answer.", 20);
+  g["grammar"] = R"(root ::= "yes" | "no")";
+  auto r = server.post("/v1/chat/completions", g.dump());
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "");
+  const std::string yes_no = json::parse(r->body)["choices"][0]["message"]["content"];
+  EXPECT_TRUE(yes_no == "yes" || yes_no == "no") << yes_no;
+  json re = chat_body("Answer.", 20);
+  re["guided_regex"] = "[0-9]{3}";
+  r = server.post("/v1/chat/completions", re.dump());
+  ASSERT_TRUE(r && r->status == 200);
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"].get<std::string>().size(), 3u);
+  r = server.post(
+      "/v1/completions",
+      json{{"prompt", "Once"}, {"max_tokens", 40}, {"response_format", {{"type", "json_object"}}}}
+          .dump());
+  ASSERT_TRUE(r && r->status == 200);
+  const json comp = json::parse(r->body)["choices"][0];
+  if (comp["finish_reason"] == "stop")
+    EXPECT_TRUE(json::parse(comp["text"].get<std::string>()).is_object()) << comp.dump();
+  // refusals name the field
+  auto refused = [&](const json& body, const std::string& param, const std::string& says) {
+    auto e = server.post("/v1/chat/completions", body.dump());
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->status, 400) << e->body;
+    const json err = json::parse(e->body)["error"];
+    EXPECT_EQ(err["param"], param) << e->body;
+    EXPECT_NE(err["message"].get<std::string>().find(says), std::string::npos) << e->body;
+  };
+  json bad = chat_body("x", 5);
+  bad["response_format"] = {
+      {"type", "json_schema"},
+      {"json_schema",
+       {{"name", "n"}, {"schema", {{"type", "object"}, {"not", {{"type", "null"}}}}}}}};
+  refused(bad, "response_format.json_schema.schema", "keyword \"not\"");
+  bad = chat_body("x", 5);
+  bad["response_format"] = {{"type", "xml"}};
+  refused(bad, "response_format.type", "not supported");
+  bad = chat_body("x", 5);
+  bad["grammar"] = "root ::= (";
+  refused(bad, "grammar", "EBNF");
+  bad["guided_regex"] = "a+";
+  refused(bad, "guided_regex", "at most one");
+  // and the server goes on
+  EXPECT_EQ(server.post("/v1/chat/completions", chat_body("Hi", 3).dump())->status, 200);
 }
 
 // n > 1: n choices of one prompt, each sampled with its own index in the random key, so choice 0
@@ -1154,6 +1258,23 @@ TEST_P(ServeRanks, TwoRanksAnswerAsTheReferenceAtWorldSizeTwo) {
         << seed;
     EXPECT_EQ(whole["choices"][0]["logprobs"]["content"].size(),
               whole["usage"]["completion_tokens"].get<size_t>());
+  }
+  // structured output at world size 2: every rank builds the request's grammar from rank 0's
+  // orders and masks its own slice; the answer is valid, sliced or whole
+  for (uint64_t seed : {3, 4}) {
+    json b = chat_body(pairs[0].first, 60);
+    b["temperature"] = 2;
+    b["seed"] = seed;
+    b["response_format"] = {{"type", "json_schema"},
+                            {"json_schema", {{"name", "p"}, {"schema", person_schema()}}}};
+    const json sliced = json::parse(server.post("/v1/chat/completions", b.dump())->body);
+    b["logprobs"] = true;
+    const json whole = json::parse(server.post("/v1/chat/completions", b.dump())->body);
+    const std::string text = sliced["choices"][0]["message"]["content"];
+    EXPECT_EQ(text, whole["choices"][0]["message"]["content"]) << seed;
+    const json value = json::parse(text, nullptr, false);
+    ASSERT_FALSE(value.is_discarded()) << text;
+    EXPECT_EQ(test::schema_violation(value, person_schema(), person_schema()), "") << text;
   }
   const int status = server.terminate();
   if (GetParam() == "gloo") {

@@ -41,6 +41,11 @@ struct Engine::Request {
   // Its full blocks in the prefix index: path[i] is block i's node (the first ones mapped from the
   // index when it was admitted; spec.mtp_indexed of them have their MTP blocks recorded).
   std::vector<PrefixNodeId> path;
+  // Structured output (params.grammar): the grammar's state after the tokens generated, and the
+  // mask of the ids it allows next (masked: this draw has one).
+  std::unique_ptr<TokenConstraint> constraint;
+  std::vector<uint32_t> allowed;
+  bool masked = false;
   bool done = false;
   bool prefilling() const { return cached < static_cast<int64_t>(prompt.size()); }
 };
@@ -79,6 +84,7 @@ RequestId Engine::submit(std::vector<int32_t> prompt, const SamplingParams& para
   r->prompt = std::move(prompt);
   r->params = params;
   r->events = std::move(events);
+  r->constraint = make_constraint(params);  // outside the lock: compiling a grammar takes a while
   std::lock_guard<std::mutex> lock(mutex_);
   r->id = next_id_++;
   const RequestId id = r->id;
@@ -179,6 +185,13 @@ void Engine::drop_prefix_cache() {
   if (prefix_) prefix_->clear();
 }
 
+std::unique_ptr<TokenConstraint> Engine::make_constraint(const SamplingParams& params) const {
+  if (params.grammar.kind == OutputGrammar::Kind::kNone) return nullptr;
+  check(static_cast<bool>(options_.make_constraint),
+        "structured output (a grammar) is not available in this front end");
+  return options_.make_constraint(params);
+}
+
 int32_t Engine::token_at(const Request& r, int64_t pos) {
   const int64_t n = static_cast<int64_t>(r.prompt.size());
   return pos < n ? r.prompt[pos] : r.generated[pos - n];
@@ -216,6 +229,7 @@ void Engine::apply_orders(const StepOrders& orders) {
     r->id = s.id;
     r->prompt = s.prompt;
     r->params = s.params;
+    r->constraint = make_constraint(s.params);  // rank 0 made the same one in submit()
     if (options_.follower_events) r->events = options_.follower_events(s.id);
     next_id_ = s.id + 1;
     waiting_.push_back(std::move(r));
@@ -395,6 +409,13 @@ bool Engine::take_token(Request& r, const float* logits, int32_t token, bool rep
           " wants logits rows its step did not gather");
     r.events.on_logits(position - 1, logits);
   }
+  if (r.constraint && !r.constraint->accept(token)) {
+    // only when the mask allowed nothing the sampling parameters allow (every id -infinity)
+    finish(r, FinishReason::kError,
+           "structured output: the grammar allows no token that the sampling parameters allow "
+           "here (min_tokens or logit_bias rule out every token it permits)");
+    return false;
+  }
   const auto& stops = r.params.stop_ids;
   if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
     finish(r, FinishReason::kStop);
@@ -403,6 +424,10 @@ bool Engine::take_token(Request& r, const float* logits, int32_t token, bool rep
   r.generated.push_back(token);
   ++stats_.generated_tokens;
   if (r.events.on_token) r.events.on_token(token);
+  if (r.constraint && r.constraint->complete()) {  // a grammar for a request without stop ids
+    finish(r, FinishReason::kStop);
+    return false;
+  }
   // the next token would sit past the reservation (max_seq_len): done, as the reference's loop
   if (static_cast<int64_t>(r.generated.size()) >= r.params.max_new_tokens ||
       position + 1 >= r.capacity) {
@@ -413,6 +438,7 @@ bool Engine::take_token(Request& r, const float* logits, int32_t token, bool rep
 }
 
 int64_t Engine::max_drafts(const Request& r) {
+  if (r.constraint) return 0;  // its mask follows the tokens taken, one draw per step
   // draft j (from 1) stands at position cached + j and is worth verifying only while the request
   // may still take token generated + j + 1, within its reservation
   const int64_t by_length = r.params.max_new_tokens - static_cast<int64_t>(r.generated.size()) - 1;
@@ -528,12 +554,16 @@ Engine::DrawnRows Engine::draw_rows(const PlannedStep& plan, const StepOutput& o
   DrawnRows result;
   result.draw_of_row.assign(static_cast<size_t>(plan.step.logit_rows()), -1);
   for (size_t i = 0, row = 0; i < plan.in_step.size(); ++i) {
-    const Request& r = *plan.in_step[i];
+    Request& r = *plan.in_step[i];
     const SeqChunk& chunk = plan.step.chunks[i];
     const int64_t rows = chunk.all_logits ? chunk.n_tokens : 1;
     const bool draws_any =
         chunk.start_pos + chunk.n_tokens >= static_cast<int64_t>(r.prompt.size()) &&
         r.params.max_new_tokens > 0;
+    if (draws_any && r.constraint) {
+      // one draw (no drafts): the prompt's last row or the decode row
+      r.masked = r.constraint->next_allowed(r.allowed);
+    }
     // row j holds input position start_pos + n_tokens - rows + j; its token sits one further
     for (int64_t j = r.prefilling() ? rows - 1 : 0; draws_any && j < rows; ++j) {
       result.draw_of_row[row + j] = static_cast<int64_t>(draws.size());
@@ -544,7 +574,8 @@ Engine::DrawnRows Engine::draw_rows(const PlannedStep& plan, const StepOutput& o
           r.prompt, r.generated,
           r.prefilling() ? drafts.first(0) : drafts.first(static_cast<size_t>(j))};
       draws.push_back({static_cast<int64_t>(row + j), &r.params,
-                       chunk.start_pos + chunk.n_tokens - rows + j + 1, history});
+                       chunk.start_pos + chunk.n_tokens - rows + j + 1, history,
+                       r.masked ? r.allowed.data() : nullptr});
     }
     row += static_cast<size_t>(rows);
   }

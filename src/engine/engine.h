@@ -29,6 +29,7 @@
 #include "engine/sampling.h"
 #include "engine/speculator.h"
 #include "engine/step_orders.h"
+#include "engine/token_constraint.h"
 #include "model/kv_cache.h"
 #include "model/transformer.h"
 
@@ -85,6 +86,9 @@ struct EngineOptions {
   // With mtp: draft only when it measured faster for this many decoding sequences (--mtp auto,
   // engine/draft_policy.h). Which steps draft never changes a token.
   bool mtp_auto = false;
+  // Structured output: makes the TokenConstraint of a request whose params.grammar is set (on every
+  // rank). Unset: such a request is an Error.
+  ConstraintFactory make_constraint;
 };
 
 struct EngineStats {
@@ -203,6 +207,8 @@ class Engine {
   // allowing), and how many of those it has.
   static int64_t max_drafts(const Request& r);
   static int64_t usable_drafts(const Request& r);
+  // params.grammar's constraint (null without one), from options_.make_constraint.
+  std::unique_ptr<TokenConstraint> make_constraint(const SamplingParams& params) const;
   // The token at position `pos` of a request's sequence (prompt, then generated).
   static int32_t token_at(const Request& r, int64_t pos);
 

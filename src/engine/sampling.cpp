@@ -118,6 +118,10 @@ RaceCandidate race(const float* logits, int64_t n, int64_t first, const Sampling
   for (int64_t i = 0; i < n; ++i) {
     if (!keep(i)) continue;
     const float x = logits[i] / t;  // as the softmax's input
+    // a masked id (-infinity: a grammar's mask, min_tokens) can never win: its race value is
+    // -infinity or NaN. Skipped before the libm calls, which a row masked but for a few ids
+    // would otherwise make for every id below the first allowed one.
+    if (x == -std::numeric_limits<float>::infinity()) continue;
     const uint64_t bits = mix(key ^ static_cast<uint64_t>(first + i));
     if (prune && (bits >> 11) != 0) {
       const double bound =

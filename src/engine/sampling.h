@@ -7,10 +7,27 @@
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace dsinfer {
+
+// The grammar a completion must match (structured output; engine/token_constraint.h).
+struct OutputGrammar {
+  enum class Kind : uint8_t {
+    kNone,
+    kJsonObject,  // any JSON object (OpenAI's response_format json_object)
+    kJsonSchema,  // a value valid against the JSON Schema in `text`
+    kGbnf,   // the grammar in `text`, root rule "root" (llama.cpp's GBNF, as xgrammar reads it)
+    kRegex,  // a string matching the regular expression in `text`
+  };
+  Kind kind = Kind::kNone;
+  std::string text;
+  // kJsonSchema: objects allow no properties and arrays no items the schema does not name, as
+  // OpenAI's strict mode; false: the schema's own additionalProperties / items rule.
+  bool strict = true;
+};
 
 struct SamplingParams {
   float temperature = 0.0f;  // <= 0: greedy (argmax)
@@ -37,6 +54,9 @@ struct SamplingParams {
   int min_tokens = 0;  // stop_ids cannot be drawn before this many completion tokens
   // After temperature, top_k and top_p: only ids with probability >= min_p times the likeliest's.
   float min_p = 0.0f;
+  // Structured output: the ids the grammar does not allow next are masked to -infinity before the
+  // draw (after the adjustments above); drafts are not verified for such a request.
+  OutputGrammar grammar;
 };
 
 // What the adjustments read of a sequence when a row is drawn: its prompt (repetition_penalty)

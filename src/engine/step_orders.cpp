@@ -92,6 +92,9 @@ std::string encode_orders(const StepOrders& orders) {
     w.put_vector(biases);
     w.put<int32_t>(p.min_tokens);
     w.put(p.min_p);
+    w.put(p.grammar.kind);
+    w.put<uint8_t>(p.grammar.strict);
+    w.put_vector(std::vector<char>(p.grammar.text.begin(), p.grammar.text.end()));
   }
   w.put_vector(orders.cancels);
   w.put<uint8_t>(orders.draft);
@@ -136,6 +139,12 @@ StepOrders decode_orders(const std::string& bytes) {
           p.logit_bias.emplace_back(bias_ids[b], biases[b]);
         p.min_tokens = r.get<int32_t>();
         p.min_p = r.get<float>();
+        p.grammar.kind = r.get<OutputGrammar::Kind>();
+        check(p.grammar.kind <= OutputGrammar::Kind::kRegex,
+              "step orders from rank 0 name an unknown grammar kind");
+        p.grammar.strict = r.get<uint8_t>() != 0;
+        const std::vector<char> text = r.get_vector<char>();
+        p.grammar.text.assign(text.begin(), text.end());
         orders.submissions.push_back(std::move(s));
       }
       orders.cancels = r.get_vector<RequestId>();

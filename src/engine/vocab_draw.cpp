@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "engine/token_constraint.h"
 
 namespace dsinfer {
 
@@ -47,9 +48,15 @@ std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab,
   // the row to draw from: the model's, or its adjusted copy
   auto draw_row = [&](const RowDraw& d) -> const float* {
     const float* row = out.logits.data() + d.row * columns;
-    if (!adjusts_logits(*d.params)) return row;
+    const bool adjusts = adjusts_logits(*d.params);
+    if (!adjusts && !d.allowed) return row;
     adjusted.assign(row, row + columns);
-    adjust_logits(adjusted.data(), columns, out.vocab_offset, *d.params, d.history);
+    if (adjusts) adjust_logits(adjusted.data(), columns, out.vocab_offset, *d.params, d.history);
+    if (d.allowed) {
+      constexpr float kMasked = -std::numeric_limits<float>::infinity();
+      for (int64_t i = 0; i < columns; ++i)
+        if (!allowed_bit(d.allowed, out.vocab_offset + i)) adjusted[i] = kMasked;
+    }
     return adjusted.data();
   };
   if (whole) {

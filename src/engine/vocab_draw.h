@@ -19,6 +19,9 @@ struct RowDraw {
   const SamplingParams* params = nullptr;  // race_splits_over_vocab(*params) for a slice
   int64_t position = 0;                    // where the token will sit (keys its stream)
   TokenHistory history;  // what adjust_logits reads (when adjusts_logits(*params))
+  // Structured output: the ids that may be drawn (engine/token_constraint.h's bitmask over the
+  // whole vocabulary); every other id is -infinity after the adjustments. null: no mask.
+  const uint32_t* allowed = nullptr;
 };
 
 // The token of a row whose logits hold a NaN or +infinity (overflowing weights or config): no
@@ -27,9 +30,9 @@ struct RowDraw {
 inline constexpr int32_t kNoTokenFromNonFiniteLogits = -1;
 
 // draws[i]'s token at [i], or kNoTokenFromNonFiniteLogits. Rows whose parameters adjust the logits
-// (penalties, logit_bias, min_tokens) are drawn from an adjusted copy. `ranks` is the model's (its
-// world holds the slices); every rank calls this with the same draws, which is a collective only
-// for sliced logits at world > 1.
+// (penalties, logit_bias, min_tokens) or that carry a mask are drawn from an adjusted copy. `ranks`
+// is the model's (its world holds the slices); every rank calls this with the same draws, which is
+// a collective only for sliced logits at world > 1.
 std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab,
                                  const std::vector<RowDraw>& draws, Comm& ranks);
 

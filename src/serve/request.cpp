@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/json_excerpt.h"
+#include "serve/structured_output.h"
 
 namespace dsinfer {
 
@@ -267,6 +268,9 @@ Job parse_request(const json& body, bool chat, const ChatFormatter& chat_formatt
   if (tokenizer.eos_id() >= 0 && !field<bool>(body, "ignore_eos", false, "a boolean"))
     p.stop_ids = {tokenizer.eos_id()};
   sampling_adjustments(body, tokenizer.vocab_size(), p);
+  RequestedGrammar grammar = parse_output_grammar(body);
+  p.grammar = std::move(grammar.grammar);
+  job.grammar_param = std::move(grammar.param);
   job.stop = stop_strings(body);
   job.stream = field<bool>(body, "stream", false, "a boolean");
   const json so = body.value("stream_options", json());

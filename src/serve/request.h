@@ -51,6 +51,8 @@ struct Job {
   std::string prompt_text;
   bool echo = false;
   OutputParserOptions parse;
+  // Structured output: the request field params.grammar came from (serve/structured_output.h)
+  std::string grammar_param;
 };
 
 // body[name] as a T (fallback when absent or null); another type is a 400 naming the field.

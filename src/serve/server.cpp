@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "core/json_excerpt.h"
 #include "core/log.h"
+#include "grammar/grammar_engine.h"
 #include "parallel/comm.h"
 #include "serve/connection_probe.h"
 #include "serve/guarded_http_server.h"
@@ -30,6 +31,7 @@
 #include "serve/output.h"
 #include "serve/request.h"
 #include "serve/responses.h"
+#include "serve/structured_output.h"
 #include "serve/token_channel.h"
 
 namespace dsinfer {
@@ -56,6 +58,13 @@ void answer(httplib::Response& res, int error_status, Work&& work) {
   }
 }
 
+// Every rank's grammar engine over the model's vocabulary (compiling with up to 8 threads).
+std::unique_ptr<GrammarEngine> make_grammar_engine(const Tokenizer& tokenizer,
+                                                   const ModelConfig& config) {
+  const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  return std::make_unique<GrammarEngine>(grammar_vocabulary(tokenizer, config.vocab_size), threads);
+}
+
 class Server {
  public:
   Server(const ChatFormatter& chat, const ServeOptions& o)
@@ -65,8 +74,9 @@ class Server {
   // > 1), serves until a signal, drains, stops the other ranks.
   void run(const std::function<std::unique_ptr<Transformer>()>& load);
 
-  static EngineOptions engine_options(const ServeOptions& o) {
+  static EngineOptions engine_options(const ServeOptions& o, GrammarEngine& grammar) {
     EngineOptions e;
+    e.make_constraint = grammar.factory();
     e.step_tokens = o.step_tokens;
     e.max_running = o.max_running;
     e.prefix_cache = o.prefix_cache;
@@ -119,6 +129,7 @@ class Server {
   const Tokenizer& tokenizer_;
   ServeOptions o_;
   std::unique_ptr<KVCache> cache_;
+  std::unique_ptr<GrammarEngine> grammar_;  // structured output (before engine_: it goes after)
   std::unique_ptr<Engine> engine_;
   std::atomic<int> state_{kLoading};
   std::mutex work_mutex_;
@@ -323,6 +334,17 @@ void Server::handle(const httplib::Request& req, const std::string& body_text,
   const json body = parse_body(body_text);
   std::vector<Job> jobs =
       parse_requests(body, chat, chat_, o_.served_model_name, model_->config().max_seq_len);
+  // structured output: compiled here, on the request's thread (the engine's constraint then
+  // comes from the compiled grammars' cache); what the grammar engine refuses is a 400
+  for (Job& job : jobs)
+    if (job.params.grammar.kind != OutputGrammar::Kind::kNone) {
+      keep_schema_order(body_text, job.grammar_param, job.params.grammar);
+      try {
+        grammar_->validate(job.params.grammar);
+      } catch (const Error& e) {
+        reject(e.what(), job.grammar_param);
+      }
+    }
   // every choice is a sequence: n per prompt, each a slot
   const int slots = static_cast<int>(jobs.size()) * jobs[0].n;
   if (in_flight_.fetch_add(slots) + slots > o_.max_running + o_.max_queued) {
@@ -785,7 +807,8 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
     metrics_.kv_budget_blocks = cache_->total_blocks();
     log_info("serve: KV cache of ", cache_->budget_positions(), " positions (",
              kv_dtype_name(o_.kv_dtype), ", ", cache_->budget_bytes() / (1 << 20), " MiB at most)");
-    engine_ = std::make_unique<Engine>(*model_, *cache_, engine_options(o_));
+    grammar_ = make_grammar_engine(tokenizer_, model_->config());
+    engine_ = std::make_unique<Engine>(*model_, *cache_, engine_options(o_, *grammar_));
   } catch (...) {
     http.stop();
     listener.join();
@@ -859,7 +882,8 @@ void serve(const std::function<std::unique_ptr<Transformer>()>& load, Comm& comm
     KVCache cache(model->config(),
                   kv_budget_or_default(options.kv_cache_tokens, model->config(), options.kv_dtype),
                   options.kv_dtype);
-    Engine engine(*model, cache, Server::engine_options(options));
+    const auto grammar = make_grammar_engine(chat.tokenizer(), model->config());
+    Engine engine(*model, cache, Server::engine_options(options, *grammar));
     while (engine.follow()) {
     }
     return;

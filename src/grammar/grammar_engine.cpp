@@ -1,0 +1,135 @@
+#include "grammar/grammar_engine.h"
+
+#include <dlpack/dlpack.h>
+#include <xgrammar/xgrammar.h>
+
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
+
+#include "core/error.h"
+#include "grammar/json_schema_support.h"
+
+namespace dsinfer {
+
+std::vector<std::string> grammar_vocabulary(const Tokenizer& tokenizer, int64_t vocab_size) {
+  std::vector<std::string> vocabulary(static_cast<size_t>(vocab_size));
+  const int64_t known = std::min(vocab_size, tokenizer.vocab_size());
+  for (int64_t id = 0; id < known; ++id) {
+    const int32_t i = static_cast<int32_t>(id);
+    if (tokenizer.is_special(i)) continue;
+    if (const auto bytes = tokenizer.token_bytes(i)) vocabulary[id] = std::string(*bytes);
+  }
+  return vocabulary;
+}
+
+namespace {
+
+// xgrammar's matcher behind the engine's interface.
+class XGrammarConstraint final : public TokenConstraint {
+ public:
+  XGrammarConstraint(const xgrammar::CompiledGrammar& grammar, const std::vector<int32_t>& stops,
+                     int64_t vocab_size)
+      : matcher_(grammar,
+                 stops.empty() ? std::nullopt
+                               : std::optional<std::vector<int>>(
+                                     std::vector<int>(stops.begin(), stops.end())),
+                 /*terminate_without_stop_token=*/stops.empty()),
+        vocab_size_(vocab_size) {}
+
+  bool next_allowed(std::vector<uint32_t>& allowed) override {
+    int64_t words = xgrammar::GetBitmaskSize(static_cast<int>(vocab_size_));
+    allowed.resize(static_cast<size_t>(words));
+    DLTensor t{};  // [words] int32, the layout xgrammar fills
+    t.data = allowed.data();
+    t.device = DLDevice{kDLCPU, 0};
+    t.ndim = 1;
+    t.dtype = xgrammar::GetBitmaskDLType();
+    t.shape = &words;
+    return matcher_.FillNextTokenBitmask(&t);
+  }
+  bool accept(int32_t token) override { return matcher_.AcceptToken(token); }
+  bool complete() const override { return matcher_.IsTerminated(); }
+
+ private:
+  xgrammar::GrammarMatcher matcher_;
+  int64_t vocab_size_;
+};
+
+}  // namespace
+
+struct GrammarEngine::Impl {
+  Impl(const std::vector<std::string>& vocabulary, int threads)
+      : vocab_size(static_cast<int64_t>(vocabulary.size())),
+        tokenizer(vocabulary, xgrammar::VocabType::RAW, static_cast<int>(vocabulary.size())),
+        compiler(tokenizer, threads, /*cache_enabled=*/true, kCacheBytes) {}
+
+  // Compiled grammars kept (least recently used dropped beyond it).
+  static constexpr int64_t kCacheBytes = int64_t{256} << 20;
+
+  xgrammar::CompiledGrammar compile(const OutputGrammar& g) {
+    using Kind = OutputGrammar::Kind;
+    try {
+      switch (g.kind) {
+        case Kind::kJsonObject:
+          return compiler.CompileJSONSchema(R"({"type":"object"})", /*any_whitespace=*/false,
+                                            std::nullopt, std::nullopt, /*strict_mode=*/false);
+        case Kind::kJsonSchema: {
+          // keywords xgrammar would skip are an error here (json_schema_support.h)
+          const nlohmann::json schema = nlohmann::json::parse(g.text, nullptr, false);
+          check(!schema.is_discarded(), "the JSON Schema is not valid JSON");
+          check_schema_support(schema);
+          // compact JSON (no free whitespace): a model cannot pad its answer with spaces forever
+          return compiler.CompileJSONSchema(g.text, /*any_whitespace=*/false, std::nullopt,
+                                            std::nullopt, g.strict);
+        }
+        case Kind::kGbnf:
+          return compiler.CompileGrammar(g.text, "root");
+        case Kind::kRegex:
+          return compiler.CompileRegex(g.text);
+        case Kind::kNone:
+          break;
+      }
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail("structured output: ", first_line(e.what()));
+    }
+    fail("structured output: no grammar to compile");
+  }
+
+  // xgrammar's message cut to its first line, without the source location it starts with
+  // ("[time] path/file.cc:820: ").
+  static std::string first_line(const std::string& what) {
+    const std::string line = what.substr(0, what.find('\n'));
+    static const std::regex location(R"(^[^ ]*\.(cc|h):[0-9]+: )");
+    std::smatch m;
+    const std::string::size_type cut = line.find("] ");
+    const std::string rest =
+        cut != std::string::npos && line[0] == '[' ? line.substr(cut + 2) : line;
+    return std::regex_search(rest, m, location) ? m.suffix().str() : rest;
+  }
+
+  int64_t vocab_size;
+  xgrammar::TokenizerInfo tokenizer;
+  xgrammar::GrammarCompiler compiler;
+};
+
+GrammarEngine::GrammarEngine(const std::vector<std::string>& vocabulary, int threads)
+    : impl_(std::make_unique<Impl>(vocabulary, threads)) {}
+
+GrammarEngine::~GrammarEngine() = default;
+
+void GrammarEngine::validate(const OutputGrammar& grammar) { impl_->compile(grammar); }
+
+std::unique_ptr<TokenConstraint> GrammarEngine::constraint(const SamplingParams& params) {
+  return std::make_unique<XGrammarConstraint>(impl_->compile(params.grammar), params.stop_ids,
+                                              impl_->vocab_size);
+}
+
+ConstraintFactory GrammarEngine::factory() {
+  return [this](const SamplingParams& params) { return constraint(params); };
+}
+
+}  // namespace dsinfer

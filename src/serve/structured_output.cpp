@@ -1,0 +1,117 @@
+#include "serve/structured_output.h"
+
+#include "core/json_source.h"
+#include "serve/request.h"
+
+namespace dsinfer {
+
+using json = nlohmann::json;
+
+namespace {
+
+// A schema given as a JSON object or boolean; anything else is a 400 naming `param`.
+OutputGrammar schema_grammar(const json& schema, bool strict, const std::string& param) {
+  if (!schema.is_object() && !schema.is_boolean())
+    reject(param + " must be a JSON Schema (an object)", param);
+  return {OutputGrammar::Kind::kJsonSchema, schema.dump(), strict};
+}
+
+std::string text_field(const json& body, const char* name, const char* what) {
+  const json& v = body[name];
+  if (!v.is_string() || v.get<std::string>().empty())
+    reject(std::string(name) + " must be " + what + " (a non-empty string)", name);
+  return v.get<std::string>();
+}
+
+RequestedGrammar response_format(const json& format) {
+  const std::string param = "response_format";
+  if (!format.is_object() || !format.contains("type") || !format["type"].is_string())
+    reject("response_format must be an object with a type: text, json_object or json_schema",
+           param);
+  const std::string type = format["type"].get<std::string>();
+  if (type == "text") return {};
+  if (type == "json_object") {
+    const json schema = format.value("schema", json());  // llama.cpp's extension
+    if (!schema.is_null())
+      return {schema_grammar(schema, false, param + ".schema"), param + ".schema"};
+    return {{OutputGrammar::Kind::kJsonObject, "", false}, param};
+  }
+  if (type == "json_schema") {
+    const json spec = format.value("json_schema", json());
+    if (!spec.is_object() || !spec.contains("schema"))
+      reject("response_format json_schema needs json_schema: {name, schema, strict}",
+             param + ".json_schema");
+    const json strict = spec.value("strict", json());
+    if (!strict.is_null() && !strict.is_boolean())
+      reject("response_format.json_schema.strict must be a boolean", param + ".json_schema.strict");
+    return {schema_grammar(spec["schema"], strict.is_boolean() && strict.get<bool>(),
+                           param + ".json_schema.schema"),
+            param + ".json_schema.schema"};
+  }
+  reject("response_format type \"" + type.substr(0, 40) +
+             "\" is not supported (text, json_object or json_schema)",
+         param + ".type");
+}
+
+}  // namespace
+
+RequestedGrammar parse_output_grammar(const json& body) {
+  RequestedGrammar out;
+  int given = 0;
+  auto present = [&](const char* name) {
+    const bool yes = body.contains(name) && !body[name].is_null();
+    given += yes;
+    return yes;
+  };
+  // a grammar text field: kGbnf or kRegex
+  auto text_grammar = [&](const char* name, OutputGrammar::Kind kind, const char* what) {
+    out.grammar.kind = kind;
+    out.grammar.text = text_field(body, name, what);
+    out.param = name;
+  };
+  if (present("response_format")) out = response_format(body["response_format"]);
+  if (present("json_schema")) {
+    out.grammar = schema_grammar(body["json_schema"], false, "json_schema");
+    out.param = "json_schema";
+  }
+  if (present("guided_json")) {
+    const json& g = body["guided_json"];
+    const json schema = g.is_string() ? json::parse(g.get<std::string>(), nullptr, false) : g;
+    if (schema.is_discarded()) reject("guided_json is not valid JSON", "guided_json");
+    out.grammar = schema_grammar(schema, false, "guided_json");
+    out.param = "guided_json";
+  }
+  if (present("grammar")) text_grammar("grammar", OutputGrammar::Kind::kGbnf, "a GBNF grammar");
+  if (present("guided_grammar"))
+    text_grammar("guided_grammar", OutputGrammar::Kind::kGbnf, "a GBNF grammar");
+  if (present("guided_regex"))
+    text_grammar("guided_regex", OutputGrammar::Kind::kRegex, "a regular expression");
+  if (given > 1)
+    reject(
+        "give at most one of response_format, json_schema, grammar, guided_json, guided_regex "
+        "and guided_grammar",
+        out.param);
+  return out;
+}
+
+void keep_schema_order(const std::string& body_text, const std::string& param,
+                       OutputGrammar& grammar) {
+  if (grammar.kind != OutputGrammar::Kind::kJsonSchema) return;
+  std::vector<std::string> path;
+  for (size_t start = 0;;) {
+    const size_t dot = param.find('.', start);
+    path.push_back(param.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  const std::optional<std::string_view> source = json_source_at(body_text, path);
+  if (!source || source->empty()) return;
+  if (source->front() == '{') {
+    grammar.text = std::string(*source);
+  } else if (source->front() == '"') {  // guided_json given as a string: the schema's own text
+    const json text = json::parse(*source, nullptr, false);
+    if (text.is_string()) grammar.text = text.get<std::string>();
+  }
+}
+
+}  // namespace dsinfer

@@ -1,0 +1,134 @@
+// Structured output on the engine (engine/token_constraint.h, grammar/grammar_engine.h): a
+// constrained request's tokens are the same alone as among others and with its prompt cut into
+// chunks (batch invariance); json_object, GBNF and regex grammars hold; a grammar's end ends a
+// request without stop ids; schemas with keywords the grammar engine lacks are refused naming the
+// keyword. 100 seeded samples per schema: structured_output_samples_test (label slow).
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "grammar/json_schema_support.h"
+#include "structured_output_support.h"
+
+namespace dsinfer {
+namespace {
+
+using json = nlohmann::json;
+using test::Answer;
+using test::chat_prompt;
+using test::loaded;
+using test::Loaded;
+using test::run_together;
+using test::schema_params;
+using test::test_schemas;
+using test::tokenizer;
+using Tokens = std::vector<int32_t>;
+
+TEST(StructuredOutput, AloneEqualsAmongOthersAndChunked) {
+  Loaded& m = loaded("tiny-v3-story");
+  const json schema = test_schemas()[1];
+  const Tokens prompt = chat_prompt("Give me a color, some tags and a small number.");
+  std::vector<std::pair<Tokens, SamplingParams>> rs;
+  for (uint64_t seed = 0; seed < 24; ++seed) {
+    // others: constrained and not, other prompts
+    SamplingParams other = schema_params(test_schemas()[seed % 3], 1000 + seed);
+    if (seed % 4 == 0) other.grammar = {};
+    rs.push_back({chat_prompt("other " + std::to_string(seed)), other});
+  }
+  const SamplingParams mine = schema_params(schema, 7);
+  rs.insert(rs.begin() + 11, {prompt, mine});
+  const Answer together = run_together(m, rs)[11];
+  const Answer alone = run_together(m, {{prompt, mine}})[0];
+  const Answer chunked = run_together(m, {{prompt, mine}}, /*step_tokens=*/3)[0];
+  ASSERT_EQ(alone.reason, FinishReason::kStop) << alone.error;
+  EXPECT_EQ(together.tokens, alone.tokens);
+  EXPECT_EQ(chunked.tokens, alone.tokens);
+  // and the mask is what made it JSON: the same seed unconstrained draws other text
+  SamplingParams free = mine;
+  free.grammar = {};
+  EXPECT_NE(run_together(m, {{prompt, free}})[0].tokens, alone.tokens);
+}
+
+TEST(StructuredOutput, JsonObjectGbnfAndRegex) {
+  Loaded& m = loaded("tiny-v3-story");
+  const Tokens prompt = chat_prompt("Answer.");
+  SamplingParams p;
+  p.max_new_tokens = 40;
+  p.stop_ids = {tokenizer().eos_id()};
+  std::vector<std::pair<Tokens, SamplingParams>> rs;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    p.seed = seed;
+    p.temperature = 1.0f;
+    p.grammar = {OutputGrammar::Kind::kJsonObject, "", false};
+    rs.push_back({prompt, p});
+    p.grammar = {OutputGrammar::Kind::kGbnf, R"(root ::= "yes" | "no" | "maybe " [0-9] [0-9]?)",
+                 false};
+    rs.push_back({prompt, p});
+    p.grammar = {OutputGrammar::Kind::kRegex, R"([a-c]{2,4}-[0-9]{3})", false};
+    rs.push_back({prompt, p});
+  }
+  const std::vector<Answer> answers = run_together(m, rs);
+  for (size_t i = 0; i < answers.size(); ++i) {
+    const Answer& a = answers[i];
+    const std::string text = a.text();
+    switch (i % 3) {
+      case 0: {
+        // any object: the random draw may run out of tokens inside a string, so an answer
+        // cut by max_tokens must be a prefix of an object, a finished one an object
+        if (a.reason == FinishReason::kStop) {
+          const json v = json::parse(text, nullptr, false);
+          EXPECT_TRUE(v.is_object()) << text;
+        } else {
+          EXPECT_EQ(a.reason, FinishReason::kLength) << a.error;
+          EXPECT_EQ(text.substr(0, 1), "{") << text;
+        }
+        break;
+      }
+      case 1:
+        EXPECT_EQ(a.reason, FinishReason::kStop) << a.error;
+        EXPECT_TRUE(std::regex_match(text, std::regex("yes|no|maybe [0-9][0-9]?"))) << text;
+        break;
+      case 2:
+        EXPECT_EQ(a.reason, FinishReason::kStop) << a.error;
+        EXPECT_TRUE(std::regex_match(text, std::regex("[a-c]{2,4}-[0-9]{3}"))) << text;
+        break;
+    }
+  }
+}
+
+TEST(StructuredOutput, WithoutStopIdsTheGrammarsEndEndsTheRequest) {
+  Loaded& m = loaded("tiny-v3-chat");
+  SamplingParams p;
+  p.max_new_tokens = 50;
+  p.grammar = {OutputGrammar::Kind::kGbnf, R"(root ::= "ok")", false};
+  const Answer a = run_together(m, {{chat_prompt("Say ok."), p}})[0];
+  EXPECT_EQ(a.reason, FinishReason::kStop) << a.error;
+  EXPECT_EQ(a.text(), "ok");
+}
+
+TEST(StructuredOutput, UnsupportedSchemaFeaturesAreNamed) {
+  GrammarEngine& g = *loaded("tiny-v3-chat").grammar;
+  auto error = [&](const std::string& schema) {
+    return test::error_of([&] { g.validate({OutputGrammar::Kind::kJsonSchema, schema, true}); });
+  };
+  EXPECT_NE(error(R"({"type": "object", "properties": {"a": {"not": {"type": "string"}}}})")
+                .find("keyword \"not\" (at #/properties/a)"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"type": "array", "uniqueItems": true})").find("\"uniqueItems\""),
+            std::string::npos);
+  EXPECT_NE(error(R"({"type": "string", "format": "credit-card"})").find("\"credit-card\""),
+            std::string::npos);
+  EXPECT_NE(error(R"({"type": "object", "if": {}, "then": {}})").find("\"if\""), std::string::npos);
+  EXPECT_NE(error("[1, 2]").find("not an object or a boolean"), std::string::npos);
+  EXPECT_NE(error("{not json").find("not valid JSON"), std::string::npos);
+  // a bad grammar: xgrammar's own message, one line
+  const std::string gbnf = test::error_of([&] {
+    g.validate({OutputGrammar::Kind::kGbnf, "root ::= (", false});
+  });
+  EXPECT_NE(gbnf.find("structured output"), std::string::npos) << gbnf;
+  // and a supported schema compiles
+  EXPECT_NO_THROW(g.validate({OutputGrammar::Kind::kJsonSchema, test_schemas()[2].dump(), true}));
+}
+
+}  // namespace
+}  // namespace dsinfer
