@@ -482,7 +482,7 @@ bool Engine::run_step() {
   PlannedStep plan = plan_step();
   stats_.prefilled_tokens += plan.prefill_tokens;
   const double start = now_seconds();
-  StepOutput out;
+  StepOutput& out = step_output_;  // its buffers kept from step to step (see engine.h)
   model_.forward(plan.step, cache_, out);
   const DrawnRows drawn = draw_rows(plan, out);
   MtpCatchUp catch_up;
