@@ -562,6 +562,107 @@ TEST(Serve, StructuredOutputIsValidInTheSchemasOrderStreamedOrNot) {
   EXPECT_EQ(server.post("/v1/chat/completions", chat_body("Hi", 3).dump())->status, 200);
 }
 
+// Tools the model sees and tool_choice enforced (chat/tool_prompt.h, serve/structured_output.h):
+// the V3 template's prompt gets the tool list; "required" and a named function make the answer a
+// tool-call section that parses into tool_calls (finish_reason "tool_calls") whose arguments are
+// valid against the tool's parameters; parallel_tool_calls false means one call.
+TEST(Serve, ForcedToolCallsParseAndTheirArgumentsAreValid) {
+  Served server;
+  const json tools = json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city.",
+     "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+       "unit": {"enum": ["c", "f"]}}, "required": ["city", "unit"]}}},
+    {"type": "function", "function": {"name": "get_time",
+     "parameters": {"type": "object", "properties": {"zone": {"enum": ["utc", "cet"]}},
+       "required": ["zone"]}}}])");
+  auto schema_of = [&](const std::string& name) {
+    for (const json& t : tools)
+      if (t["function"]["name"] == name) return t["function"]["parameters"];
+    return json();
+  };
+  // the prompt holds the tools
+  auto tok = server.post(
+      "/tokenize",
+      json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"tools", tools}}.dump());
+  ASSERT_TRUE(tok && tok->status == 200);
+  auto text = server.post("/detokenize", json{{"tokens", json::parse(tok->body)["tokens"]}}.dump());
+  const std::string prompt = json::parse(text->body)["prompt"];
+  EXPECT_NE(prompt.find("### get_weather\nDescription: Weather of a city."), std::string::npos)
+      << prompt;
+  EXPECT_NE(prompt.find("\"zone\":{\"enum\":[\"utc\",\"cet\"]}"), std::string::npos) << prompt;
+  auto calls_of = [&](const json& choice_body, bool parallel, uint64_t seed) {
+    json b = chat_body("What is the weather in Oslo?", 400);
+    b["temperature"] = 1.0;
+    b["seed"] = seed;
+    b["tools"] = tools;
+    b["tool_choice"] = choice_body;
+    b["parallel_tool_calls"] = parallel;
+    auto r = server.post("/v1/chat/completions", b.dump());
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "");
+    const json c = json::parse(r->body)["choices"][0];
+    EXPECT_EQ(c["finish_reason"], "tool_calls") << c.dump();
+    return c["message"].value("tool_calls", json::array());
+  };
+  std::set<std::string> names;
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    const json calls = calls_of("required", false, seed);
+    ASSERT_EQ(calls.size(), 1u) << calls.dump();
+    const std::string name = calls[0]["function"]["name"];
+    names.insert(name);
+    const json args = json::parse(calls[0]["function"]["arguments"].get<std::string>());
+    EXPECT_EQ(test::schema_violation(args, schema_of(name), schema_of(name)), "") << args.dump();
+    // a named function: that one
+    const json named =
+        calls_of({{"type", "function"}, {"function", {{"name", "get_time"}}}}, true, seed);
+    ASSERT_EQ(named.size(), 1u) << named.dump();
+    EXPECT_EQ(named[0]["function"]["name"], "get_time");
+    const json targs = json::parse(named[0]["function"]["arguments"].get<std::string>());
+    EXPECT_EQ(test::schema_violation(targs, schema_of("get_time"), schema_of("get_time")), "");
+  }
+  EXPECT_EQ(names.size(), 2u) << "the seeds should pick both tools";
+  // bad combinations are 400s naming tool_choice
+  json bad = chat_body("x", 5);
+  bad["tools"] = tools;
+  bad["tool_choice"] = {{"type", "function"}, {"function", {{"name", "nope"}}}};
+  auto e = server.post("/v1/chat/completions", bad.dump());
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, 400);
+  EXPECT_EQ(json::parse(e->body)["error"]["param"], "tool_choice");
+  bad["tool_choice"] = "required";
+  bad["response_format"] = {{"type", "json_object"}};
+  e = server.post("/v1/chat/completions", bad.dump());
+  EXPECT_EQ(e->status, 400);
+  EXPECT_NE(e->body.find("cannot both"), std::string::npos) << e->body;
+}
+
+// --chat-template FILE replaces the checkpoint's template: with DeepSeek-V3.1's, the tool list and
+// forced calls take V3.1's call format (NAME<｜tool▁sep｜>ARGUMENTS), and the calls still parse.
+TEST(Serve, AChatTemplateFileBringsItsOwnToolCallFormat) {
+  Served server({"--chat-template", test::data_path("chat_templates/deepseek-v3.1.jinja")});
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_time",
+     "parameters": {"type": "object", "properties": {"zone": {"enum": ["utc", "cet"]}},
+       "required": ["zone"]}}}])");
+  auto tok = server.post(
+      "/tokenize",
+      json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"tools", tools}}.dump());
+  ASSERT_TRUE(tok && tok->status == 200);
+  auto text = server.post("/detokenize", json{{"tokens", json::parse(tok->body)["tokens"]}}.dump());
+  const std::string prompt = json::parse(text->body)["prompt"];
+  EXPECT_NE(prompt.find("<｜tool▁call▁begin｜>tool_call_name<｜tool▁sep｜>tool_call_arguments"),
+            std::string::npos)
+      << prompt;
+  json b = chat_body("What time is it?", 200);
+  b["tools"] = tools;
+  b["tool_choice"] = "required";
+  b["parallel_tool_calls"] = false;
+  auto r = server.post("/v1/chat/completions", b.dump());
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "");
+  const json c = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(c["finish_reason"], "tool_calls") << c.dump();
+  ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << c.dump();
+  EXPECT_EQ(c["message"]["tool_calls"][0]["function"]["name"], "get_time");
+}
+
 // n > 1: n choices of one prompt, each sampled with its own index in the random key, so choice 0
 // is the answer of the same request with n = 1 and the others differ; streamed, the chunks of
 // each index add up to the same texts; usage sums the completion tokens.

@@ -19,7 +19,8 @@ struct ServeCliOptions {
   ModelOptions model;
   ServeOptions serve;
   std::string api_key_file;
-  bool api_key_given = false;  // --api-key "" must not mean "no authentication" silently
+  std::string chat_template_file;  // --chat-template: replaces the checkpoint's template
+  bool api_key_given = false;      // --api-key "" must not mean "no authentication" silently
 };
 
 std::string read_key(const std::string& path) {
@@ -48,7 +49,10 @@ void run_serve(ServeCliOptions o) {
   if (o.serve.served_model_name.empty()) o.serve.served_model_name = "dsinfer";
   const ModelConfig config = o.model.load_config();
   const Tokenizer tokenizer = Tokenizer::load(o.model.ckpt_path);
-  const ChatFormatter chat(tokenizer);
+  const ChatFormatter chat(tokenizer,
+                           o.chat_template_file.empty()
+                               ? std::string()
+                               : read_input_file(o.chat_template_file, "--chat-template", 1 << 20));
   auto comm = make_comm();
   log_info(config.summary());
   ServeOptions serve_options = o.serve;
@@ -75,6 +79,11 @@ Command register_serve(CLI::App& app, const KernelConfig& kernels) {
   o->model.add_to(sub, kernels);
   o->model.add_mtp_to(sub);
   o->model.add_kv_cache_dtype_to(sub);
+  sub->add_option("--chat-template", o->chat_template_file,
+                  "a Jinja chat template file used instead of the checkpoint's (its "
+                  "tokenizer_config.json chat_template). Tools a template does not write itself "
+                  "go into the system prompt, in the call format the template uses")
+      ->check(CLI::ExistingFile);
   sub->add_flag("--prefix-cache,!--no-prefix-cache", o->serve.prefix_cache,
                 "reuse the cached blocks of earlier prompts' shared prefixes (default); "
                 "--no-prefix-cache prefills "

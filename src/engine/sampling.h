@@ -21,6 +21,7 @@ struct OutputGrammar {
     kJsonSchema,  // a value valid against the JSON Schema in `text`
     kGbnf,   // the grammar in `text`, root rule "root" (llama.cpp's GBNF, as xgrammar reads it)
     kRegex,  // a string matching the regular expression in `text`
+    kStructuralTag,  // xgrammar's structural tag JSON in `text` (forced tool calls)
   };
   Kind kind = Kind::kNone;
   std::string text;

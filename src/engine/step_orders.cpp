@@ -140,7 +140,7 @@ StepOrders decode_orders(const std::string& bytes) {
         p.min_tokens = r.get<int32_t>();
         p.min_p = r.get<float>();
         p.grammar.kind = r.get<OutputGrammar::Kind>();
-        check(p.grammar.kind <= OutputGrammar::Kind::kRegex,
+        check(p.grammar.kind <= OutputGrammar::Kind::kStructuralTag,
               "step orders from rank 0 name an unknown grammar kind");
         p.grammar.strict = r.get<uint8_t>() != 0;
         const std::vector<char> text = r.get_vector<char>();

@@ -26,6 +26,21 @@ std::vector<std::string> grammar_vocabulary(const Tokenizer& tokenizer, int64_t 
 
 namespace {
 
+// Every "json_schema" value of a structural tag, checked as a response_format schema is.
+void check_embedded_schemas(const nlohmann::json& node, int depth) {
+  check(depth <= 64, "the structural tag nests deeper than 64 levels");
+  if (node.is_object()) {
+    for (const auto& [key, value] : node.items()) {
+      if (key == "json_schema" && (value.is_object() || value.is_boolean()))
+        check_schema_support(value);
+      else
+        check_embedded_schemas(value, depth + 1);
+    }
+  } else if (node.is_array()) {
+    for (const nlohmann::json& item : node) check_embedded_schemas(item, depth + 1);
+  }
+}
+
 // xgrammar's matcher behind the engine's interface.
 class XGrammarConstraint final : public TokenConstraint {
  public:
@@ -88,6 +103,13 @@ struct GrammarEngine::Impl {
           return compiler.CompileGrammar(g.text, "root");
         case Kind::kRegex:
           return compiler.CompileRegex(g.text);
+        case Kind::kStructuralTag: {
+          // the schemas inside (a forced tool call's parameters) meet the same checks
+          const nlohmann::json tag = nlohmann::json::parse(g.text, nullptr, false);
+          check(!tag.is_discarded(), "the structural tag is not valid JSON");
+          check_embedded_schemas(tag, 0);
+          return compiler.CompileStructuralTag(g.text);
+        }
         case Kind::kNone:
           break;
       }

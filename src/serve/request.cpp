@@ -269,6 +269,17 @@ Job parse_request(const json& body, bool chat, const ChatFormatter& chat_formatt
     p.stop_ids = {tokenizer.eos_id()};
   sampling_adjustments(body, tokenizer.vocab_size(), p);
   RequestedGrammar grammar = parse_output_grammar(body);
+  if (chat) {
+    RequestedGrammar calls =
+        tool_choice_grammar(body, body.value("tools", json()), chat_formatter.tool_call_format());
+    if (calls.grammar.kind != OutputGrammar::Kind::kNone) {
+      if (grammar.grammar.kind != OutputGrammar::Kind::kNone)
+        reject("tool_choice \"required\" or a named function and " + grammar.param +
+                   " cannot both constrain the answer",
+               "tool_choice");
+      grammar = std::move(calls);
+    }
+  }
   p.grammar = std::move(grammar.grammar);
   job.grammar_param = std::move(grammar.param);
   job.stop = stop_strings(body);

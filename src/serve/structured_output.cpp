@@ -94,6 +94,72 @@ RequestedGrammar parse_output_grammar(const json& body) {
   return out;
 }
 
+namespace {
+
+// One tool's call as a structural tag's tag: begin .. NAME .. arguments .. end.
+json call_tag(const json& tool, const ToolCallFormat& f) {
+  const json& fn = tool["function"];
+  json schema = fn.value("parameters", json());
+  if (schema.is_null()) schema = json{{"type", "object"}};
+  return {
+      {"type", "tag"},
+      {"begin", f.call_begin + fn["name"].get<std::string>() + f.name_to_arguments},
+      // at most one space where JSON allows whitespace: a model cannot pad a call forever
+      {"content", {{"type", "json_schema"}, {"json_schema", schema}, {"max_whitespace_cnt", 1}}},
+      {"end", f.call_end}};
+}
+
+}  // namespace
+
+RequestedGrammar tool_choice_grammar(const json& body, const json& tools,
+                                     const std::optional<ToolCallFormat>& format) {
+  const json choice = body.value("tool_choice", json());
+  if (choice.is_null() || choice == "auto" || choice == "none") return {};
+  const bool required = choice == "required";
+  const bool named = choice.is_object() && choice.value("type", json()) == "function" &&
+                     choice.contains("function") && choice["function"].is_object() &&
+                     choice["function"].value("name", json()).is_string();
+  if (!required && !named)
+    reject(
+        "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+        "\"function\": {\"name\": ...}}",
+        "tool_choice");
+  if (!tools.is_array() || tools.empty()) reject("tool_choice needs tools", "tool_choice");
+  if (!format)
+    reject("this model's chat template writes no tool calls, so tool_choice cannot be enforced",
+           "tool_choice");
+  const bool parallel = field<bool>(body, "parallel_tool_calls", true, "a boolean");
+  json tags = json::array();
+  for (const json& tool : tools) {
+    if (!tool.is_object() || !tool.contains("function") || !tool["function"].is_object() ||
+        !tool["function"].value("name", json()).is_string())
+      reject("each tool must be {\"type\": \"function\", \"function\": {\"name\", ...}}", "tools");
+    if (named && tool["function"]["name"] != choice["function"]["name"]) continue;
+    tags.push_back(call_tag(tool, *format));
+  }
+  if (tags.empty())
+    reject("tool_choice names the function \"" +
+               choice["function"]["name"].get<std::string>().substr(0, 64) +
+               "\", which is not among the tools",
+           "tool_choice");
+  const json calls = {{"type", "tags_with_separator"},
+                      {"tags", tags},
+                      {"separator", format->separator},
+                      {"at_least_one", true},
+                      {"stop_after_first", named || !parallel}};
+  const json tag = {{"type", "structural_tag"},
+                    {"format",
+                     {{"type", "sequence"},
+                      {"elements",
+                       {{{"type", "const_string"}, {"value", format->calls_begin}},
+                        calls,
+                        {{"type", "const_string"}, {"value", format->calls_end}}}}}}};
+  RequestedGrammar out;
+  out.grammar = {OutputGrammar::Kind::kStructuralTag, tag.dump(), true};
+  out.param = "tool_choice";
+  return out;
+}
+
 void keep_schema_order(const std::string& body_text, const std::string& param,
                        OutputGrammar& grammar) {
   if (grammar.kind != OutputGrammar::Kind::kJsonSchema) return;

@@ -10,8 +10,10 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
+#include "chat/tool_prompt.h"
 #include "engine/sampling.h"
 
 namespace dsinfer {
@@ -22,6 +24,15 @@ struct RequestedGrammar {
 };
 
 RequestedGrammar parse_output_grammar(const nlohmann::json& body);
+
+// A chat request's tool_choice, enforced: "required" (at least one call of any tool; one only
+// with parallel_tool_calls false) or {"type": "function", "function": {"name"}} (that tool, once)
+// as a grammar over the template's tool-call `format`: the whole answer is the tool-call section,
+// each call's arguments valid against its tool's parameters. Kind kNone for "auto", "none" or no
+// tool_choice. A 400 for a name not among `tools`, tools without a usable format, or a
+// tool_choice of another shape.
+RequestedGrammar tool_choice_grammar(const nlohmann::json& body, const nlohmann::json& tools,
+                                     const std::optional<ToolCallFormat>& format);
 
 // A JSON Schema's text as the client wrote it, taken from the body's text (`body_text`, already
 // parsed as `grammar`'s request): nlohmann::json sorts an object's keys, and a constrained answer
