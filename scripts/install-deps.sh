@@ -7,14 +7,16 @@ packages=(cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libgtest-dev lib
 # --tests: also what only the tests use (Debian's torchrun, for the real-torchrun launch test; ping,
 #   for the delayed two-namespace test's round trip)
 # --fuzz: clang with libFuzzer and its sanitizer runtimes (the fuzz targets, tests/fuzz/README.md)
+# --browser: Debian's chromium, for the chat page's browser test (tests/serve_chat_page_test.cpp)
 # --peer: what the benchmarks (bench/peer/, bench/scale_out.sh) need beyond the build: numpy for
 #   make_gguf.py, ping for the scale-out benchmark's round-trip check
 for arg in "$@"; do
   case $arg in
     --tests) packages+=(python3-torch iputils-ping clang-format gdb) ;;
     --fuzz) packages+=(clang libclang-rt-dev) ;;
+    --browser) packages+=(chromium) ;;
     --peer) packages+=(python3-numpy iputils-ping) ;;
-    *) echo "usage: $0 [--tests] [--fuzz] [--peer]" >&2; exit 1 ;;
+    *) echo "usage: $0 [--tests] [--fuzz] [--browser] [--peer]" >&2; exit 1 ;;
   esac
 done
 missing=()

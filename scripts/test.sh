@@ -6,16 +6,23 @@
 # own command, which CI (.ci/run) runs after this one; SANITIZED=1 runs it here too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "${SANITIZED:-0}" != 0 ]; then scripts/install-deps.sh --tests --fuzz; else scripts/install-deps.sh --tests; fi
+# CI (ALL=1) also installs chromium for the chat page's browser test (about a minute of apt; the
+# quick run skips that test without it)
+extra=()
+if [ "${SANITIZED:-0}" != 0 ]; then extra+=(--fuzz); fi
+if [ "${ALL:-0}" != 0 ]; then extra+=(--browser); fi
+scripts/install-deps.sh --tests "${extra[@]}"
 scripts/check-format.sh  # the repo's .clang-format, before the (longer) build
 scripts/build.sh
-# the official openai npm client, for tests/serve_openai_client_test.cpp (skipped without it)
+# real clients from npm (tests/openai_client: the official openai client, puppeteer-core for the
+# chat page), for tests/serve_openai_client_test.cpp and serve_chat_page_test.cpp (skipped without)
 if command -v npm >/dev/null; then
   npm_dir="${BUILD_DIR:-build}/npm"
   mkdir -p "$npm_dir"
-  cp tests/openai_client/package.json tests/openai_client/check.mjs "$npm_dir/"
-  [ -d "$npm_dir/node_modules/openai" ] || npm install --prefix "$npm_dir" --silent --no-audit --no-fund \
-    || echo "warning: npm install of the openai client failed; its test will be skipped" >&2
+  cp tests/openai_client/package.json tests/openai_client/*.mjs "$npm_dir/"
+  { [ -d "$npm_dir/node_modules/openai" ] && [ -d "$npm_dir/node_modules/puppeteer-core" ]; } ||
+    npm install --prefix "$npm_dir" --silent --no-audit --no-fund ||
+    echo "warning: npm install of the client packages failed; their tests will be skipped" >&2
 fi
 # the quick run leaves the tests labelled slow out (minutes of perplexity and depth runs); ALL=1
 # (CI) runs them too, as do explicit label arguments (e.g. -L slow)

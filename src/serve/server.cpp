@@ -24,6 +24,7 @@
 #include "core/log.h"
 #include "grammar/grammar_engine.h"
 #include "parallel/comm.h"
+#include "serve/chat_page.h"
 #include "serve/connection_probe.h"
 #include "serve/guarded_http_server.h"
 #include "serve/http_policy.h"
@@ -628,7 +629,7 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
   allow_cross_origin(http, o_.allowed_origins);
   refuse_other_methods(http,
                        {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"},
-                       {"/v1/models", "/props", "/health", "/metrics"});
+                       {"/", "/v1/models", "/props", "/health", "/metrics"});
   auto model_object = [&] {
     return json{{"id", o_.served_model_name},
                 {"object", "model"},
@@ -724,6 +725,10 @@ void Server::run(const std::function<std::unique_ptr<Transformer>()>& load) {
              {"world_size", model_->comm().world_size()}}
             .dump(),
         "application/json");
+  });
+  // the chat page (serve/chat_page.h): static, so open without the key (the page asks for it)
+  http.Get("/", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(chat_page_html(), "text/html; charset=utf-8");
   });
   http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     const int state = state_;
