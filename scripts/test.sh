@@ -14,14 +14,16 @@ if [ "${ALL:-0}" != 0 ]; then extra+=(--browser); fi
 scripts/install-deps.sh --tests "${extra[@]}"
 scripts/check-format.sh  # the repo's .clang-format, before the (longer) build
 scripts/build.sh
-# real clients from npm (tests/openai_client: the official openai client, puppeteer-core for the
-# chat page), for tests/serve_openai_client_test.cpp and serve_chat_page_test.cpp (skipped without)
+# real clients from npm (tests/openai_client: the official openai client, the AI SDK, LangChain.js,
+# puppeteer-core for the chat page), for tests/serve_{openai_client,clients,chat_page}_test.cpp
+# (skipped without them)
 if command -v npm >/dev/null; then
   npm_dir="${BUILD_DIR:-build}/npm"
   mkdir -p "$npm_dir"
   cp tests/openai_client/package.json tests/openai_client/*.mjs "$npm_dir/"
-  { [ -d "$npm_dir/node_modules/openai" ] && [ -d "$npm_dir/node_modules/puppeteer-core" ]; } ||
-    npm install --prefix "$npm_dir" --silent --no-audit --no-fund ||
+  cmp -s tests/openai_client/package.json "$npm_dir/installed.json" ||
+    { npm install --prefix "$npm_dir" --silent --no-audit --no-fund &&
+      cp tests/openai_client/package.json "$npm_dir/installed.json"; } ||
     echo "warning: npm install of the client packages failed; their tests will be skipped" >&2
 fi
 # the quick run leaves the tests labelled slow out (minutes of perplexity and depth runs); ALL=1
