@@ -89,9 +89,38 @@ std::vector<char*> to_argv(std::vector<std::string>& words) {
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<char*> argv = to_argv(words);
-  execvp("mpirun", argv.data());
-  fail("run: cannot start mpirun (", std::strerror(errno),
-       "); install Open MPI (apt-get install openmpi-bin libopenmpi-dev) or use --comm gloo");
+  // mpirun stays our child: a SIGTERM to `run` reaches it as SIGUSR1, which Open MPI forwards to
+  // every rank (it would answer SIGTERM itself by killing the job and exiting non-zero, though
+  // serve's ranks had drained); serve takes SIGUSR1 as SIGTERM. Other commands end on it as they
+  // would on SIGTERM. SIGINT goes to the terminal's whole process group: mpirun handles it.
+  sigset_t forwarded;
+  sigemptyset(&forwarded);
+  sigaddset(&forwarded, SIGTERM);
+  sigprocmask(SIG_BLOCK, &forwarded, nullptr);
+  const pid_t mpirun = fork();
+  check(mpirun >= 0, "run: fork failed: ", std::strerror(errno));
+  if (mpirun == 0) {
+    sigprocmask(SIG_UNBLOCK, &forwarded, nullptr);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // `run` killed outright takes mpirun with it
+    execvp("mpirun", argv.data());
+    std::fprintf(stderr,
+                 "error: run: cannot start mpirun (%s); install Open MPI (apt-get install "
+                 "openmpi-bin libopenmpi-dev) or use --comm gloo\n",
+                 std::strerror(errno));
+    _exit(127);
+  }
+  signal(SIGINT, SIG_IGN);
+  // the forwarding thread: SIGTERM (blocked here, so only sigwait takes it) becomes SIGUSR1
+  std::thread([mpirun, forwarded] {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&forwarded, &sig) == 0) kill(mpirun, SIGUSR1);
+    }
+  }).detach();
+  int status = 0;
+  while (waitpid(mpirun, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 }
 
 // Sends `sig` to every rank still running.

@@ -870,6 +870,7 @@ sigset_t block_shutdown_signals() {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGUSR1);  // SIGTERM as `dsinfer run` forwards it through mpirun
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   return signals;
 }

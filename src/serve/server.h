@@ -42,7 +42,8 @@ struct ServeOptions {
   int draft_tokens = 1;           // with mtp: drafts per sequence and step
 };
 
-// Blocks SIGINT and SIGTERM in the calling thread and every thread it starts later (the model's
+// Blocks SIGINT, SIGTERM and SIGUSR1 (a SIGTERM as `dsinfer run` hands it through mpirun) in the
+// calling thread and every thread it starts later (the model's
 // workers included): call it first, so that only serve()'s watcher takes them.
 sigset_t block_shutdown_signals();
 
