@@ -58,6 +58,8 @@ struct Options {
   int system_words = 300;
   int turn_words = 24;
   int stagger_ms = 300;
+  // --response-format JSON: every request carries it (structured output's cost beside TPOT)
+  json response_format;
 };
 
 struct Sample {
@@ -94,6 +96,7 @@ Sample stream_chat(const Options& o, const json& messages) {
                {"temperature", 0},     {"ignore_eos", true},
                {"stream", true},       {"stream_options", {{"include_usage", true}}}};
   if (!o.model.empty()) body["model"] = o.model;
+  if (!o.response_format.is_null()) body["response_format"] = o.response_format;
   httplib::Request req;
   req.method = "POST";
   req.path = "/v1/chat/completions";
@@ -390,11 +393,19 @@ int main(int argc, char** argv) {
         o.turn_words = std::stoi(value());
       else if (a == "--stagger-ms")
         o.stagger_ms = std::stoi(value());
-      else if (a == "--help" || a == "-h") {
+      else if (a == "--response-format") {
+        o.response_format = json::parse(value(), nullptr, false);
+        if (!o.response_format.is_object()) {
+          std::fprintf(stderr, "error: --response-format needs a JSON object\n");
+          return 2;
+        }
+      } else if (a == "--help" || a == "-h") {
         std::printf(
             "serve_bench [--host H] [--port P] [--model M] [--concurrency 1,4,8,16] [--requests "
             "N]\n"
             "            [--prompt-words W] [--shared-prefix S] [--max-tokens T] [--json]\n"
+            "            [--response-format JSON] (each request's response_format: structured\n"
+            "            output's cost per token, against a run without it)\n"
             "serve_bench [--host H] [--port P] [--model M] --conversations U [--turns T]\n"
             "            [--system-words P] [--turn-words W] [--stagger-ms MS] [--max-tokens T]"
             " [--json]\n"
