@@ -1,8 +1,5 @@
 #include "grammar/grammar_engine.h"
 
-#include <dlpack/dlpack.h>
-#include <xgrammar/xgrammar.h>
-
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -10,6 +7,7 @@
 
 #include "core/error.h"
 #include "grammar/json_schema_support.h"
+#include "grammar/xgrammar_backend.h"
 
 namespace dsinfer {
 
@@ -44,71 +42,51 @@ void check_embedded_schemas(const nlohmann::json& node, int depth) {
 // xgrammar's matcher behind the engine's interface.
 class XGrammarConstraint final : public TokenConstraint {
  public:
-  XGrammarConstraint(const xgrammar::CompiledGrammar& grammar, const std::vector<int32_t>& stops,
+  XGrammarConstraint(const xgrammar_backend::Compiled& grammar, const std::vector<int32_t>& stops,
                      int64_t vocab_size)
-      : matcher_(grammar,
-                 stops.empty() ? std::nullopt
-                               : std::optional<std::vector<int>>(
-                                     std::vector<int>(stops.begin(), stops.end())),
-                 /*terminate_without_stop_token=*/stops.empty()),
-        vocab_size_(vocab_size) {}
-
-  bool next_allowed(std::vector<uint32_t>& allowed) override {
-    int64_t words = xgrammar::GetBitmaskSize(static_cast<int>(vocab_size_));
-    allowed.resize(static_cast<size_t>(words));
-    DLTensor t{};  // [words] int32, the layout xgrammar fills
-    t.data = allowed.data();
-    t.device = DLDevice{kDLCPU, 0};
-    t.ndim = 1;
-    t.dtype = xgrammar::GetBitmaskDLType();
-    t.shape = &words;
-    return matcher_.FillNextTokenBitmask(&t);
-  }
-  bool accept(int32_t token) override { return matcher_.AcceptToken(token); }
-  bool complete() const override { return matcher_.IsTerminated(); }
+      : matcher_(grammar, stops, vocab_size) {}
+  bool next_allowed(std::vector<uint32_t>& allowed) override { return matcher_.fill_next(allowed); }
+  bool accept(int32_t token) override { return matcher_.accept(token); }
+  bool complete() const override { return matcher_.terminated(); }
 
  private:
-  xgrammar::GrammarMatcher matcher_;
-  int64_t vocab_size_;
+  xgrammar_backend::Matcher matcher_;
 };
 
 }  // namespace
 
 struct GrammarEngine::Impl {
   Impl(const std::vector<std::string>& vocabulary, int threads)
-      : vocab_size(static_cast<int64_t>(vocabulary.size())),
-        tokenizer(vocabulary, xgrammar::VocabType::RAW, static_cast<int>(vocabulary.size())),
-        compiler(tokenizer, threads, /*cache_enabled=*/true, kCacheBytes) {}
+      : compiler(vocabulary, threads, kCacheBytes) {}
 
   // Compiled grammars kept (least recently used dropped beyond it).
   static constexpr int64_t kCacheBytes = int64_t{256} << 20;
 
-  xgrammar::CompiledGrammar compile(const OutputGrammar& g) {
+  std::shared_ptr<const xgrammar_backend::Compiled> compile(const OutputGrammar& g) {
     using Kind = OutputGrammar::Kind;
     try {
       switch (g.kind) {
         case Kind::kJsonObject:
-          return compiler.CompileJSONSchema(R"({"type":"object"})", /*any_whitespace=*/false,
-                                            std::nullopt, std::nullopt, /*strict_mode=*/false);
+          return compiler.json_schema(R"({"type":"object"})", /*any_whitespace=*/false,
+                                      /*strict=*/false);
         case Kind::kJsonSchema: {
           // keywords xgrammar would skip are an error here (json_schema_support.h)
           const nlohmann::json schema = nlohmann::json::parse(g.text, nullptr, false);
           check(!schema.is_discarded(), "the JSON Schema is not valid JSON");
           check_schema_support(schema);
           // compact JSON (no free whitespace): a model cannot pad its answer with spaces forever
-          return compiler.CompileJSONSchema(g.text, /*any_whitespace=*/false, std::nullopt,
-                                            std::nullopt, g.strict);
+          return compiler.json_schema(g.text, /*any_whitespace=*/false, g.strict);
         }
         case Kind::kGbnf:
-          return compiler.CompileGrammar(g.text, "root");
+          return compiler.ebnf(g.text, "root");
         case Kind::kRegex:
-          return compiler.CompileRegex(g.text);
+          return compiler.regex(g.text);
         case Kind::kStructuralTag: {
           // the schemas inside (a forced tool call's parameters) meet the same checks
           const nlohmann::json tag = nlohmann::json::parse(g.text, nullptr, false);
           check(!tag.is_discarded(), "the structural tag is not valid JSON");
           check_embedded_schemas(tag, 0);
-          return compiler.CompileStructuralTag(g.text);
+          return compiler.structural_tag(g.text);
         }
         case Kind::kNone:
           break;
@@ -133,9 +111,7 @@ struct GrammarEngine::Impl {
     return std::regex_search(rest, m, location) ? m.suffix().str() : rest;
   }
 
-  int64_t vocab_size;
-  xgrammar::TokenizerInfo tokenizer;
-  xgrammar::GrammarCompiler compiler;
+  xgrammar_backend::Compiler compiler;
 };
 
 GrammarEngine::GrammarEngine(const std::vector<std::string>& vocabulary, int threads)
@@ -146,8 +122,8 @@ GrammarEngine::~GrammarEngine() = default;
 void GrammarEngine::validate(const OutputGrammar& grammar) { impl_->compile(grammar); }
 
 std::unique_ptr<TokenConstraint> GrammarEngine::constraint(const SamplingParams& params) {
-  return std::make_unique<XGrammarConstraint>(impl_->compile(params.grammar), params.stop_ids,
-                                              impl_->vocab_size);
+  return std::make_unique<XGrammarConstraint>(*impl_->compile(params.grammar), params.stop_ids,
+                                              impl_->compiler.vocab_size());
 }
 
 ConstraintFactory GrammarEngine::factory() {
