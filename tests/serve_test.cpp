@@ -158,6 +158,10 @@ TEST(Serve, GreedyChatIsTheReferenceTranscriptStreamedOrNot) {
     bool done = false;
     EXPECT_EQ(stream_content(s->body, &done), completion) << prompt;
     EXPECT_TRUE(done);
+    // no cache and no proxy buffering may hold the events back
+    EXPECT_EQ(s->get_header_value("Content-Type").rfind("text/event-stream", 0), 0u);
+    EXPECT_EQ(s->get_header_value("Cache-Control"), "no-cache");
+    EXPECT_EQ(s->get_header_value("X-Accel-Buffering"), "no");
   }
 }
 

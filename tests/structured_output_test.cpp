@@ -1,13 +1,19 @@
 // Structured output on the engine (engine/token_constraint.h, grammar/grammar_engine.h): a
 // constrained request's tokens are the same alone as among others and with its prompt cut into
 // chunks (batch invariance); json_object, GBNF and regex grammars hold; a grammar's end ends a
-// request without stop ids; schemas with keywords the grammar engine lacks are refused naming the
-// keyword. 100 seeded samples per schema: structured_output_samples_test (label slow).
+// request without stop ids; forced tool calls of the random chat model parse with valid arguments;
+// schemas with keywords the grammar engine lacks are refused naming the keyword. 100 seeded samples
+// per schema: structured_output_samples_test (label slow).
+#include "serve/structured_output.h"
+
 #include <gtest/gtest.h>
 
 #include <regex>
 
+#include "chat/chat_formatter.h"
+#include "chat/deepseek_output.h"
 #include "grammar/json_schema_support.h"
+#include "json_schema_validator.h"
 #include "structured_output_support.h"
 
 namespace dsinfer {
@@ -104,6 +110,52 @@ TEST(StructuredOutput, WithoutStopIdsTheGrammarsEndEndsTheRequest) {
   const Answer a = run_together(m, {{chat_prompt("Say ok."), p}})[0];
   EXPECT_EQ(a.reason, FinishReason::kStop) << a.error;
   EXPECT_EQ(a.text(), "ok");
+}
+
+// tool_choice "required" on the random chat model (serve/structured_output.h's grammar over the
+// V3 template's call format): every answer parses into tool calls (chat/deepseek_output.h) whose
+// arguments are valid for their tool; with parallel_tool_calls false, exactly one call.
+TEST(StructuredOutput, ForcedToolCallsOfTheRandomChatModelParse) {
+  Loaded& m = loaded("tiny-v3-chat");
+  const ChatFormatter chat(tokenizer());
+  const json tools = json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string", "maxLength": 8}, "unit": {"enum": ["c", "f"]}},
+      "required": ["city", "unit"]}}},
+    {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
+      "properties": {"zone": {"enum": ["utc", "cet"]}}, "required": ["zone"]}}}])");
+  for (const bool parallel : {false, true}) {
+    const json body = {{"tool_choice", "required"}, {"parallel_tool_calls", parallel}};
+    const auto grammar = tool_choice_grammar(body, tools, chat.tool_call_format());
+    const Tokens prompt =
+        tokenizer().encode(chat.render(json::array({{{"role", "user"}, {"content", "Weather?"}}}),
+                                       tools, json::object()),
+                           false);
+    std::vector<std::pair<Tokens, SamplingParams>> rs;
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+      SamplingParams p = schema_params(json::object(), seed);
+      p.max_new_tokens = 600;
+      p.grammar = grammar.grammar;
+      rs.push_back({prompt, p});
+    }
+    for (const Answer& a : run_together(m, rs)) {
+      ASSERT_EQ(a.reason, FinishReason::kStop) << a.error << a.text();
+      DeepSeekOutputParser parser;
+      OutputDelta all = parser.push(a.text());
+      const OutputDelta last = parser.finish();
+      all.tool_calls.insert(all.tool_calls.end(), last.tool_calls.begin(), last.tool_calls.end());
+      ASSERT_FALSE(all.tool_calls.empty()) << a.text();
+      if (!parallel) EXPECT_EQ(all.tool_calls.size(), 1u) << a.text();
+      for (const ToolCall& call : all.tool_calls) {
+        json schema;
+        for (const json& t : tools)
+          if (t["function"]["name"] == call.name) schema = t["function"]["parameters"];
+        ASSERT_FALSE(schema.is_null()) << call.name;
+        const json args = json::parse(call.arguments);
+        EXPECT_EQ(test::schema_violation(args, schema, schema), "") << call.arguments;
+      }
+    }
+  }
 }
 
 TEST(StructuredOutput, UnsupportedSchemaFeaturesAreNamed) {

@@ -314,6 +314,9 @@ void Server::respond_stream(httplib::Response& res, const Response& r) {
   // (new + braces: clang 14 has no parenthesized aggregate init for make_shared)
   auto guard = std::shared_ptr<StreamGuard>(new StreamGuard{this, r.choices});
   auto response = std::make_shared<const Response>(r);
+  // events go out as they come: no cache, and nginx-style proxies told not to buffer them
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider("text/event-stream",
                                    [this, guard, response](size_t, httplib::DataSink& sink) {
                                      (void)guard;
