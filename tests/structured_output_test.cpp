@@ -178,6 +178,10 @@ TEST(StructuredOutput, UnsupportedSchemaFeaturesAreNamed) {
     g.validate({OutputGrammar::Kind::kGbnf, "root ::= (", false});
   });
   EXPECT_NE(gbnf.find("structured output"), std::string::npos) << gbnf;
+  // a schema that admits nothing (only refers to itself) is refused before any token
+  EXPECT_NE(error(R"({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})")
+                .find("admits no answer"),
+            std::string::npos);
   // and a supported schema compiles
   EXPECT_NO_THROW(g.validate({OutputGrammar::Kind::kJsonSchema, test_schemas()[2].dump(), true}));
 }

@@ -412,8 +412,8 @@ bool Engine::take_token(Request& r, const float* logits, int32_t token, bool rep
   if (r.constraint && !r.constraint->accept(token)) {
     // only when the mask allowed nothing the sampling parameters allow (every id -infinity)
     finish(r, FinishReason::kError,
-           "structured output: the grammar allows no token that the sampling parameters allow "
-           "here (min_tokens or logit_bias rule out every token it permits)");
+           "structured output: no token the grammar allows here is left (min_tokens or "
+           "logit_bias rule out every one, or the grammar admits no answer)");
     return false;
   }
   const auto& stops = r.params.stop_ids;

@@ -119,7 +119,19 @@ GrammarEngine::GrammarEngine(const std::vector<std::string>& vocabulary, int thr
 
 GrammarEngine::~GrammarEngine() = default;
 
-void GrammarEngine::validate(const OutputGrammar& grammar) { impl_->compile(grammar); }
+void GrammarEngine::validate(const OutputGrammar& grammar) {
+  const auto compiled = impl_->compile(grammar);
+  // a grammar that admits no answer at all (a schema that only refers to itself, say) is the
+  // client's error, not a request that fails at its first token
+  xgrammar_backend::Matcher matcher(*compiled, {}, impl_->compiler.vocab_size());
+  std::vector<uint32_t> allowed;
+  if (!matcher.fill_next(allowed) || matcher.terminated()) return;
+  for (uint32_t word : allowed)
+    if (word != 0) return;
+  fail(
+      "structured output: the grammar admits no answer (a schema that can never be satisfied, "
+      "or one that only refers to itself)");
+}
 
 std::unique_ptr<TokenConstraint> GrammarEngine::constraint(const SamplingParams& params) {
   return std::make_unique<XGrammarConstraint>(*impl_->compile(params.grammar), params.stop_ids,
