@@ -267,7 +267,7 @@ TEST(Serve, StopStringsEndTheTextAndAreNeverSent) {
 // bearer scheme in any case, response ids that do not restart at chatcmpl-0 every launch, and
 // a new sample for each unseeded request.
 TEST(Serve, CorsModelRetrievalMethodsAndIdsAreWhatClientsExpect) {
-  Served server({"--api-key", "k"});
+  Served server({"--api-key", "k", "--allowed-origins", "*"});
   const httplib::Headers key = {{"Authorization", "bearer k"}};  // lowercase scheme
   httplib::Client c = server.client();
   auto pre = c.Options("/v1/chat/completions",
@@ -339,6 +339,21 @@ TEST(Serve, CorsModelRetrievalMethodsAndIdsAreWhatClientsExpect) {
   const std::string id3 =
       json::parse(again.post("/v1/chat/completions", chat_body("hi", 2).dump())->body)["id"];
   EXPECT_NE(id3.substr(0, 18), id1.substr(0, 18)) << id1 << " " << id3;
+}
+
+// Without --allowed-origins no other origin's page may call the API: a preflight names none.
+TEST(Serve, NoOriginIsAllowedByDefault) {
+  Served server;
+  auto pre = server.client().Options(
+      "/v1/chat/completions",
+      {{"Origin", "https://evil.example"}, {"Access-Control-Request-Method", "POST"}});
+  ASSERT_TRUE(pre);
+  EXPECT_FALSE(pre->has_header("Access-Control-Allow-Origin"));
+  httplib::Headers browser = {{"Origin", "https://evil.example"}};
+  auto r = server.client().Post("/v1/chat/completions", browser, chat_body("hi", 2).dump(),
+                                "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));
 }
 
 // --allowed-origins: only the listed origins are named back (and the answer varies by Origin)

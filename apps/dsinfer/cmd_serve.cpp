@@ -104,7 +104,8 @@ Command register_serve(CLI::App& app, const KernelConfig& kernels) {
       ->capture_default_str();
   sub->add_option("--allowed-origins", o->serve.allowed_origins,
                   "web origins whose pages may call the API from a browser (CORS), e.g. "
-                  "https://chat.example.com; * allows any")
+                  "https://chat.example.com; * allows any. Default: none (the built-in page at / "
+                  "is same-origin and needs none)")
       ->capture_default_str();
   sub->add_option("--max-body", o->serve.max_body, "largest request body in bytes; more get 413")
       ->capture_default_str();

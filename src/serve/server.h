@@ -32,8 +32,10 @@ struct ServeOptions {
   int64_t step_tokens = 256;
   int64_t kv_cache_tokens = 0;  // 0: from the model and free memory
   bool prefix_cache = true;     // reuse cached prompt prefixes (engine/prefix_cache.h)
-  // web origins whose pages may call the API (CORS); "*": any, as vLLM's and llama.cpp's servers
-  std::vector<std::string> allowed_origins = {"*"};
+  // web origins whose pages may call the API (CORS); "*": any (vLLM's and llama.cpp's default).
+  // None by default: a page on any site the user visits could otherwise use a server on their
+  // machine that has no key (the built-in page at / is same-origin and needs none).
+  std::vector<std::string> allowed_origins;
   KVDType kv_dtype = KVDType::kF32;  // the KV cache's element type
   double keep_alive_seconds = 5;  // a silent stream (queued, slow) gets an SSE comment this often
   double drain_seconds = 30;      // after SIGTERM, how long running requests may take to finish

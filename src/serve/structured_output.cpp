@@ -76,8 +76,15 @@ RequestedGrammar parse_output_grammar(const json& body) {
   }
   if (present("guided_json")) {
     const json& g = body["guided_json"];
-    const json schema = g.is_string() ? json::parse(g.get<std::string>(), nullptr, false) : g;
-    if (schema.is_discarded()) reject("guided_json is not valid JSON", "guided_json");
+    json schema = g;
+    if (g.is_string()) {
+      // parsed as a body is (depth-limited: dumping a 200k-deep value recurses as deep)
+      try {
+        schema = parse_body(g.get<std::string>());
+      } catch (const ApiError& e) {
+        reject("guided_json: " + e.message, "guided_json");
+      }
+    }
     out.grammar = schema_grammar(schema, false, "guided_json");
     out.param = "guided_json";
   }
