@@ -45,7 +45,7 @@ TEST(StepOrders, RoundTripEveryField) {
   s.params.logit_bias = {{3, -100.0f}, {70000, 2.5f}};
   s.params.min_tokens = 4;
   s.params.min_p = 0.05f;
-  s.params.grammar = {OutputGrammar::Kind::kJsonSchema, R"({"type": "object"})", false};
+  s.params.grammar = {OutputGrammar::Kind::kJsonSchema, R"({"type": "object"})", false, true};
   o.submissions = {s, Submission{42, {9}, {}}};
   o.cancels = {7, 8};
   o.draft = false;
@@ -73,6 +73,7 @@ TEST(StepOrders, RoundTripEveryField) {
   EXPECT_EQ(b.params.grammar.kind, OutputGrammar::Kind::kJsonSchema);
   EXPECT_EQ(b.params.grammar.text, s.params.grammar.text);
   EXPECT_FALSE(b.params.grammar.strict);
+  EXPECT_TRUE(b.params.grammar.after_reasoning);
   EXPECT_EQ(back.submissions[1].params.grammar.kind, OutputGrammar::Kind::kNone);
   EXPECT_EQ(back.submissions[1].prompt, Tokens{9});
   EXPECT_EQ(back.cancels, (std::vector<RequestId>{7, 8}));

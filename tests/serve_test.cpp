@@ -682,6 +682,22 @@ TEST(Serve, AChatTemplateFileBringsItsOwnToolCallFormat) {
   EXPECT_EQ(c["message"]["tool_calls"][0]["function"]["name"], "get_time");
 }
 
+// With a template that opens the reasoning (DeepSeek-R1's ends the prompt with <think>), a grammar
+// holds for the answer only: the reasoning is the unconstrained one, token for token (the story
+// model never closes it, so all of its text is reasoning either way).
+TEST(Serve, AGrammarLeavesTheReasoningFree) {
+  Served server({"--chat-template", test::data_path("chat_templates/deepseek-r1.jinja")});
+  json b = chat_body("Think about a bird.", 30);
+  const json free = json::parse(server.post("/v1/chat/completions", b.dump())->body);
+  b["response_format"] = {{"type", "json_object"}};
+  auto r = server.post("/v1/chat/completions", b.dump());
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "");
+  const json constrained = json::parse(r->body);
+  const std::string reasoning = free["choices"][0]["message"]["reasoning_content"];
+  EXPECT_FALSE(reasoning.empty());
+  EXPECT_EQ(constrained["choices"][0]["message"]["reasoning_content"], reasoning);
+}
+
 // n > 1: n choices of one prompt, each sampled with its own index in the random key, so choice 0
 // is the answer of the same request with n = 1 and the others differ; streamed, the chunks of
 // each index add up to the same texts; usage sums the completion tokens.

@@ -158,6 +158,37 @@ TEST(StructuredOutput, ForcedToolCallsOfTheRandomChatModelParse) {
   }
 }
 
+// A prompt that opens the reasoning: no mask until the completion's bytes hold "</think>" (the V3
+// tokenizer spells it "</" "think" ">"), then the grammar's, starting from what follows the marker
+// in its token.
+TEST(StructuredOutput, AGrammarAfterReasoningStartsAtTheThinkEnd) {
+  GrammarEngine& g = *loaded("tiny-v3-chat").grammar;
+  SamplingParams p;
+  p.stop_ids = {tokenizer().eos_id()};
+  p.grammar = {OutputGrammar::Kind::kGbnf, R"(root ::= "yes" | "no")", false, true};
+  auto c = g.constraint(p);
+  std::vector<uint32_t> allowed;
+  for (int32_t t : tokenizer().encode("Hmm, {maybe} not yes.", false)) {
+    EXPECT_FALSE(c->next_allowed(allowed)) << "the reasoning is free";
+    ASSERT_TRUE(c->accept(t));
+  }
+  for (int32_t t : tokenizer().encode("</think>", false)) ASSERT_TRUE(c->accept(t));
+  ASSERT_TRUE(c->next_allowed(allowed)) << "the answer is masked";
+  const int32_t yes = tokenizer().encode("yes", false)[0];
+  const int32_t brace = tokenizer().encode("{", false)[0];
+  EXPECT_TRUE(allowed_bit(allowed.data(), yes));
+  EXPECT_FALSE(allowed_bit(allowed.data(), brace));
+  for (int32_t t : tokenizer().encode("yes", false)) ASSERT_TRUE(c->accept(t));
+  ASSERT_TRUE(c->next_allowed(allowed));
+  EXPECT_TRUE(allowed_bit(allowed.data(), tokenizer().eos_id()));
+  EXPECT_TRUE(c->accept(tokenizer().eos_id()));
+  EXPECT_TRUE(c->complete());
+  // without after_reasoning the same reasoning is refused at its first token
+  p.grammar.after_reasoning = false;
+  auto strict = g.constraint(p);
+  EXPECT_FALSE(strict->accept(tokenizer().encode("Hmm", false)[0]));
+}
+
 TEST(StructuredOutput, UnsupportedSchemaFeaturesAreNamed) {
   GrammarEngine& g = *loaded("tiny-v3-chat").grammar;
   auto error = [&](const std::string& schema) {

@@ -28,6 +28,10 @@ struct OutputGrammar {
   // kJsonSchema: objects allow no properties and arrays no items the schema does not name, as
   // OpenAI's strict mode; false: the schema's own additionalProperties / items rule.
   bool strict = true;
+  // The completion opens in reasoning (the prompt ended with <think>: R1, V3.1 thinking): the
+  // grammar applies to the answer after the model's "</think>", the reasoning is free (vLLM's rule
+  // with a reasoning parser).
+  bool after_reasoning = false;
 };
 
 struct SamplingParams {

@@ -94,6 +94,7 @@ std::string encode_orders(const StepOrders& orders) {
     w.put(p.min_p);
     w.put(p.grammar.kind);
     w.put<uint8_t>(p.grammar.strict);
+    w.put<uint8_t>(p.grammar.after_reasoning);
     w.put_vector(std::vector<char>(p.grammar.text.begin(), p.grammar.text.end()));
   }
   w.put_vector(orders.cancels);
@@ -143,6 +144,7 @@ StepOrders decode_orders(const std::string& bytes) {
         check(p.grammar.kind <= OutputGrammar::Kind::kStructuralTag,
               "step orders from rank 0 name an unknown grammar kind");
         p.grammar.strict = r.get<uint8_t>() != 0;
+        p.grammar.after_reasoning = r.get<uint8_t>() != 0;
         const std::vector<char> text = r.get_vector<char>();
         p.grammar.text.assign(text.begin(), text.end());
         orders.submissions.push_back(std::move(s));

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
+#include <string_view>
 
 #include "core/error.h"
 #include "grammar/json_schema_support.h"
@@ -48,16 +49,55 @@ class XGrammarConstraint final : public TokenConstraint {
   bool next_allowed(std::vector<uint32_t>& allowed) override { return matcher_.fill_next(allowed); }
   bool accept(int32_t token) override { return matcher_.accept(token); }
   bool complete() const override { return matcher_.terminated(); }
+  bool accept_bytes(const std::string& bytes) { return matcher_.accept_string(bytes); }
 
  private:
   xgrammar_backend::Matcher matcher_;
+};
+
+// A grammar that starts after the reasoning: no mask (and the matcher untouched) until the
+// completion's bytes hold "</think>"; what the token that closes it has after the marker, leading
+// whitespace aside, is the answer's first bytes (a byte-level vocabulary may merge ">\n\n{" into
+// one token; a tokenizer with </think> as one token leaves nothing).
+class AfterReasoningConstraint final : public TokenConstraint {
+ public:
+  AfterReasoningConstraint(std::unique_ptr<XGrammarConstraint> answer,
+                           const std::vector<std::string>& vocabulary)
+      : answer_(std::move(answer)), vocabulary_(vocabulary) {}
+  bool next_allowed(std::vector<uint32_t>& allowed) override {
+    return open_ ? answer_->next_allowed(allowed) : false;
+  }
+  bool accept(int32_t token) override {
+    if (open_) return answer_->accept(token);
+    if (token >= 0 && static_cast<size_t>(token) < vocabulary_.size())
+      tail_ += vocabulary_[static_cast<size_t>(token)];
+    const size_t at = tail_.find(kClose);
+    if (at == std::string::npos) {
+      // keep only what could still start the marker
+      if (tail_.size() > kClose.size()) tail_.erase(0, tail_.size() - kClose.size());
+      return true;
+    }
+    open_ = true;
+    std::string rest = tail_.substr(at + kClose.size());
+    rest.erase(0, std::min(rest.size(), rest.find_first_not_of(" \t\r\n")));
+    tail_.clear();
+    return rest.empty() || answer_->accept_bytes(rest);
+  }
+  bool complete() const override { return open_ && answer_->complete(); }
+
+ private:
+  static constexpr std::string_view kClose = "</think>";
+  std::unique_ptr<XGrammarConstraint> answer_;
+  const std::vector<std::string>& vocabulary_;
+  std::string tail_;  // the reasoning's last bytes, while the marker is not seen
+  bool open_ = false;
 };
 
 }  // namespace
 
 struct GrammarEngine::Impl {
   Impl(const std::vector<std::string>& vocabulary, int threads)
-      : compiler(vocabulary, threads, kCacheBytes) {}
+      : vocabulary(vocabulary), compiler(vocabulary, threads, kCacheBytes) {}
 
   // Compiled grammars kept (least recently used dropped beyond it).
   static constexpr int64_t kCacheBytes = int64_t{256} << 20;
@@ -111,6 +151,7 @@ struct GrammarEngine::Impl {
     return std::regex_search(rest, m, location) ? m.suffix().str() : rest;
   }
 
+  std::vector<std::string> vocabulary;  // each id's bytes (the reasoning's end is found in them)
   xgrammar_backend::Compiler compiler;
 };
 
@@ -134,8 +175,10 @@ void GrammarEngine::validate(const OutputGrammar& grammar) {
 }
 
 std::unique_ptr<TokenConstraint> GrammarEngine::constraint(const SamplingParams& params) {
-  return std::make_unique<XGrammarConstraint>(*impl_->compile(params.grammar), params.stop_ids,
-                                              impl_->compiler.vocab_size());
+  auto answer = std::make_unique<XGrammarConstraint>(*impl_->compile(params.grammar),
+                                                     params.stop_ids, impl_->compiler.vocab_size());
+  if (!params.grammar.after_reasoning) return answer;
+  return std::make_unique<AfterReasoningConstraint>(std::move(answer), impl_->vocabulary);
 }
 
 ConstraintFactory GrammarEngine::factory() {

@@ -77,6 +77,8 @@ bool Matcher::fill_next(std::vector<uint32_t>& allowed) {
 
 bool Matcher::accept(int32_t token) { return impl_->matcher.AcceptToken(token); }
 
+bool Matcher::accept_string(const std::string& bytes) { return impl_->matcher.AcceptString(bytes); }
+
 bool Matcher::terminated() const { return impl_->matcher.IsTerminated(); }
 
 }  // namespace dsinfer::xgrammar_backend

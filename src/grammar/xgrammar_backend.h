@@ -41,6 +41,8 @@ class Matcher {
   // allowed[(vocab + 31) / 32] filled; false when every id is allowed
   bool fill_next(std::vector<uint32_t>& allowed);
   bool accept(int32_t token);
+  // Bytes that are not a whole token (the rest of one after a marker); false if not allowed.
+  bool accept_string(const std::string& bytes);
   bool terminated() const;
 
  private:

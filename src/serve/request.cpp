@@ -281,6 +281,8 @@ Job parse_request(const json& body, bool chat, const ChatFormatter& chat_formatt
     }
   }
   p.grammar = std::move(grammar.grammar);
+  // a prompt that opens the reasoning (R1, V3.1 thinking): the grammar holds for the answer only
+  p.grammar.after_reasoning = job.parse.starts_in_reasoning;
   job.grammar_param = std::move(grammar.param);
   job.stop = stop_strings(body);
   job.stream = field<bool>(body, "stream", false, "a boolean");
