@@ -553,19 +553,27 @@ Engine::DrawnRows Engine::draw_rows(const PlannedStep& plan, const StepOutput& o
   std::vector<RowDraw> draws;
   DrawnRows result;
   result.draw_of_row.assign(static_cast<size_t>(plan.step.logit_rows()), -1);
+  auto draws_any = [&](const Request& r, const SeqChunk& chunk) {
+    return chunk.start_pos + chunk.n_tokens >= static_cast<int64_t>(r.prompt.size()) &&
+           r.params.max_new_tokens > 0;
+  };
+  // structured output: each constrained request's mask for its one draw (no drafts: the prompt's
+  // last row or the decode row), computed on the model's threads, idle between forward passes
+  std::vector<Request*> masking;
+  for (size_t i = 0; i < plan.in_step.size(); ++i)
+    if (plan.in_step[i]->constraint && draws_any(*plan.in_step[i], plan.step.chunks[i]))
+      masking.push_back(plan.in_step[i]);
+  model_.pool().parallel_for(static_cast<int64_t>(masking.size()), [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k)
+      masking[k]->masked = masking[k]->constraint->next_allowed(masking[k]->allowed);
+  });
   for (size_t i = 0, row = 0; i < plan.in_step.size(); ++i) {
     Request& r = *plan.in_step[i];
     const SeqChunk& chunk = plan.step.chunks[i];
     const int64_t rows = chunk.all_logits ? chunk.n_tokens : 1;
-    const bool draws_any =
-        chunk.start_pos + chunk.n_tokens >= static_cast<int64_t>(r.prompt.size()) &&
-        r.params.max_new_tokens > 0;
-    if (draws_any && r.constraint) {
-      // one draw (no drafts): the prompt's last row or the decode row
-      r.masked = r.constraint->next_allowed(r.allowed);
-    }
+    const bool drawn_here = draws_any(r, chunk);
     // row j holds input position start_pos + n_tokens - rows + j; its token sits one further
-    for (int64_t j = r.prefilling() ? rows - 1 : 0; draws_any && j < rows; ++j) {
+    for (int64_t j = r.prefilling() ? rows - 1 : 0; drawn_here && j < rows; ++j) {
       result.draw_of_row[row + j] = static_cast<int64_t>(draws.size());
       // the completion before row j's token: the tokens committed, then (a decode chunk's row j
       // > 0) the drafts it verifies before that row

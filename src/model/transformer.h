@@ -59,6 +59,8 @@ class Transformer {
   void forward_mtp(const Step& step, const float* hidden, KVCache& mtp_cache, StepOutput& output);
 
   const ModelConfig& config() const { return config_; }
+  // The threads the forward pass runs on (idle between steps: the engine uses them then too).
+  ThreadPool& pool() const { return pool_; }
   const ShardPlan& plan() const { return plan_; }
   const KernelConfig& kernels() const { return kernels_; }
   const ModelWeights& weights() const { return weights_; }
