@@ -70,8 +70,10 @@ Command register_serve(CLI::App& app, const KernelConfig& kernels) {
       "serve",
       "OpenAI-compatible HTTP server: POST /v1/chat/completions and /v1/completions (streaming "
       "with SSE),\n"
-      "GET /v1/models and /health. DeepSeek reasoning goes to reasoning_content, tool calls to "
-      "tool_calls.\n"
+      "/tokenize, /detokenize; GET /v1/models, /props, /health, /metrics, and a chat page at /.\n"
+      "DeepSeek reasoning goes to reasoning_content, tool calls to tool_calls; response_format, "
+      "grammar\n"
+      "and tool_choice constrain the answer (structured output).\n"
       "At world size > 1 (mpirun, dsinfer run -n N serve ...) rank 0 listens and every rank "
       "steps.\n"
       "SIGINT or SIGTERM stops listening, lets running requests finish, and exits.");

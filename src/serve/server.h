@@ -1,9 +1,12 @@
 // `dsinfer serve`: an OpenAI-compatible HTTP server over the engine (docs/SERVING.md). Rank 0
 // serves HTTP and schedules; HTTP threads only parse requests, render prompts and write responses,
 // while one engine thread steps (and, at world size > 1, broadcasts each step to the other
-// ranks, which follow). Endpoints: POST /v1/chat/completions, POST /v1/completions,
-// GET /v1/models, GET /health. Output is split into content, reasoning_content and tool_calls
-// by chat/deepseek_output.h, per request; stop strings are held back until decided.
+// ranks, which follow). Endpoints: POST /v1/chat/completions, /v1/completions, /tokenize,
+// /detokenize; GET /v1/models[/{id}], /props, /health, /metrics, and the chat page at /. Output is
+// split into content, reasoning_content and tool_calls by chat/deepseek_output.h, per request;
+// stop strings are held back until decided; structured output and forced tool calls are grammars
+// (serve/structured_output.h, grammar/grammar_engine.h). The code: server.cpp (start, engine
+// thread, drain), server_requests.cpp (a request to its answer), server_endpoints.cpp.
 #pragma once
 
 #include <signal.h>
