@@ -6,20 +6,14 @@
 // without node, the npm packages or chromium (scripts/install-deps.sh --browser installs it; CI
 // does).
 #include <gtest/gtest.h>
-#include <httplib.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "parallel/free_port.h"
+#include "story_server.h"
 #include "test_support.h"
-
-extern char** environ;
 
 namespace dsinfer {
 namespace {
@@ -38,34 +32,10 @@ std::string why_skip() {
   return "";
 }
 
-// dsinfer serve on the story model; SIGTERM on the way out.
-class Server {
+// The story server, and its count of cancelled requests.
+class Server : public test::StoryServer {
  public:
-  explicit Server(std::vector<std::string> extra = {}) : port_(pick_free_port()) {
-    const std::string ckpt = test::convert_golden("tiny-v3-story", 1, /*with_tokenizer=*/true);
-    std::vector<std::string> args = {DSINFER_BIN, "serve",  "--ckpt-path",
-                                     ckpt,        "--port", std::to_string(port_)};
-    args.insert(args.end(), extra.begin(), extra.end());
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    EXPECT_EQ(posix_spawn(&pid_, DSINFER_BIN, nullptr, nullptr, argv.data(), environ), 0);
-    for (int i = 0; i < 200; ++i) {
-      if (auto h = client().Get("/health"); h && h->status == 200) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ADD_FAILURE() << "the server did not come up";
-  }
-  ~Server() {
-    kill(pid_, SIGTERM);
-    waitpid(pid_, nullptr, 0);
-  }
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(60, 0);
-    return c;
-  }
-  int port() const { return port_; }
+  using StoryServer::StoryServer;
   // dsinfer_requests_cancelled_total
   double cancelled() const {
     const std::string m = client().Get("/metrics")->body;
@@ -73,10 +43,6 @@ class Server {
     const size_t at = m.find(key);
     return at == std::string::npos ? -1 : std::stod(m.substr(at + key.size()));
   }
-
- private:
-  int port_;
-  pid_t pid_ = -1;
 };
 
 json run_page(const Server& s, const std::string& prompt, const std::string& shot) {

@@ -581,6 +581,17 @@ TEST(Serve, StructuredOutputIsValidInTheSchemasOrderStreamedOrNot) {
   EXPECT_EQ(server.post("/v1/chat/completions", chat_body("Hi", 3).dump())->status, 200);
 }
 
+// The prompt a one-message chat with `tools` renders to, as /tokenize and /detokenize give it.
+std::string tools_prompt(const Served& server, const json& tools) {
+  auto tok = server.post(
+      "/tokenize",
+      json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"tools", tools}}.dump());
+  EXPECT_TRUE(tok && tok->status == 200);
+  if (!tok || tok->status != 200) return "";
+  auto text = server.post("/detokenize", json{{"tokens", json::parse(tok->body)["tokens"]}}.dump());
+  return json::parse(text->body)["prompt"];
+}
+
 // Tools the model sees and tool_choice enforced (chat/tool_prompt.h, serve/structured_output.h):
 // the V3 template's prompt gets the tool list; "required" and a named function make the answer a
 // tool-call section that parses into tool_calls (finish_reason "tool_calls") whose arguments are
@@ -600,12 +611,7 @@ TEST(Serve, ForcedToolCallsParseAndTheirArgumentsAreValid) {
     return json();
   };
   // the prompt holds the tools
-  auto tok = server.post(
-      "/tokenize",
-      json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"tools", tools}}.dump());
-  ASSERT_TRUE(tok && tok->status == 200);
-  auto text = server.post("/detokenize", json{{"tokens", json::parse(tok->body)["tokens"]}}.dump());
-  const std::string prompt = json::parse(text->body)["prompt"];
+  const std::string prompt = tools_prompt(server, tools);
   EXPECT_NE(prompt.find("### get_weather\nDescription: Weather of a city."), std::string::npos)
       << prompt;
   EXPECT_NE(prompt.find("\"zone\":{\"enum\":[\"utc\",\"cet\"]}"), std::string::npos) << prompt;
@@ -661,12 +667,7 @@ TEST(Serve, AChatTemplateFileBringsItsOwnToolCallFormat) {
   const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_time",
      "parameters": {"type": "object", "properties": {"zone": {"enum": ["utc", "cet"]}},
        "required": ["zone"]}}}])");
-  auto tok = server.post(
-      "/tokenize",
-      json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"tools", tools}}.dump());
-  ASSERT_TRUE(tok && tok->status == 200);
-  auto text = server.post("/detokenize", json{{"tokens", json::parse(tok->body)["tokens"]}}.dump());
-  const std::string prompt = json::parse(text->body)["prompt"];
+  const std::string prompt = tools_prompt(server, tools);
   EXPECT_NE(prompt.find("<｜tool▁call▁begin｜>tool_call_name<｜tool▁sep｜>tool_call_arguments"),
             std::string::npos)
       << prompt;
