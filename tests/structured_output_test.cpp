@@ -55,6 +55,51 @@ TEST(StructuredOutput, AloneEqualsAmongOthersAndChunked) {
   EXPECT_NE(run_together(m, {{prompt, free}})[0].tokens, alone.tokens);
 }
 
+// The other requests issue 33 names: penalised (repetition, frequency, presence, logit_bias,
+// min_p, min_tokens; constrained or not) and the choices of an n > 1 request (choice index 1..3
+// of one seed) give the same tokens alone as among 20 others of every kind.
+TEST(StructuredOutput, PenalisedAndChoicesAreAloneAsAmongOthers) {
+  Loaded& m = loaded("tiny-v3-story");
+  const Tokens prompt = chat_prompt("Tell me about the sea.");
+  auto penalised = [&](bool constrained, uint64_t seed) {
+    SamplingParams p = schema_params(test_schemas()[0], seed);
+    if (!constrained) p.grammar = {};
+    p.max_new_tokens = 40;
+    p.repetition_penalty = 1.3f;
+    p.frequency_penalty = 0.7f;
+    p.presence_penalty = 0.4f;
+    p.logit_bias = {{tokenizer().encode(" the", false)[0], -3.0f}};
+    p.min_p = 0.02f;
+    p.min_tokens = 5;
+    return p;
+  };
+  std::vector<std::pair<Tokens, SamplingParams>> mine;
+  mine.push_back({prompt, penalised(false, 5)});
+  mine.push_back({prompt, penalised(true, 6)});
+  for (int choice = 1; choice <= 3; ++choice) {
+    SamplingParams p = penalised(false, 9);
+    p.choice = choice;
+    mine.push_back({prompt, p});
+  }
+  std::vector<std::pair<Tokens, SamplingParams>> all;
+  for (uint64_t k = 0; k < 20; ++k) {
+    SamplingParams other = penalised(k % 2 == 0, 100 + k);
+    if (k % 3 == 0) other = schema_params(test_schemas()[k % 3], 200 + k);
+    all.push_back({chat_prompt("other " + std::to_string(k)), other});
+  }
+  std::vector<size_t> at;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    at.push_back(3 + i * 4);
+    all.insert(all.begin() + static_cast<std::ptrdiff_t>(at.back()), mine[i]);
+  }
+  const std::vector<Answer> together = run_together(m, all);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const Answer alone = run_together(m, {mine[i]})[0];
+    EXPECT_FALSE(alone.tokens.empty());
+    EXPECT_EQ(together[at[i]].tokens, alone.tokens) << "request " << i;
+  }
+}
+
 TEST(StructuredOutput, JsonObjectGbnfAndRegex) {
   Loaded& m = loaded("tiny-v3-story");
   const Tokens prompt = chat_prompt("Answer.");
