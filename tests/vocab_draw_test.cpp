@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 namespace dsinfer {
 namespace {
@@ -291,6 +292,37 @@ TEST(VocabDraw, AdjustedRowsDrawTheSameTokenWholeAndSliced) {
   for (int world : {2, 3, 4})
     for (const std::vector<int32_t>& got : draw_on_slices(rows, vocab, world, draws))
       EXPECT_EQ(got, expected) << "world " << world;
+}
+
+// Rows drawn on a thread pool (the engine passes the model's) give the tokens drawn one after
+// another: adjusted, masked (a grammar's bitmask) and plain rows, greedy and sampled.
+TEST(VocabDraw, RowsDrawnOnAPoolAreThoseDrawnInTurn) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  const int64_t vocab = 300, n_rows = 37;
+  std::vector<float> rows(static_cast<size_t>(n_rows * vocab));
+  for (float& v : rows) v = normal(rng);
+  std::vector<SamplingParams> how(3);
+  how[1].temperature = 1.0f;
+  how[2].temperature = 0.7f;
+  how[2].presence_penalty = 1.0f;
+  how[2].logit_bias = {{7, 3.0f}};
+  std::vector<uint32_t> allowed((vocab + 31) / 32, 0);
+  for (int64_t id = 0; id < vocab; id += 7) allowed[id / 32] |= 1u << (id % 32);
+  const std::vector<int32_t> generated = {1, 2, 7};
+  std::vector<RowDraw> draws;
+  for (int64_t b = 0; b < n_rows; ++b)
+    draws.push_back({b, &how[b % 3], 50 + b, TokenHistory{{}, generated, {}},
+                     b % 4 == 1 ? allowed.data() : nullptr});
+  const std::vector<int32_t> in_turn = draw_whole(rows, vocab, draws);
+  StepOutput whole;
+  whole.logits = rows;
+  whole.logit_columns = vocab;
+  ThreadComm::Shared one(1);
+  ThreadComm solo(one, 0);
+  ThreadPool pool(3);
+  EXPECT_EQ(draw_tokens(whole, vocab, draws, solo, &pool), in_turn);
+  for (int64_t b = 1; b < n_rows; b += 4) EXPECT_EQ(in_turn[b] % 7, 0) << "masked row " << b;
 }
 
 TEST(VocabDraw, SlicesGiveTheWholeRowsTokenWithTiesInfinitiesAndNaN) {

@@ -587,7 +587,8 @@ Engine::DrawnRows Engine::draw_rows(const PlannedStep& plan, const StepOutput& o
     }
     row += static_cast<size_t>(rows);
   }
-  result.drawn = draw_tokens(out, model_.config().vocab_size, draws, model_.collectives());
+  result.drawn =
+      draw_tokens(out, model_.config().vocab_size, draws, model_.collectives(), &model_.pool());
   return result;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "engine/sampling.h"
 #include "model/step.h"
 #include "parallel/comm.h"
@@ -33,7 +34,10 @@ inline constexpr int32_t kNoTokenFromNonFiniteLogits = -1;
 // (penalties, logit_bias, min_tokens) or that carry a mask are drawn from an adjusted copy. `ranks`
 // is the model's (its world holds the slices); every rank calls this with the same draws, which is
 // a collective only for sliced logits at world > 1.
+// `pool`: the rows are drawn on its threads (the same tokens; the engine passes the model's, idle
+// between forward passes).
 std::vector<int32_t> draw_tokens(const StepOutput& out, int64_t vocab,
-                                 const std::vector<RowDraw>& draws, Comm& ranks);
+                                 const std::vector<RowDraw>& draws, Comm& ranks,
+                                 ThreadPool* pool = nullptr);
 
 }  // namespace dsinfer
