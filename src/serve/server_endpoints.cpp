@@ -8,6 +8,13 @@
 
 namespace dsinfer::serve_detail {
 
+namespace {
+// The 401 of a request without the key (OpenAI's words and code).
+ApiError unauthorized() {
+  return {401, "invalid_request_error", "Incorrect API key provided", "", "invalid_api_key"};
+}
+}  // namespace
+
 bool Server::authorized(const httplib::Request& req) const {
   return authorized_by(req.get_header_value("Authorization"), o_.api_key);
 }
@@ -15,9 +22,7 @@ bool Server::authorized(const httplib::Request& req) const {
 bool Server::open_to(const httplib::Request& req, httplib::Response& res) const {
   if (!authorized(req)) {
     res.status = 401;
-    res.set_content(error_body({401, "invalid_request_error", "Incorrect API key provided", "",
-                                "invalid_api_key"}),
-                    "application/json");
+    res.set_content(error_body(unauthorized()), "application/json");
     return false;
   }
   if (state_ != kReady) {
@@ -51,9 +56,7 @@ void Server::add_completion_endpoints(GuardedHttpServer& http) {
                      const httplib::ContentReader& reader) {
       answer(res, 500, [&] {
         const std::string body = read_body(req, reader, o_.max_body, res);
-        if (!authorized(req))
-          throw ApiError{401, "invalid_request_error", "Incorrect API key provided", "",
-                         "invalid_api_key"};
+        if (!authorized(req)) throw unauthorized();
         handle(req, body, res, chat);
       });
     };
@@ -152,9 +155,7 @@ void Server::add_token_endpoints(GuardedHttpServer& http) {
                              const httplib::ContentReader& reader) {
       answer(res, 400, [&] {
         const std::string text = read_body(req, reader, o_.max_body, res);
-        if (!authorized(req))
-          throw ApiError{401, "invalid_request_error", "Incorrect API key provided", "",
-                         "invalid_api_key"};
+        if (!authorized(req)) throw unauthorized();
         const json body = parse_body(text);
         if (!body.is_object()) reject("the request body must be a JSON object");
         check_ready();
