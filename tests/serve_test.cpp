@@ -27,6 +27,7 @@
 #include "json_schema_validator.h"
 #include "parallel/free_port.h"
 #include "raw_client.h"
+#include "story_server.h"
 #include "test_support.h"
 
 extern char** environ;
@@ -36,63 +37,7 @@ namespace {
 
 using json = nlohmann::json;
 
-class Served {
- public:
-  // backend "": one process; "mpi" or "gloo": two ranks through `dsinfer run -n 2 --comm B`
-  explicit Served(std::vector<std::string> extra = {}, const std::string& backend = "")
-      : port_(pick_free_port()) {
-    const int ranks = backend.empty() ? 1 : 2;
-    const bool mtp = std::find(extra.begin(), extra.end(), "--mtp") != extra.end();
-    const std::string ckpt =
-        test::convert_golden("tiny-v3-story", ranks, /*with_tokenizer=*/true, /*keep_mtp=*/mtp);
-    std::vector<std::string> args = {DSINFER_BIN, "--threads", backend.empty() ? "2" : "1"};
-    if (!backend.empty()) args.insert(args.end(), {"run", "-n", "2", "--comm", backend});
-    args.insert(args.end(), {"serve", "--ckpt-path", ckpt, "--served-model-name", "story", "--port",
-                             std::to_string(port_)});
-    args.insert(args.end(), extra.begin(), extra.end());
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const std::string log = test::scratch_dir("serve") + "/stderr";
-    posix_spawn_file_actions_t files;
-    posix_spawn_file_actions_init(&files);
-    posix_spawn_file_actions_addopen(&files, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    EXPECT_EQ(posix_spawn(&pid_, DSINFER_BIN, &files, nullptr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&files);
-    for (int i = 0; i < 200; ++i) {  // up to 20 s for the load
-      if (auto r = client().Get("/health"); r && r->status == 200) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ADD_FAILURE() << "the server did not come up";
-  }
-  ~Served() {
-    if (pid_ > 0) terminate();  // SIGTERM: a launcher passes it on to its ranks
-  }
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(60, 0);
-    return c;
-  }
-  httplib::Result post(const std::string& path, const std::string& body,
-                       const httplib::Headers& h = {}) const {
-    return client().Post(path.c_str(), h, body, "application/json");
-  }
-  int port() const { return port_; }
-  pid_t pid() const { return pid_; }
-  // SIGTERM; the exit status.
-  int terminate() {
-    const pid_t pid = pid_;
-    pid_ = -1;
-    kill(pid, SIGTERM);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
- private:
-  int port_;
-  pid_t pid_ = -1;
-};
+using Served = test::StoryServer;
 
 json chat_body(const std::string& user, int max_tokens, bool stream = false) {
   return {{"model", "story"},

@@ -1,5 +1,6 @@
 #include "chat/chat_formatter.h"
 
+#include "chat/deepseek_output.h"
 #include "core/error.h"
 
 namespace dsinfer {
@@ -99,7 +100,7 @@ std::optional<ToolCallFormat> probe_tool_call_format(const ChatTemplate& t,
       text.substr(name1 + sizeof kProbeName - 1, args1 - name1 - (sizeof kProbeName - 1));
   // between the first call's arguments and the second's name: call_end, separator, call_begin
   const std::string between = text.substr(args1 + args.size(), name2 - args1 - args.size());
-  const std::string begin_marker = "<｜tool▁call▁begin｜>", end_marker = "<｜tool▁call▁end｜>";
+  const std::string begin_marker(kToolCallBegin), end_marker(kToolCallEnd);
   const size_t end_at = between.find(end_marker), begin_at = between.rfind(begin_marker);
   if (end_at == std::string::npos || begin_at == std::string::npos || begin_at < end_at)
     return std::nullopt;
@@ -111,17 +112,16 @@ std::optional<ToolCallFormat> probe_tool_call_format(const ChatTemplate& t,
   if (before.size() < f.call_begin.size() ||
       before.compare(before.size() - f.call_begin.size(), f.call_begin.size(), f.call_begin) != 0)
     return std::nullopt;
-  const std::string calls_marker = "<｜tool▁calls▁begin｜>";
-  const size_t calls_at = before.rfind(calls_marker);
+  const size_t calls_at = before.rfind(kToolCallsBegin);
   if (calls_at == std::string::npos) return std::nullopt;
   f.calls_begin = before.substr(calls_at, before.size() - f.call_begin.size() - calls_at);
   // after the second call: calls_end (up to the end-of-sentence token or the tool outputs)
   const std::string after = text.substr(args2 + args.size());
   if (after.compare(0, f.call_end.size(), f.call_end) != 0) return std::nullopt;
-  const std::string closer = "<｜tool▁calls▁end｜>";
-  const size_t closer_at = after.find(closer);
+  const size_t closer_at = after.find(kToolCallsEnd);
   if (closer_at == std::string::npos) return std::nullopt;
-  f.calls_end = after.substr(f.call_end.size(), closer_at + closer.size() - f.call_end.size());
+  f.calls_end =
+      after.substr(f.call_end.size(), closer_at + kToolCallsEnd.size() - f.call_end.size());
   return f;
 }
 

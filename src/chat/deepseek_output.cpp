@@ -8,14 +8,13 @@ namespace dsinfer {
 namespace {
 
 constexpr std::string_view kThinkOpen = "<think>";
-constexpr std::string_view kThinkClose = "</think>";
-constexpr std::string_view kCallsEnd = "<｜tool▁calls▁end｜>";
-constexpr std::string_view kCallBegin = "<｜tool▁call▁begin｜>";
-constexpr std::string_view kCallEnd = "<｜tool▁call▁end｜>";
+constexpr std::string_view kCallsEnd = kToolCallsEnd;
+constexpr std::string_view kCallBegin = kToolCallBegin;
+constexpr std::string_view kCallEnd = kToolCallEnd;
 constexpr std::string_view kSep = "<｜tool▁sep｜>";
 // The opener as the checkpoints write it, and as distilled models misspell it (llama.cpp accepts
 // the same variants).
-constexpr std::string_view kCallsBegin[] = {"<｜tool▁calls▁begin｜>", "<｜tool_calls_begin｜>",
+constexpr std::string_view kCallsBegin[] = {kToolCallsBegin, "<｜tool_calls_begin｜>",
                                             "<｜tool calls begin｜>", "<｜tool\\_calls\\_begin｜>",
                                             "<｜tool▁calls｜>"};
 

@@ -17,6 +17,13 @@
 
 namespace dsinfer {
 
+// The markers as the checkpoints write them (the parser also takes misspellings of the opener).
+inline constexpr std::string_view kThinkClose = "</think>";
+inline constexpr std::string_view kToolCallsBegin = "<｜tool▁calls▁begin｜>";
+inline constexpr std::string_view kToolCallsEnd = "<｜tool▁calls▁end｜>";
+inline constexpr std::string_view kToolCallBegin = "<｜tool▁call▁begin｜>";
+inline constexpr std::string_view kToolCallEnd = "<｜tool▁call▁end｜>";
+
 struct ToolCall {
   std::string name;
   std::string arguments;  // a JSON object as compact text

@@ -6,6 +6,7 @@
 #include <regex>
 #include <string_view>
 
+#include "chat/deepseek_output.h"
 #include "core/error.h"
 #include "grammar/json_schema_support.h"
 #include "grammar/xgrammar_backend.h"
@@ -86,7 +87,7 @@ class AfterReasoningConstraint final : public TokenConstraint {
   bool complete() const override { return open_ && answer_->complete(); }
 
  private:
-  static constexpr std::string_view kClose = "</think>";
+  static constexpr std::string_view kClose = kThinkClose;  // chat/deepseek_output.h
   std::unique_ptr<XGrammarConstraint> answer_;
   const std::vector<std::string>& vocabulary_;
   std::string tail_;  // the reasoning's last bytes, while the marker is not seen
