@@ -1,6 +1,6 @@
-// Fast mode's decode attention kernels (kernels/fast_decode_attention.h) on one thread: one query's
-// 64 heads (a V3 rank's share on 2 threads) against KEYS cached entries of 576 (512 latent + 64
-// rope), from an f32 and from a bf16 cache; best of 20 timings, GFLOP/s counting
+// Exact mode's and fast mode's decode attention kernels (kernels/fast_decode_attention.h) on one
+// thread: one query's 64 heads (a V3 rank's share on 2 threads) against KEYS cached entries of 576
+// (512 latent + 64 rope), from an f32 and from a bf16 cache; best of 20 timings, GFLOP/s counting
 // 2 x heads x (576 + 512) per key. Each kernel only where the CPU runs it.
 // Then the thread split of attend_per_query_split (attention.cpp) for a rank with 16 heads (V3 at
 // mp8) and with 128 (mp1): one query's heads from a bf16 cache on a pool of THREADS (default: the
@@ -21,7 +21,9 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "kernels/fast_decode_attention.h"
+#include "kernels/linear.h"
 #include "kernels/matmul_amx.h"
+#include "kernels/ops.h"
 
 namespace {
 
@@ -65,6 +67,38 @@ void run(const char* name, void (*attend)(ConstMatView, const CachedBlocks&, flo
                 as_bf16 ? "bf16" : "f32", static_cast<long long>(keys), best * 1e6,
                 flops / best * 1e-9);
   }
+}
+
+// Exact mode's decode attention as attention.cpp's attend_per_query runs it for one query on one
+// thread: the scores by dot_rows per cache block (the heads as tokens), the whole-row softmax,
+// the attended entries by combine_rows / accumulate_rows (the heads as sets, all 576 columns).
+void exact_decode_attention(ConstMatView q_cat, const CachedBlocks& keys, float scale,
+                            MatView out) {
+  const Isa isa = best_isa();
+  const int64_t heads = q_cat.rows, entry = q_cat.cols, n_keys = keys.n_keys;
+  thread_local std::vector<float> scores, o_lat;
+  scores.resize(static_cast<size_t>(heads * n_keys));  // [heads, n_keys]
+  o_lat.resize(static_cast<size_t>(heads * entry));    // [heads, entry]
+  int64_t first = 0;
+  for (const WeightMatrix& block : keys.blocks) {
+    dot_rows(isa, q_cat.data, heads, q_cat.stride, block, scores.data() + first, n_keys);
+    first += block.rows;
+  }
+  for (int64_t h = 0; h < heads; ++h) {
+    float* row = scores.data() + h * n_keys;
+    for (int64_t t = 0; t < n_keys; ++t) row[t] *= scale;
+    softmax(row, n_keys);
+  }
+  first = 0;
+  for (const WeightMatrix& block : keys.blocks) {
+    if (first == 0)
+      combine_rows(isa, block, 0, block.rows, scores.data(), n_keys, heads, o_lat.data(), entry);
+    else
+      accumulate_rows(isa, block, 0, block.rows, scores.data() + first, n_keys, heads, o_lat.data(),
+                      entry);
+    first += block.rows;
+  }
+  for (int64_t h = 0; h < heads; ++h) std::copy_n(o_lat.data() + h * entry, out.cols, out.row(h));
 }
 
 // The best of 20 timings of `attend`, in seconds.
@@ -146,6 +180,7 @@ int main(int argc, char** argv) {
   if (keys.empty()) keys = {17, 4096, 16384};
   std::mt19937 rng(1);
   for (int64_t k : keys) {
+    run("exact", exact_decode_attention, k, rng);
     if (amx_usable()) run("amx", amx_decode_attention, k, rng);
     if (cpu_supports(Isa::kAvx512)) run("bf16dot", bf16dot_decode_attention, k, rng);
   }

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace dsinfer {
@@ -179,6 +182,59 @@ TEST(Ops, SoftmaxMinusInfinityGivesExactZero) {
   softmax(q.data(), 4);
   EXPECT_EQ(q[2], 1.0f);
   EXPECT_EQ(q[0] + q[1] + q[3], 0.0f);
+}
+
+// The AVX2 exp is libm's expf to the bit on the floats softmax gives it (x - max <= 0): every 61st
+// float of [-104, 0] (a stride coprime with the 8 lanes; DSINFER_EXHAUSTIVE=1 takes all 1.1e9,
+// ~10 s, which matched when written), the edges of the underflow and the specials.
+TEST(Ops, ExpAvx2IsLibmExpToTheBit) {
+  if (!cpu_supports(Isa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  const char* exhaustive = std::getenv("DSINFER_EXHAUSTIVE");
+  const uint32_t stride = exhaustive && std::string(exhaustive) == "1" ? 1 : 61;
+  const uint32_t top = std::bit_cast<uint32_t>(104.0f);
+  std::vector<float> x, y(1 << 16);
+  auto check = [&] {
+    exp_nonpositive_avx2(x.data(), y.data(), static_cast<int64_t>(x.size()));
+    for (size_t i = 0; i < x.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(std::exp(x[i])))
+          << std::hexfloat << x[i];
+    x.clear();
+  };
+  for (uint64_t m = 0; m <= top; m += stride) {
+    x.push_back(std::bit_cast<float>(static_cast<uint32_t>(m) | 0x80000000u));
+    if (x.size() == y.size()) check();
+  }
+  for (float edge : {-0x1.9fe368p6f, -0x1.9d1d9ep6f, -87.0f, -88.0f, -0x1p-149f, -0.0f, 0.0f})
+    for (const float direction : {-kInf, kInf}) {
+      float e = edge;  // the edge and 20 floats on each side of it
+      for (int j = 0; j <= 20; ++j, e = std::nextafter(e, direction))
+        if (e <= 0.0f) x.push_back(e);
+    }
+  x.insert(x.end(), {-kInf, -1e30f, -200.0f});
+  check();
+  std::vector<float> nan = {std::nanf(""), -1.0f, std::nanf(""), 0.0f, -2.0f, -3.0f, -4.0f, -5.0f};
+  exp_nonpositive_avx2(nan.data(), nan.data(), 8);
+  EXPECT_TRUE(std::isnan(nan[0]) && std::isnan(nan[2]));
+  EXPECT_EQ(nan[3], 1.0f);
+}
+
+// softmax_avx2 gives softmax_scalar's bits: lengths around the 8 lanes, spreads into the
+// underflow, -inf entries, a NaN (skipped by the max as std::fmax skips it).
+TEST(Ops, SoftmaxAvx2GivesTheScalarBits) {
+  if (!cpu_supports(Isa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(44);
+  for (size_t n : {1, 7, 8, 9, 15, 16, 17, 64, 65, 4097, 16384})
+    for (float spread : {0.1f, 3.0f, 30.0f, 200.0f}) {
+      std::vector<float> x = random_vector(rng, n, -spread, spread);
+      if (n > 9) x[3] = -kInf;
+      if (n > 9 && spread > 100) x[5] = std::nanf("");
+      std::vector<float> a = x, b = x;
+      softmax_avx2(a.data(), static_cast<int64_t>(n));
+      softmax_scalar(b.data(), static_cast<int64_t>(n));
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i]))
+            << "n " << n << " spread " << spread << " index " << i;
+    }
 }
 
 TEST(Ops, ArgmaxReturnsFirstMaximum) {

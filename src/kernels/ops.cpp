@@ -23,6 +23,12 @@ void silu_mul(float* a, const float* b, int64_t n) {
 }
 
 void softmax(float* x, int64_t n) {
+  static const bool avx2 = cpu_supports(Isa::kAvx2);
+  if (avx2) return softmax_avx2(x, n);
+  softmax_scalar(x, n);
+}
+
+void softmax_scalar(float* x, int64_t n) {
   float max_value = -INFINITY;
   for (int64_t i = 0; i < n; ++i) max_value = std::fmax(max_value, x[i]);
   double sum = 0;

@@ -14,8 +14,15 @@ void rms_norm(const float* x, const float* weight, int64_t n_rows, int64_t dim, 
 // a[i] = silu(a[i]) * b[i]
 void silu_mul(float* a, const float* b, int64_t n);
 
-// In-place softmax of x[n] (max-subtracted, fp32).
+// In-place softmax of x[n] (max-subtracted, fp32; libm's exp, the sum in double in index order).
+// softmax_avx2 where the CPU runs it: the same bits, so the choice is no configuration.
 void softmax(float* x, int64_t n);
+// softmax's definition, one value at a time (the AVX2 form's test holds it to this).
+void softmax_scalar(float* x, int64_t n);
+// softmax's AVX2 form (softmax_avx2.cpp): only where the CPU runs AVX2 and FMA.
+void softmax_avx2(float* x, int64_t n);
+// y[i] = std::exp(x[i]) for x[i] <= 0 or NaN, bit for bit: softmax_avx2's exp, 8 lanes at a time.
+void exp_nonpositive_avx2(const float* x, float* y, int64_t n);
 
 // The same with a polynomial exp (relative error ~1e-7, 16 lanes) where `isa` is AVX-512 (which
 // the CPU must run), else softmax(): for fast mode's prefill attention, whose probabilities are
