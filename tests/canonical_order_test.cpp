@@ -361,7 +361,7 @@ TEST(CanonicalOrder, AccumulateRowsContinuesTheChainBitForBit) {
 }
 
 // dot_rows is the canonical order of linear() bit for bit, for f32 and bf16 rows, token and row
-// counts around its tiles (4 x 5 on AVX-512, 3 x 3 on AVX2), widths with and without tails.
+// counts around its tiles (4 x 5 on AVX-512, 2 x 6 on AVX2), widths with and without tails.
 TEST(CanonicalOrder, DotRowsIsTheCanonicalProductBitForBit) {
   std::mt19937 rng(7);
   ThreadPool pool(1);

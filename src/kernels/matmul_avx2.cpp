@@ -18,8 +18,8 @@ struct Avx2 {
   static constexpr int kGemmVectors = 2;         // 6x2 accumulators + 2 token vectors + 1 broadcast
   static constexpr int kCombineSets = 4;         // combine_rows, many sets: 4x3 accumulators
   static constexpr int kCombineVectors = 3;
-  static constexpr int kDotTokens = 3;  // dot_rows: 3x3 accumulators, 3 + 3 operands
-  static constexpr int kDotRows = 3;
+  static constexpr int kDotTokens = 2;  // dot_rows: 2x6 accumulators, 2 tokens + 1 row vector
+  static constexpr int kDotRows = 6;
   static constexpr int kGemmChunkTiles = 8;  // token tiles whose lane partials stay in L2
   static V zero() { return _mm256_setzero_ps(); }
   static V load(const float* p) { return _mm256_loadu_ps(p); }
