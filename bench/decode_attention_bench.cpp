@@ -71,14 +71,14 @@ void run(const char* name, void (*attend)(ConstMatView, const CachedBlocks&, flo
 
 // Exact mode's decode attention as attention.cpp's attend_per_query runs it for one query on one
 // thread: the scores by dot_rows per cache block (the heads as tokens), the whole-row softmax,
-// the attended entries by combine_rows / accumulate_rows (the heads as sets, all 576 columns).
+// the attended latents by combine_rows / accumulate_rows (the heads as sets, each entry's 512
+// latent columns read in place).
 void exact_decode_attention(ConstMatView q_cat, const CachedBlocks& keys, float scale,
                             MatView out) {
   const Isa isa = best_isa();
-  const int64_t heads = q_cat.rows, entry = q_cat.cols, n_keys = keys.n_keys;
-  thread_local std::vector<float> scores, o_lat;
+  const int64_t heads = q_cat.rows, n_keys = keys.n_keys;
+  thread_local std::vector<float> scores;
   scores.resize(static_cast<size_t>(heads * n_keys));  // [heads, n_keys]
-  o_lat.resize(static_cast<size_t>(heads * entry));    // [heads, entry]
   int64_t first = 0;
   for (const WeightMatrix& block : keys.blocks) {
     dot_rows(isa, q_cat.data, heads, q_cat.stride, block, scores.data() + first, n_keys);
@@ -91,14 +91,14 @@ void exact_decode_attention(ConstMatView q_cat, const CachedBlocks& keys, float 
   }
   first = 0;
   for (const WeightMatrix& block : keys.blocks) {
+    const WeightMatrix latents = block.leading_columns(out.cols);
     if (first == 0)
-      combine_rows(isa, block, 0, block.rows, scores.data(), n_keys, heads, o_lat.data(), entry);
+      combine_rows(isa, latents, 0, block.rows, scores.data(), n_keys, heads, out.data, out.stride);
     else
-      accumulate_rows(isa, block, 0, block.rows, scores.data() + first, n_keys, heads, o_lat.data(),
-                      entry);
+      accumulate_rows(isa, latents, 0, block.rows, scores.data() + first, n_keys, heads, out.data,
+                      out.stride);
     first += block.rows;
   }
-  for (int64_t h = 0; h < heads; ++h) std::copy_n(o_lat.data() + h * entry, out.cols, out.row(h));
 }
 
 // The best of 20 timings of `attend`, in seconds.

@@ -554,5 +554,67 @@ TEST(Linear, RowRangesShareTheMatrixAndItsScales) {
   EXPECT_EQ(block.scale, scales.data() + 2 * 2);
 }
 
+// A view of a matrix's leading columns (a cache block's latents without their rope keys) reads
+// in place: combine_rows, accumulate_rows, dot_rows and dequantize_row give over it the bits they
+// give over a packed copy of those columns, on every ISA; linear and matmul_serial refuse it, and
+// formats with scales have no such view.
+TEST(Linear, LeadingColumnViewsReadInPlaceWithTheSameBits) {
+  std::mt19937 rng(57);
+  const int64_t rows = 70, cols = 576, n = 512, sets = 9;
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    const std::vector<float> values = random_floats(rng, rows * cols);
+    const size_t width = dtype == DType::kF32 ? 4 : 2;
+    std::vector<uint8_t> full(rows * cols * width), packed(rows * n * width);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        uint8_t* dst = full.data() + (r * cols + c) * width;
+        if (dtype == DType::kF32) {
+          std::memcpy(dst, &values[r * cols + c], 4);
+        } else {
+          const uint16_t b = f32_to_bf16(values[r * cols + c]);
+          std::memcpy(dst, &b, 2);
+        }
+        if (c < n) std::memcpy(packed.data() + (r * n + c) * width, dst, width);
+      }
+    const WeightMatrix wide{dtype, rows, cols, full.data()};
+    const WeightMatrix view = wide.leading_columns(n);
+    const WeightMatrix copy{dtype, rows, n, packed.data()};
+    EXPECT_EQ(view.rows, rows);
+    EXPECT_EQ(view.cols, n);
+    EXPECT_EQ(view.row_stride(), cols * static_cast<int64_t>(width));
+    const std::vector<float> coef = random_floats(rng, sets * rows),
+                             x = random_floats(rng, sets * n);
+    for (Isa isa : supported_isas()) {
+      SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype));
+      std::vector<float> a(sets * n), b(sets * n);
+      combine_rows(isa, view, 0, 64, coef.data(), rows, sets, a.data(), n);
+      accumulate_rows(isa, view, 64, rows - 64, coef.data() + 64, rows, sets, a.data(), n);
+      combine_rows(isa, copy, 0, 64, coef.data(), rows, sets, b.data(), n);
+      accumulate_rows(isa, copy, 64, rows - 64, coef.data() + 64, rows, sets, b.data(), n);
+      for (size_t i = 0; i < a.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << i;
+      std::vector<float> da(sets * rows), db(sets * rows);
+      dot_rows(isa, x.data(), sets, n, view, da.data(), rows);
+      dot_rows(isa, x.data(), sets, n, copy, db.data(), rows);
+      for (size_t i = 0; i < da.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(da[i]), std::bit_cast<uint32_t>(db[i])) << i;
+    }
+    std::vector<float> ra(n), rb(n);
+    dequantize_row(view, rows - 1, ra.data());
+    dequantize_row(copy, rows - 1, rb.data());
+    EXPECT_EQ(ra, rb);
+    ThreadPool pool(1);
+    std::vector<float> y(rows);
+    EXPECT_THROW(linear(cpu_kernel_config(), x.data(), 1, view, y.data(), pool), Error);
+    EXPECT_THROW(matmul_serial(cpu_kernel_config(), x.data(), 1, n, view, y.data(), rows), Error);
+    EXPECT_THROW(wide.leading_columns(cols + 1), Error);
+  }
+  std::vector<uint8_t> codes(128 * 128);
+  std::vector<float> scale(1, 1.0f);
+  EXPECT_THROW(
+      (WeightMatrix{DType::kF8E4M3, 128, 128, codes.data(), scale.data()}.leading_columns(64)),
+      Error);
+}
+
 }  // namespace
 }  // namespace dsinfer

@@ -66,10 +66,10 @@ DS_TARGET_CLONES static void decode_fp8(const uint8_t* __restrict in, float scal
 void dequantize_row(const WeightMatrix& w, int64_t row, float* out) {
   switch (w.dtype) {
     case DType::kF32:
-      std::copy_n(reinterpret_cast<const float*>(w.data) + row * w.cols, w.cols, out);
+      std::copy_n(reinterpret_cast<const float*>(w.data + row * w.row_stride()), w.cols, out);
       return;
     case DType::kBF16:
-      decode_bf16(reinterpret_cast<const uint16_t*>(w.data) + row * w.cols, out, w.cols);
+      decode_bf16(reinterpret_cast<const uint16_t*>(w.data + row * w.row_stride()), out, w.cols);
       return;
     case DType::kF8E4M3: {
       const uint8_t* codes = w.data + row * w.cols;
@@ -129,6 +129,7 @@ MatmulTask exact_task(const KernelPlan& p, const float* x, int64_t n_tokens, int
 
 void linear(const KernelConfig& config, const float* x, int64_t n_tokens, const WeightMatrix& w,
             float* y, ThreadPool& pool) {
+  check(w.padded_stride == 0, "linear: a column view (its kernels read packed rows)");
   const KernelPlan p = plan(w, n_tokens, config);
   switch (p.kernel) {
     case KernelKind::kAmxGemm:
@@ -172,6 +173,7 @@ void linear(const KernelConfig& config, const float* x, int64_t n_tokens, const 
 
 void matmul_serial(const KernelConfig& config, const float* x, int64_t n_tokens, int64_t x_stride,
                    const WeightMatrix& w, float* y, int64_t y_stride) {
+  check(w.padded_stride == 0, "matmul_serial: a column view (its kernels read packed rows)");
   const KernelPlan p = plan(w, n_tokens, config, ProductUse::kSerial);
   switch (p.kernel) {
     case KernelKind::kAmxGemm:

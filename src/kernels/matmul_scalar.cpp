@@ -20,7 +20,7 @@ void matmul_rows_scalar(const MatmulTask& task, int64_t r0, int64_t r1, float* r
   for (int64_t r = r0; r < r1; ++r) {
     const float* wrow = row_buffer;
     if (w.dtype == DType::kF32)
-      wrow = reinterpret_cast<const float*>(w.data) + r * w.cols;
+      wrow = reinterpret_cast<const float*>(w.data + r * w.row_stride());
     else
       dequantize_row(w, r, row_buffer);
     for (int64_t t = 0; t < task.n_tokens; ++t)

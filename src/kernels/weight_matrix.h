@@ -26,6 +26,9 @@ struct WeightMatrix {
   // int8 mode's repacked form of this matrix (kernels/int8_matrix.h), where the model made one:
   // int8 mode's products read it instead of `data`
   const Int8Matrix* int8 = nullptr;
+  // Bytes from one row to the next where the rows are not packed (leading_columns' views of a
+  // wider matrix); 0: packed, the stride the format gives.
+  int64_t padded_stride = 0;
 
   bool empty() const { return data == nullptr; }
   // The format, described here once for code outside the kernels (the kernels' own description
@@ -46,6 +49,11 @@ struct WeightMatrix {
   // Rows [first, first + count) as a matrix of their own sharing this one's memory, when that
   // needs no copy (block-scaled formats: `first` starts a scale block); else an empty matrix.
   WeightMatrix row_range(int64_t first, int64_t count) const;
+  // Columns [0, n) of every row as a matrix sharing this one's memory (f32 and bf16 only): e.g. a
+  // cache block's latents without their rope keys. The row kernels (combine_rows,
+  // accumulate_rows, dot_rows, dequantize_row) read such views; linear and matmul_serial refuse
+  // them.
+  WeightMatrix leading_columns(int64_t n) const;
 };
 
 }  // namespace dsinfer

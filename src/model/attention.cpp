@@ -86,17 +86,20 @@ void attention_probabilities(const KernelConfig& k, ConstMatView q_cat, const Ca
   }
 }
 
-// out[t] = sum over keys k < n_keys of probs[t, k] * entry[k] for t < n_sets: the cache's
-// entries combined with the probabilities, block after block as one chain per output (the bits
-// of one combine_rows over the whole sequence).
-void attended_entries(const KernelConfig& k, const CachedKeys& keys, int64_t n_keys,
+// out[t] = sum over keys k < n_keys of probs[t, k] * latent[k] for t < n_sets: the cache's
+// latents (each entry's leading lora values, read in place) combined with the probabilities,
+// block after block as one chain per output (the bits of one combine_rows over the whole
+// sequence).
+void attended_latents(const KernelConfig& k, const CachedKeys& keys, int64_t n_keys,
                       const float* probs, int64_t probs_stride, int64_t n_sets, float* out,
                       int64_t out_stride) {
+  const int64_t lora = keys.cache.latent_dim();
   keys.for_each_block(n_keys, [&](int64_t first, const WeightMatrix& entries) {
+    const WeightMatrix latents = entries.leading_columns(lora);
     if (first == 0)
-      combine_rows(k.isa, entries, 0, entries.rows, probs, probs_stride, n_sets, out, out_stride);
+      combine_rows(k.isa, latents, 0, latents.rows, probs, probs_stride, n_sets, out, out_stride);
     else
-      accumulate_rows(k.isa, entries, 0, entries.rows, probs + first, probs_stride, n_sets, out,
+      accumulate_rows(k.isa, latents, 0, latents.rows, probs + first, probs_stride, n_sets, out,
                       out_stride);
   });
 }
@@ -149,7 +152,7 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
     thread_local std::vector<float> w_v, q_cat, scores, o_lat;
     q_cat.resize(heads * n * entry_dim);  // [heads, n, lora + rope]: [q_abs | q_pe]
     scores.resize(heads * max_keys);      // [heads, keys] of one query
-    o_lat.resize(heads * n * entry_dim);  // [heads, n, lora + rope]: the attended entries
+    o_lat.resize(heads * n * lora);       // [heads, n, lora]: the attended latents
     // absorb wkv_b's key half into the queries: q_abs[c] = sum_d q_nope[d] W[d, c], every query
     // of the step at once, the head's rows read straight from the checkpoint; q_pe beside it
     for (int64_t h = h_begin; h < h_end; ++h) {
@@ -167,16 +170,15 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
           ctx.kernels, ConstMatView(q_cat.data() + i * entry_dim, heads, entry_dim, n * entry_dim),
           keys, n_keys, softmax_scale, [&](int64_t) { return n_keys; },
           MatView(scores.data(), heads, n_keys, max_keys));
-      // the attended entries of every head: the cache rows combined with the probabilities
-      // (the latent part is what W_v reads; the rope part is computed and ignored)
-      attended_entries(ctx.kernels, keys, n_keys, scores.data(), max_keys, heads,
-                       o_lat.data() + i * entry_dim, n * entry_dim);
+      // the attended latents of every head: the cache rows combined with the probabilities
+      attended_latents(ctx.kernels, keys, n_keys, scores.data(), max_keys, heads,
+                       o_lat.data() + i * lora, n * lora);
     }
     // wkv_b's value half maps the attended latents to each head's outputs
     for (int64_t h = h_begin; h < h_end; ++h) {
       const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
-      matmul_serial(ctx.kernels, o_lat.data() + (h - h_begin) * n * entry_dim, n, entry_dim,
-                    w_v_rows, attn + h * v_dim, H * v_dim);
+      matmul_serial(ctx.kernels, o_lat.data() + (h - h_begin) * n * lora, n, lora, w_v_rows,
+                    attn + h * v_dim, H * v_dim);
     }
   });
 }
@@ -329,7 +331,7 @@ void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, in
     thread_local std::vector<float> w_v, q_cat, scores, o_lat;
     q_cat.resize(seqlen * entry_dim);       // [seqlen, lora + rope]: [q_abs | q_pe]
     scores.resize(kQueryBlock * max_keys);  // [block queries, block keys]
-    o_lat.resize(seqlen * entry_dim);       // [seqlen, lora + rope]: the attended entries
+    o_lat.resize(seqlen * lora);            // [seqlen, lora]: the attended latents
     for (int64_t h = h_begin; h < h_end; ++h) {
       // W_v in place where it can be viewed, else dequantized, exactly as decode takes it
       const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
@@ -349,11 +351,10 @@ void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, in
             softmax_scale, [&](int64_t s) { return start_pos + s0 + s + 1; },
             MatView(scores.data(), n_q, keys));
         // past each query's own keys the probabilities are 0: the chain over them adds exact zeros
-        attended_entries(ctx.kernels, cached, keys, scores.data(), keys, n_q,
-                         o_lat.data() + s0 * entry_dim, entry_dim);
+        attended_latents(ctx.kernels, cached, keys, scores.data(), keys, n_q,
+                         o_lat.data() + s0 * lora, lora);
       }
-      matmul_serial(ctx.kernels, o_lat.data(), seqlen, entry_dim, w_v_rows, attn + h * v_dim,
-                    H * v_dim);
+      matmul_serial(ctx.kernels, o_lat.data(), seqlen, lora, w_v_rows, attn + h * v_dim, H * v_dim);
     }
   });
 }

@@ -57,6 +57,8 @@ class KVCache {
   KVDType dtype() const { return dtype_; }
   // Values per entry: kv_lora_rank + qk_rope_head_dim (the row length of a block's matrix).
   int64_t entry_dim() const { return kv_lora_rank_ + rope_dim_; }
+  // Values per entry's latent (its leading part: what attention's values are made of).
+  int64_t latent_dim() const { return kv_lora_rank_; }
   int64_t element_bytes() const { return dtype_ == KVDType::kBF16 ? 2 : 4; }
   // Bytes one position costs over all layers.
   int64_t bytes_per_position() const { return n_layers_ * entry_dim() * element_bytes(); }
