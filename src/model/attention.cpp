@@ -20,6 +20,12 @@ namespace {
 // the GEMM kernels; below it (decode) each query walks the cache with dot products.
 constexpr int kMatrixAttentionMinQueries = 8;
 
+// Whether attention's products run on bf16 kernels: fast mode, where they run (AMX, AVX512_BF16).
+// Fast mode elsewhere (AVX2) has the exact kernels only, and takes exact mode's attention.
+bool bf16_attention(const KernelConfig& k) {
+  return k.fast() && k.fast_kernels() != FastModeKernels::kExact;
+}
+
 // Rows [first, first + count) of wkv_b as fp32 [count, lora].
 void dequantize_rows(const WeightMatrix& wkv_b, int64_t first, int64_t count, float* out) {
   for (int64_t r = 0; r < count; ++r) dequantize_row(wkv_b, first + r, out + r * wkv_b.cols);
@@ -66,9 +72,9 @@ void attention_probabilities(const KernelConfig& k, ConstMatView q_cat, const Ca
                              int64_t n_keys, float scale, const Visible& visible, MatView probs,
                              void (*normalize)(float*, int64_t) = softmax) {
   // q_cat [rows, lora + rope], entries [n_keys, lora + rope] -> probs [rows, n_keys]
-  // exact mode: dot_rows, the canonical order (the GEMM's bits) at 1.4-1.5x its speed for these
-  // shapes; fast mode: matmul_serial (AMX or VDPBF16PS tiles from enough rows on)
-  const bool exact = !k.fast();
+  // exact kernels: dot_rows, the canonical order (the GEMM's bits) at 1.4-1.5x its speed for these
+  // shapes; fast mode's bf16 kernels: matmul_serial (AMX or VDPBF16PS tiles from enough rows on)
+  const bool exact = !bf16_attention(k);
   keys.for_each_block(n_keys, [&](int64_t first, const WeightMatrix& entries) {
     if (exact)
       dot_rows(k.isa, q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data + first,
@@ -456,11 +462,6 @@ void attend_as_bf16_matrices(const ForwardContext& ctx, const AttentionWeights& 
       }
     });
   }
-}
-
-// Whether prefill attention takes attend_as_bf16_matrices: fast mode, where bf16 kernels run.
-bool bf16_attention(const KernelConfig& k) {
-  return k.fast() && k.fast_kernels() != FastModeKernels::kExact;
 }
 
 }  // namespace
