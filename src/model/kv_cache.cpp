@@ -27,7 +27,9 @@ KVCache::KVCache(const ModelConfig& c, int64_t budget_positions, KVDType dtype)
         budget_positions, " positions is outside [0, ", kMaxKVPositions, "]");
   // a budget of n positions always holds a sequence of n
   total_blocks_ = blocks_for(budget_positions);
-  storage_.resize(static_cast<size_t>(total_blocks_));
+  // chunks of ~32 MB: whole huge pages with little rounding, mapped a few at a time as used
+  blocks_per_chunk_ = std::max<int64_t>(1, (int64_t{32} << 20) / block_bytes());
+  chunks_.resize(static_cast<size_t>(ceil_div(total_blocks_, blocks_per_chunk_)));
   refs_.assign(static_cast<size_t>(total_blocks_), 0);
   free_.reserve(static_cast<size_t>(total_blocks_));
   for (int64_t b = total_blocks_ - 1; b >= 0; --b) free_.push_back(static_cast<BlockId>(b));
@@ -46,9 +48,12 @@ BlockId KVCache::take_block() {
   check(!free_.empty(), "KV cache: no free block");  // callers check first: a bug if it happens
   const BlockId b = free_.back();
   free_.pop_back();
-  auto& data = storage_[static_cast<size_t>(b)];
-  // zero-filled once, so that nothing ever reads an uninitialised value
-  if (!data) data.reset(new uint8_t[static_cast<size_t>(block_bytes())]());
+  // a chunk is zero-filled when mapped, so that nothing ever reads an uninitialised value
+  HugePageMemory& chunk = chunks_[static_cast<size_t>(b / blocks_per_chunk_)];
+  if (chunk.empty()) {
+    const int64_t first = b / blocks_per_chunk_ * blocks_per_chunk_;
+    chunk = HugePageMemory(std::min(blocks_per_chunk_, total_blocks_ - first) * block_bytes());
+  }
   refs_[static_cast<size_t>(b)] = 1;
   return b;
 }
@@ -154,7 +159,8 @@ void KVCache::retain_block(BlockId block) {
 void KVCache::release_block(BlockId block) { drop_ref(block); }
 
 uint8_t* KVCache::slot(BlockId block, int layer, int64_t s) const {
-  return storage_[static_cast<size_t>(block)].get() +
+  return chunks_[static_cast<size_t>(block / blocks_per_chunk_)].data() +
+         (block % blocks_per_chunk_) * block_bytes() +
          ((layer * kKVBlock) + s) * entry_dim() * element_bytes();
 }
 

@@ -28,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/huge_page_memory.h"
 #include "kernels/weight_matrix.h"
 #include "model/config.h"
 
@@ -145,9 +146,12 @@ class KVCache {
   int64_t kv_lora_rank_ = 0, rope_dim_ = 0;
   KVDType dtype_ = KVDType::kF32;
   int64_t total_blocks_ = 0;
-  std::vector<std::unique_ptr<uint8_t[]>> storage_;  // per block, allocated on first use
-  std::vector<int32_t> refs_;                        // per block
-  std::vector<BlockId> free_;                        // a stack: the lowest ids on top
+  // The blocks' memory: chunks of blocks_per_chunk_ blocks in huge pages, each mapped (zero-filled)
+  // when its first block is taken.
+  int64_t blocks_per_chunk_ = 1;
+  std::vector<HugePageMemory> chunks_;
+  std::vector<int32_t> refs_;  // per block
+  std::vector<BlockId> free_;  // a stack: the lowest ids on top
   SeqId next_id_ = 0;
   std::unordered_map<SeqId, Sequence> seqs_;
 };
