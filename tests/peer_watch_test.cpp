@@ -1,7 +1,8 @@
 // comm/peer_watch.h: a line that ends without the goodbye names its rank as dead and from then on
 // the sends in flight are aborted (repeatedly, while they last); a goodbye is an orderly end; the
-// destructor says goodbye except while an exception unwinds. The store hands its connections over
-// as watch lines (comm/rendezvous_store.h 'W'). The hang it prevents is in tests/mp_failure_test.
+// destructor says goodbye except while an exception unwinds that the ranks did not agree on. The
+// store hands its connections over as watch lines (comm/rendezvous_store.h 'W'). The hang it
+// prevents is in tests/mp_failure_test.
 #include "comm/peer_watch.h"
 
 #include <gtest/gtest.h>
@@ -76,6 +77,26 @@ TEST(PeerWatch, AnEndWhileAnExceptionUnwindsIsADeath) {
   } catch (const std::runtime_error&) {
   }
   EXPECT_TRUE(eventually([&] { return watch.dead_rank() == 1; }));
+}
+
+// Every rank throws the same error after a completed exchange (the load check): a slower rank
+// still in that exchange must finish it, so the first rank's exit is no death. Without this, a
+// rank mid-send to a third, slower rank reported "lost its connection to rank 0" instead of the
+// shared error (CI, 3 gloo ranks on 2 shards, 2026-12-06).
+TEST(PeerWatch, AnAgreedFailureSaysGoodbyeWhileItUnwinds) {
+  Line one;
+  PeerWatch watch(std::map<int, int>{{1, one.fds[0]}});
+  std::atomic<int> aborts{0};
+  PeerWatch::InFlight in_flight(&watch, [&] { ++aborts; });
+  try {
+    PeerWatch peer(std::map<int, int>{{0, one.fds[1]}});
+    peer.expect_agreed_failure();
+    throw std::runtime_error("every rank failed the same way");
+  } catch (const std::runtime_error&) {
+  }
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(watch.dead_rank(), -1);
+  EXPECT_EQ(aborts.load(), 0);
 }
 
 TEST(PeerWatch, TheStoreHandsOverItsConnectionsAsWatchLines) {

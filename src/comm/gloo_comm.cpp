@@ -237,6 +237,9 @@ class GlooComm : public Comm {
     }
     return all;
   }
+  void expect_agreed_failure() override {
+    if (watch_) watch_->expect_agreed_failure();
+  }
   // An all_gather of one float: gloo's own barrier keeps its buffer to itself, so the watch could
   // not abort its sends.
   void barrier() override {

@@ -23,7 +23,7 @@ PeerWatch::PeerWatch(std::map<int, int> lines) : lines_(std::move(lines)) {
 }
 
 PeerWatch::~PeerWatch() {
-  if (std::uncaught_exceptions() == 0)
+  if (std::uncaught_exceptions() == 0 || agreed_failure_)
     for (const auto& [rank, fd] : lines_) send(fd, &kGoodbye, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
   const char stop = 0;
   (void)!write(wake_[1], &stop, 1);

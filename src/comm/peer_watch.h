@@ -27,14 +27,16 @@ class PeerWatch {
  public:
   // lines: peer rank -> connected socket (owned from here on).
   explicit PeerWatch(std::map<int, int> lines);
-  // Says goodbye on every line (unless an exception is unwinding: then this rank's end is a
-  // failure its peers must notice), then closes them.
+  // Says goodbye on every line (unless an exception is unwinding that the ranks did not agree on:
+  // then this rank's end is a failure its peers must notice), then closes them.
   ~PeerWatch();
   PeerWatch(const PeerWatch&) = delete;
   PeerWatch& operator=(const PeerWatch&) = delete;
 
   // The first rank whose line ended without a goodbye, or -1.
   int dead_rank() const { return dead_rank_.load(); }
+  // The error that will unwind this rank is every rank's (Comm::expect_agreed_failure): goodbye.
+  void expect_agreed_failure() { agreed_failure_ = true; }
 
   // For the life of one buffer of a collective: `abort_sends` (its abortWaitSend) is called every
   // few milliseconds once a peer has died (comm/gloo_watched_buffer.h).
@@ -57,6 +59,7 @@ class PeerWatch {
   std::map<int, int> lines_;
   int wake_[2] = {-1, -1};  // a pipe: the destructor's word to the thread
   std::atomic<int> dead_rank_{-1};
+  bool agreed_failure_ = false;
   std::mutex mu_;  // in_flight_
   std::list<InFlight*> in_flight_;
   std::thread thread_;

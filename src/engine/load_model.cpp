@@ -70,9 +70,11 @@ void check_ranks_agree(Comm& comm, const json& mine) {
   for (const std::string& bytes : comm.all_gather_bytes(mine.dump()))
     all.push_back(json::parse(bytes));
   for (size_t r = 0; r < all.size(); ++r)
-    if (all[r].contains("error"))
+    if (all[r].contains("error")) {
+      comm.expect_agreed_failure();
       fail("rank ", r, " of ", all.size(),
            " failed to load the model: ", all[r]["error"].get<std::string>());
+    }
   const json& zero = all[0];
   if (!zero.contains("args")) return;  // only errors were exchanged
   auto where = [&](size_t r) {
@@ -96,6 +98,7 @@ void check_ranks_agree(Comm& comm, const json& mine) {
       what = "the shards' tensors (names, dtypes, shapes or norm weights) differ";
     else
       continue;
+    comm.expect_agreed_failure();
     fail("rank ", r, " loaded a different checkpoint or config than rank 0 (", where(0), "; ",
          where(r), "): ", what);
   }

@@ -37,6 +37,11 @@ class Comm {
   // Every rank's `mine`, in rank order (small, once-per-run exchanges). The default broadcasts
   // each rank's bytes in turn.
   virtual std::vector<std::string> all_gather_bytes(const std::string& mine);
+  // Every rank reached the same error from a collective that completed (check_ranks_agree's) and
+  // is about to throw it: this rank's exit is then no death for its peers to report, so a slower
+  // peer still finishes the collective and fails with that error, not with "lost its connection"
+  // (gloo: the peer watch says goodbye). Default: nothing to do.
+  virtual void expect_agreed_failure() {}
 };
 
 // World of one: every collective is the identity.

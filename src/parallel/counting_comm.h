@@ -44,6 +44,7 @@ class CountingComm final : public Comm {
   std::vector<std::string> all_gather_bytes(const std::string& mine) override {
     return inner_.all_gather_bytes(mine);
   }
+  void expect_agreed_failure() override { inner_.expect_agreed_failure(); }
 
   const CollectiveStats& stats() const { return stats_; }
   void reset() { stats_ = {}; }
