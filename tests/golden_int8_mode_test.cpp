@@ -6,13 +6,21 @@
 //   step of max|w| / 127 per 128 values, ~5x bf16's relative rounding of a normal row, and
 //   measured 2.0-2.5x the demo's error on the bf16 goldens; rounding both operands so adds about
 //   as much again, independently (sqrt 2: ~3.5x). Measured 12-06: tiny-v3 1.15x, tiny-v2 3.4x,
-//   tiny-v2-lite 2.8x. The same numbers on every CPU: the kernels agree bit for bit
-//   (tests/int8_matmul_test.cpp).
+//   tiny-v2-lite 2.8x. The int8 kernels agree bit for bit on every CPU
+//   (tests/int8_matmul_test.cpp), but "the rest as bf16" (attention, the products int8 mode does
+//   not repack) runs on bf16 kernels only where the CPU has them (Zen 4/5, Intel); on AVX2 fast
+//   mode is the exact kernels. So the logits differ by CPU class, and on these random models the
+//   argmaxes with them: their top-two margins are mostly near-ties at this error. Zen 3 (exact
+//   rest), 12-06: tiny-v2 3.5x, argmax kept 8 of 12 (the demo 10), each lost one in a row whose
+//   reference top-two margin (0.006-0.052 of max|ref|) is below that row's max|d| (0.065-0.11); the
+//   same 8 with the scalar kernels. Hence one argmax more to spare on the exact path; the bf16 path
+//   keeps the bound it was measured against (Zen 5).
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "kernels/kernel_config.h"
 #include "test_support.h"
 
 namespace dsinfer {
@@ -35,7 +43,9 @@ TEST_P(GoldenInt8ModeLogits, WithinFourTimesTheDemosBf16ErrorOfFp32) {
   const LogitsComparison &int8 = a.ours, &bf16 = a.demo;
   EXPECT_LE(int8.median_ratio, 4 * bf16.median_ratio);
   EXPECT_LE(int8.far_rows, bf16.far_rows + 1);
-  EXPECT_GE(a.kept, a.demo_kept - 1);
+  const FastModeKernels rest = with_environment_overrides(cpu_kernel_config()).fast_kernels();
+  const int spare = rest == FastModeKernels::kExact ? 2 : 1;
+  EXPECT_GE(a.kept, a.demo_kept - spare) << "the rest on " << fast_mode_kernels_name(rest);
   EXPECT_GT(int8.median_ratio, 0) << "int8 mode gave exactly the fp32 logits";
 }
 
