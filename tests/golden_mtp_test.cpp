@@ -174,6 +174,46 @@ TEST(GoldenMtp, NearMissesOfTheModuleGiveOtherDrafts) {
   EXPECT_NE(a.logprob[1], c.logprob[1]);  // position 1 does: h_1 saw the new t_1
 }
 
+// forward_mtp runs the block body forward does: observers see its parts (the block as layer
+// n_layers, as the checkpoints number it) and dumps get its tensors, the logits among them.
+TEST(GoldenMtp, ThePassReportsToObserversAsLayerNLayers) {
+  Loaded l;
+  const std::vector<int32_t> tokens = golden()["tokens"][0];
+  const int64_t n = static_cast<int64_t>(tokens.size()), L = l.config.n_layers;
+  KVCache cache(l.config, n);
+  Step step;
+  step.add(cache.create(n), 0, tokens.data(), n, /*all_logits=*/true);
+  step.want_hidden = true;
+  StepOutput out;
+  l.model->forward(step, cache, out);
+  const ForwardStats main = l.model->stats();
+  // the same shape of step for the MTP: n rows from position 0 (the next tokens, any last one)
+  std::vector<int32_t> next(tokens.begin() + 1, tokens.end());
+  next.push_back(tokens[0]);
+  KVCache mtp_cache = l.model->make_mtp_cache(n);
+  Step mstep;
+  mstep.add(mtp_cache.create(n), 0, next.data(), n, /*all_logits=*/true);
+  StepOutput mout;
+  TensorDump dump;
+  l.model->add_observer(&dump);
+  l.model->forward_mtp(mstep, out.hidden.data(), mtp_cache, mout);
+  l.model->remove_observer(&dump);
+  const ForwardStats& mtp = l.model->stats();
+  // one block's attention against the main pass's L blocks of the same shape
+  EXPECT_GT(mtp.part(ForwardPart::kAttention).macs, 0);
+  EXPECT_EQ(main.part(ForwardPart::kAttention).macs, L * mtp.part(ForwardPart::kAttention).macs);
+  EXPECT_GT(mtp.part(ForwardPart::kMoe).macs + mtp.part(ForwardPart::kDenseMlp).macs, 0);
+  EXPECT_EQ(mtp.part(ForwardPart::kHead).macs, main.part(ForwardPart::kHead).macs);
+  for (const char* name : {"mtp.eh_proj", "attn_out", "ffn_out", "out"}) {
+    const std::string full =
+        name[0] == 'm' ? std::string(name) : "layers." + std::to_string(L) + "." + name;
+    EXPECT_NE(dump.find(full), nullptr) << full;
+  }
+  const std::vector<float>* logits = dump.find("logits");
+  ASSERT_NE(logits, nullptr);
+  EXPECT_EQ(*logits, mout.logits);
+}
+
 TEST(GoldenMtp, AMissingModuleIsAClearError) {
   const std::string ckpt = test::convert_golden("tiny-v3-story");
   std::unique_ptr<Comm> comm = make_local_comm();

@@ -58,7 +58,9 @@ void route(const ModelConfig& config, const float* gate_logits, const float* bia
            float* weights);
 
 // Mixture of experts: routed experts of this rank (all-reduced) plus the shared experts.
-void moe_forward(const ForwardContext& ctx, const MoeWeights& w, const float* x, int64_t n,
-                 Scratch& scratch, float* out);
+// Returns every row's chosen experts [n, n_activated_experts] (in scratch: valid until its next
+// use).
+const int* moe_forward(const ForwardContext& ctx, const MoeWeights& w, const float* x, int64_t n,
+                       Scratch& scratch, float* out);
 
 }  // namespace dsinfer

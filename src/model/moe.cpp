@@ -100,13 +100,12 @@ void route(const ModelConfig& c, const float* gate_logits, const float* bias, in
   }
 }
 
-void moe_forward(const ForwardContext& ctx, const MoeWeights& w, const float* x, int64_t n,
-                 Scratch& scratch, float* out) {
+const int* moe_forward(const ForwardContext& ctx, const MoeWeights& w, const float* x, int64_t n,
+                       Scratch& scratch, float* out) {
   const ModelConfig& c = ctx.config;
   const int64_t dim = c.dim, E = c.n_routed_experts, k = c.n_activated_experts;
 
-  // router: gate logits -> k experts and weights per token (scratch.experts must still hold
-  // them when this returns: Transformer's ForwardStats count the experts used from it)
+  // router: gate logits -> k experts and weights per token
   float* logits = grow(scratch.scores, n * E);  // [n, E]
   linear(ctx.kernels, x, n, w.gate, logits, ctx.pool);
   scratch.experts.resize(n * k);
@@ -173,6 +172,7 @@ void moe_forward(const ForwardContext& ctx, const MoeWeights& w, const float* x,
     std::copy_n(routed, n * dim, out);
   }
   ctx.comm.all_reduce_sum(out, n * dim);
+  return scratch.experts.data();
 }
 
 }  // namespace dsinfer

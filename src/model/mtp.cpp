@@ -39,11 +39,9 @@ void Transformer::forward_mtp(const Step& step, const float* hidden, KVCache& mt
   check(n >= 1 && !step.chunks.empty(), "forward_mtp: empty step");
   check_step(step, mtp_cache);
   const MtpWeights& m = *mtp_;
-  collectives_.reset();
+  begin_pass(step);
   const ForwardContext ctx{config_, plan_, collectives_, pool_, kernels_};
-  float* h = grow(h_, n * dim);            // [n, dim] residual stream
-  float* x = grow(x_, n * dim);            // [n, dim]
-  float* y = grow(y_, n * dim);            // [n, dim]
+  float* x = x_.data();                    // [n, dim]
   float* in = grow(mtp_in_, n * 2 * dim);  // [n, 2 dim]
   embed_with(m.embed.empty() ? weights_.embed : m.embed, step.tokens.data(), n, x);
   for (int64_t i = 0; i < n; ++i) {
@@ -52,31 +50,14 @@ void Transformer::forward_mtp(const Step& step, const float* hidden, KVCache& mt
     rms_norm(x + i * dim, m.enorm.data(), 1, dim, 1e-6f, in + i * 2 * dim);
     rms_norm(hidden + i * dim, m.hnorm.data(), 1, dim, 1e-6f, in + i * 2 * dim + dim);
   }
-  linear(kernels_, in, n, m.eh_proj, h, pool_);  // every rank holds eh_proj whole: no collective
+  // every rank holds eh_proj whole: no collective
+  linear(kernels_, in, n, m.eh_proj, h_.data(), pool_);  // -> h [n, dim]
   rope_.prepare(positions_);
-  const LayerWeights& lw = m.block;
-  rms_norm(h, lw.attn_norm.data(), n, dim, 1e-6f, x);
-  mla_forward(ctx, lw.attn, /*layer=*/0, x, step, mtp_cache, rope_, scratch_, y);
-  for (int64_t i = 0; i < n * dim; ++i) h[i] += y[i];
-  rms_norm(h, lw.ffn_norm.data(), n, dim, 1e-6f, x);
-  if (lw.is_moe)
-    moe_forward(ctx, lw.moe, x, n, scratch_, y);
-  else
-    mlp_forward(ctx, lw.mlp, x, n, /*reduce=*/true, scratch_, y);
-  for (int64_t i = 0; i < n * dim; ++i) h[i] += y[i];
+  tensor("mtp.eh_proj", h_.data(), n, dim);
+  part_done(ForwardPart::kOther, step);
+  block_forward(ctx, m.block, /*layer=*/config_.n_layers, step, mtp_cache);
   for (const SeqChunk& c : step.chunks) mtp_cache.set_length(c.seq, c.start_pos + c.n_tokens);
-  const int64_t n_logits = step.logit_rows();
-  float* last = grow(last_, n_logits * dim);  // [n_logits, dim]
-  norm_logit_rows(step, h, m.head_norm, last);
-  if (step.want_hidden) {
-    output.hidden.resize(static_cast<size_t>(step.hidden_rows() * dim));
-    norm_logit_rows(step, h, m.head_norm, output.hidden.data(), /*hidden_rows=*/true);
-  }
-  if (step.want_logits)
-    head_logits(last, n_logits, m.head.empty() ? weights_.head : m.head, step.gather_logits,
-                output);
-  else
-    output.logits.clear();
+  finish_pass(step, m.head_norm, m.head.empty() ? weights_.head : m.head, output);
 }
 
 }  // namespace dsinfer

@@ -25,7 +25,7 @@ struct Step {
   // Also return the final-norm hidden state: per chunk of every row when all_logits or
   // all_hidden, else of its last row.
   bool want_hidden = false;
-  // forward_mtp only: false skips the head (an MTP step that only fills its cache)
+  // false skips the head (e.g. an MTP step that only fills its cache): no logits
   bool want_logits = true;
   // false: StepOutput::logits keeps this rank's slice of the vocabulary instead of gathering every
   // rank's (the caller combines per-rank results itself, e.g. the engine's vocab-parallel draw:

@@ -121,66 +121,88 @@ void Transformer::forward(const Step& step, KVCache& cache, StepOutput& output) 
   const int64_t n = static_cast<int64_t>(step.tokens.size()), dim = config_.dim;
   check(n >= 1 && !step.chunks.empty(), "forward: empty step");
   check_step(step, cache);
-  collectives_.reset();
+  begin_pass(step);
   const ForwardContext ctx{config_, plan_, collectives_, pool_, kernels_};
   float* h = grow(h_, n * dim);  // [n, dim] residual stream
-  float* x = grow(x_, n * dim);  // [n, dim] normalised input of a block
-  float* y = grow(y_, n * dim);  // [n, dim] output of a block
-  for (ForwardObserver* o : observers_) o->begin(step);
-  // wall time per part (a clock read per part and layer: nothing next to a layer's work)
-  double t = now_seconds();
-  auto done = [&](ForwardPart part, int layer = -1, const LayerWeights* lw = nullptr,
-                  const int* experts = nullptr) {
-    const double now = now_seconds();
-    const ForwardEvent event{part, layer, now - t, &step, lw, experts};
-    for (ForwardObserver* o : observers_) o->part_done(event);
-    t = now;
-  };
-  const int64_t n_logits = step.logit_rows();
   embed(step.tokens.data(), n, h);
   rope_.prepare(positions_);
   tensor("embed", h, n, dim);
-  done(ForwardPart::kOther);
-
-  for (int layer = 0; layer < config_.n_layers; ++layer) {
-    const LayerWeights& lw = weights_.layers[layer];
-    const std::string prefix =
-        observers_want_tensors_ ? "layers." + std::to_string(layer) + "." : "";
-    // h = h + attn(attn_norm(h))
-    rms_norm(h, lw.attn_norm.data(), n, dim, 1e-6f, x);
-    mla_forward(ctx, lw.attn, layer, x, step, cache, rope_, scratch_, y);
-    done(ForwardPart::kAttention, layer, &lw);
-    tensor(prefix + "attn_out", y, n, dim);
-    for (int64_t i = 0; i < n * dim; ++i) h[i] += y[i];
-    done(ForwardPart::kOther, layer);
-    // h = h + ffn(ffn_norm(h))
-    rms_norm(h, lw.ffn_norm.data(), n, dim, 1e-6f, x);
-    if (lw.is_moe)
-      moe_forward(ctx, lw.moe, x, n, scratch_, y);
-    else
-      mlp_forward(ctx, lw.mlp, x, n, /*reduce=*/true, scratch_, y);
-    // moe_forward leaves every row's chosen experts in scratch_.experts [n, n_activated]
-    done(lw.is_moe ? ForwardPart::kMoe : ForwardPart::kDenseMlp, layer, &lw,
-         lw.is_moe ? scratch_.experts.data() : nullptr);
-    tensor(prefix + "ffn_out", y, n, dim);
-    for (int64_t i = 0; i < n * dim; ++i) h[i] += y[i];
-    tensor(prefix + "out", h, n, dim);
-    done(ForwardPart::kOther, layer);
-  }
+  part_done(ForwardPart::kOther, step);
+  for (int layer = 0; layer < config_.n_layers; ++layer)
+    block_forward(ctx, weights_.layers[layer], layer, step, cache);
   for (const SeqChunk& c : step.chunks) cache.set_length(c.seq, c.start_pos + c.n_tokens);
+  finish_pass(step, weights_.norm, weights_.head, output);
+}
 
+void Transformer::begin_pass(const Step& step) {
+  const int64_t n = static_cast<int64_t>(step.tokens.size()), dim = config_.dim;
+  collectives_.reset();
+  grow(h_, n * dim);
+  grow(x_, n * dim);
+  grow(y_, n * dim);
+  for (ForwardObserver* o : observers_) o->begin(step);
+  part_start_ = now_seconds();
+}
+
+// A clock read per part and layer: nothing next to a layer's work.
+void Transformer::part_done(ForwardPart part, const Step& step, int layer, const LayerWeights* lw,
+                            const int* experts) {
+  const double now = now_seconds();
+  const ForwardEvent event{part, layer, now - part_start_, &step, lw, experts};
+  for (ForwardObserver* o : observers_) o->part_done(event);
+  part_start_ = now;
+}
+
+void Transformer::block_forward(const ForwardContext& ctx, const LayerWeights& lw, int layer,
+                                const Step& step, KVCache& cache) {
+  const int64_t n = static_cast<int64_t>(step.tokens.size()), dim = config_.dim;
+  float* h = h_.data();  // [n, dim] residual stream
+  float* x = x_.data();  // [n, dim] normalised input of a sublayer
+  float* y = y_.data();  // [n, dim] output of a sublayer
+  const std::string prefix = observers_want_tensors_ ? "layers." + std::to_string(layer) + "." : "";
+  // the MTP block (layer n_layers, as the checkpoints number it) has a cache of its own
+  const int cache_layer = layer < config_.n_layers ? layer : 0;
+  // h = h + attn(attn_norm(h))
+  rms_norm(h, lw.attn_norm.data(), n, dim, 1e-6f, x);
+  mla_forward(ctx, lw.attn, cache_layer, x, step, cache, rope_, scratch_, y);
+  part_done(ForwardPart::kAttention, step, layer, &lw);
+  tensor(prefix + "attn_out", y, n, dim);
+  for (int64_t i = 0; i < n * dim; ++i) h[i] += y[i];
+  part_done(ForwardPart::kOther, step, layer);
+  // h = h + ffn(ffn_norm(h))
+  rms_norm(h, lw.ffn_norm.data(), n, dim, 1e-6f, x);
+  if (lw.is_moe) {
+    const int* experts = moe_forward(ctx, lw.moe, x, n, scratch_, y);
+    part_done(ForwardPart::kMoe, step, layer, &lw, experts);
+  } else {
+    mlp_forward(ctx, lw.mlp, x, n, /*reduce=*/true, scratch_, y);
+    part_done(ForwardPart::kDenseMlp, step, layer, &lw);
+  }
+  tensor(prefix + "ffn_out", y, n, dim);
+  for (int64_t i = 0; i < n * dim; ++i) h[i] += y[i];
+  tensor(prefix + "out", h, n, dim);
+  part_done(ForwardPart::kOther, step, layer);
+}
+
+void Transformer::finish_pass(const Step& step, const std::vector<float>& norm,
+                              const WeightMatrix& head, StepOutput& output) {
+  const int64_t dim = config_.dim, n_logits = step.logit_rows();
   // final norm of the rows asked for (each chunk's last, or all of its rows), vocab-parallel
   // head, gather the vocabulary
   float* last = grow(last_, n_logits * dim);  // [n_logits, dim]
-  norm_logit_rows(step, h, weights_.norm, last);
+  norm_logit_rows(step, h_.data(), norm, last);
   if (step.want_hidden) {
     output.hidden.resize(static_cast<size_t>(step.hidden_rows() * dim));
-    norm_logit_rows(step, h, weights_.norm, output.hidden.data(), /*hidden_rows=*/true);
+    norm_logit_rows(step, h_.data(), norm, output.hidden.data(), /*hidden_rows=*/true);
   }
   tensor("final_hidden", last, n_logits, dim);
-  head_logits(last, n_logits, weights_.head, step.gather_logits, output);
-  tensor("logits", output.logits.data(), n_logits, output.logit_columns);
-  done(ForwardPart::kHead);
+  if (step.want_logits) {
+    head_logits(last, n_logits, head, step.gather_logits, output);
+    tensor("logits", output.logits.data(), n_logits, output.logit_columns);
+  } else {
+    output.logits.clear();
+  }
+  part_done(ForwardPart::kHead, step);
 }
 
 void Transformer::norm_logit_rows(const Step& step, const float* h, const std::vector<float>& norm,

@@ -55,7 +55,8 @@ class Transformer {
   // final-norm hidden state at i (StepOutput::hidden of a step that asked for every row). Output
   // logits as forward's (each chunk's last row, or all): the draft distributions for t_{i+2}.
   // The embedding of position 0 is zeroed (what the checkpoints were trained with, as vLLM).
-  // step.want_logits false: only the cache is filled (no head, no logits).
+  // step.want_logits false: only the cache is filled (no head, no logits). Observers see it as a
+  // pass of its own: embedding and eh_proj, the block as layer n_layers, the head.
   void forward_mtp(const Step& step, const float* hidden, KVCache& mtp_cache, StepOutput& output);
 
   const ModelConfig& config() const { return config_; }
@@ -96,6 +97,22 @@ class Transformer {
   void head_logits(const float* last, int64_t n_logits, const WeightMatrix& head, bool gather,
                    StepOutput& output);
   void tensor(const std::string& name, const float* data, int64_t rows, int64_t cols);
+  // A pass (forward, forward_mtp): resets the collectives' counts, grows h_, x_, y_ to the step's
+  // rows, tells the observers and starts the parts' clock.
+  void begin_pass(const Step& step);
+  // Tells the observers that `part` (of `layer`, with its weights and a MoE's routing) finished.
+  void part_done(ForwardPart part, const Step& step, int layer = -1,
+                 const LayerWeights* lw = nullptr, const int* experts = nullptr);
+  // One transformer block over the step's rows, in place on the residual stream h_ [n, dim]:
+  // h += attn(attn_norm(h)), then h += ffn(ffn_norm(h)). The observers see it as `layer` and its
+  // tensors as layers.{layer}.*; the MTP block is layer n_layers (the checkpoints' number), the
+  // only layer of its own cache.
+  void block_forward(const ForwardContext& ctx, const LayerWeights& lw, int layer, const Step& step,
+                     KVCache& cache);
+  // The pass's end: `norm` over the rows the step wants (hidden states when asked), `head` over
+  // those wanting logits (unless !step.want_logits), reported as the head part.
+  void finish_pass(const Step& step, const std::vector<float>& norm, const WeightMatrix& head,
+                   StepOutput& output);
 
   ModelConfig config_;
   ModelWeights weights_;
@@ -107,6 +124,7 @@ class Transformer {
   Rope rope_;
   Scratch scratch_;
   std::vector<float> h_, x_, y_, last_, logits_local_, gathered_;
+  double part_start_ = 0;           // when the part now running began (part_done)
   std::vector<int64_t> positions_;  // each row's absolute position
   std::unique_ptr<MtpWeights> mtp_;
   std::vector<float> mtp_in_;                              // [n, 2 dim] [enorm(e) | hnorm(h)]
