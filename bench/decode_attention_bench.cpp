@@ -81,7 +81,7 @@ void exact_decode_attention(ConstMatView q_cat, const CachedBlocks& keys, float 
   scores.resize(static_cast<size_t>(heads * n_keys));  // [heads, n_keys]
   int64_t first = 0;
   for (const WeightMatrix& block : keys.blocks) {
-    dot_rows(isa, q_cat.data, heads, q_cat.stride, block, scores.data() + first, n_keys);
+    dot_rows(isa, q_cat, block, MatView(scores.data() + first, heads, block.rows, n_keys));
     first += block.rows;
   }
   for (int64_t h = 0; h < heads; ++h) {
@@ -92,11 +92,11 @@ void exact_decode_attention(ConstMatView q_cat, const CachedBlocks& keys, float 
   first = 0;
   for (const WeightMatrix& block : keys.blocks) {
     const WeightMatrix latents = block.leading_columns(out.cols);
+    const ConstMatView block_scores(scores.data() + first, heads, block.rows, n_keys);
     if (first == 0)
-      combine_rows(isa, latents, 0, block.rows, scores.data(), n_keys, heads, out.data, out.stride);
+      combine_rows(isa, latents, {0, block.rows}, block_scores, out);
     else
-      accumulate_rows(isa, latents, 0, block.rows, scores.data() + first, n_keys, heads, out.data,
-                      out.stride);
+      accumulate_rows(isa, latents, {0, block.rows}, block_scores, out);
     first += block.rows;
   }
 }

@@ -307,8 +307,8 @@ TEST(CanonicalOrder, CombineRowsIsOneChainPerOutputBitForBit) {
                                           << shape.rows << "x" << shape.cols << " sets " << n_sets);
           const std::vector<float> coef = random_x(rng, n_sets * n_rows);
           std::vector<float> out(static_cast<size_t>(n_sets * shape.cols));
-          combine_rows(isa, m.w, first, n_rows, coef.data(), n_rows, n_sets, out.data(),
-                       shape.cols);
+          combine_rows(isa, m.w, {first, n_rows}, ConstMatView(coef.data(), n_sets, n_rows),
+                       MatView(out.data(), n_sets, shape.cols));
           for (int64_t t = 0; t < n_sets; ++t)
             for (int64_t c = 0; c < shape.cols; ++c) {
               float want = 0.0f;
@@ -342,15 +342,15 @@ TEST(CanonicalOrder, AccumulateRowsContinuesTheChainBitForBit) {
           const std::vector<float> coef = random_x(rng, n_sets * n_rows);
           std::vector<float> whole(static_cast<size_t>(n_sets * shape.cols)),
               pieces(whole.size(), 1e30f);
-          combine_rows(isa, m.w, 0, n_rows, coef.data(), n_rows, n_sets, whole.data(), shape.cols);
+          const ConstMatView all_coef(coef.data(), n_sets, n_rows);  // [n_sets, n_rows]
+          combine_rows(isa, m.w, {0, n_rows}, all_coef, MatView(whole.data(), n_sets, shape.cols));
+          const MatView out(pieces.data(), n_sets, shape.cols);
           for (int64_t d0 = 0; d0 < n_rows; d0 += 64) {
             const int64_t n = std::min<int64_t>(64, n_rows - d0);
             if (d0 == 0)
-              combine_rows(isa, m.w, d0, n, coef.data() + d0, n_rows, n_sets, pieces.data(),
-                           shape.cols);
+              combine_rows(isa, m.w, {d0, n}, all_coef.columns(d0, n), out);
             else
-              accumulate_rows(isa, m.w, d0, n, coef.data() + d0, n_rows, n_sets, pieces.data(),
-                              shape.cols);
+              accumulate_rows(isa, m.w, {d0, n}, all_coef.columns(d0, n), out);
           }
           for (size_t i = 0; i < whole.size(); ++i)
             ASSERT_TRUE(same_bits(whole[i], pieces[i])) << i;
@@ -375,7 +375,8 @@ TEST(CanonicalOrder, DotRowsIsTheCanonicalProductBitForBit) {
           const std::vector<float> x = random_x(rng, n * shape.cols);
           std::vector<float> want(static_cast<size_t>(n * shape.rows)), got(want.size());
           linear(with_isa(cpu_kernel_config(), isa), x.data(), n, m.w, want.data(), pool);
-          dot_rows(isa, x.data(), n, shape.cols, m.w, got.data(), shape.rows);
+          dot_rows(isa, ConstMatView(x.data(), n, shape.cols), m.w,
+                   MatView(got.data(), n, shape.rows));
           for (size_t i = 0; i < want.size(); ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << i;
         }
       }

@@ -276,8 +276,9 @@ TEST(Linear, CombineRowsMatchesDoubleReferenceOnEveryIsa) {
             const int64_t coef_stride = n_rows + 7, out_stride = cols + 5;
             const auto coef = random_floats(rng, static_cast<size_t>(n_sets * coef_stride));
             std::vector<float> out(static_cast<size_t>(n_sets * out_stride), NAN);
-            combine_rows(isa, m.w, first, n_rows, coef.data(), coef_stride, n_sets, out.data(),
-                         out_stride);
+            combine_rows(isa, m.w, {first, n_rows},
+                         ConstMatView(coef.data(), n_sets, n_rows, coef_stride),
+                         MatView(out.data(), n_sets, cols, out_stride));
             for (int64_t t = 0; t < n_sets; ++t) {
               for (int64_t c = 0; c < cols; ++c) {
                 double want = 0, magnitude = 0;
@@ -385,7 +386,8 @@ TEST(Linear, FastModeIsTheProductOfBf16RoundedActivations) {
       const int64_t x_stride = cols + 5, y_stride = rows + 3;
       const auto x = random_floats(rng, static_cast<size_t>(n_tokens * x_stride));
       std::vector<float> y(static_cast<size_t>(n_tokens * y_stride), NAN);
-      matmul_serial(fast, x.data(), n_tokens, x_stride, m.w, y.data(), y_stride);
+      matmul_serial(fast, ConstMatView(x.data(), n_tokens, cols, x_stride), m.w,
+                    MatView(y.data(), n_tokens, rows, y_stride));
       const bool both_rounded =
           fast.fast_kernels() != FastModeKernels::kExact && n_tokens >= kFastGemmMinTokens;
       std::vector<float> dense_x(static_cast<size_t>(n_tokens * cols)),
@@ -587,15 +589,17 @@ TEST(Linear, LeadingColumnViewsReadInPlaceWithTheSameBits) {
     for (Isa isa : supported_isas()) {
       SCOPED_TRACE(testing::Message() << isa_name(isa) << " " << dtype_name(dtype));
       std::vector<float> a(sets * n), b(sets * n);
-      combine_rows(isa, view, 0, 64, coef.data(), rows, sets, a.data(), n);
-      accumulate_rows(isa, view, 64, rows - 64, coef.data() + 64, rows, sets, a.data(), n);
-      combine_rows(isa, copy, 0, 64, coef.data(), rows, sets, b.data(), n);
-      accumulate_rows(isa, copy, 64, rows - 64, coef.data() + 64, rows, sets, b.data(), n);
+      const ConstMatView all_coef(coef.data(), sets, rows);  // [sets, rows]
+      for (auto [w, out] : {std::pair{&view, &a}, {&copy, &b}}) {
+        const MatView o(out->data(), sets, n);
+        combine_rows(isa, *w, {0, 64}, all_coef.columns(0, 64), o);
+        accumulate_rows(isa, *w, {64, rows - 64}, all_coef.columns(64, rows - 64), o);
+      }
       for (size_t i = 0; i < a.size(); ++i)
         ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << i;
       std::vector<float> da(sets * rows), db(sets * rows);
-      dot_rows(isa, x.data(), sets, n, view, da.data(), rows);
-      dot_rows(isa, x.data(), sets, n, copy, db.data(), rows);
+      dot_rows(isa, ConstMatView(x.data(), sets, n), view, MatView(da.data(), sets, rows));
+      dot_rows(isa, ConstMatView(x.data(), sets, n), copy, MatView(db.data(), sets, rows));
       for (size_t i = 0; i < da.size(); ++i)
         ASSERT_EQ(std::bit_cast<uint32_t>(da[i]), std::bit_cast<uint32_t>(db[i])) << i;
     }
@@ -606,7 +610,9 @@ TEST(Linear, LeadingColumnViewsReadInPlaceWithTheSameBits) {
     ThreadPool pool(1);
     std::vector<float> y(rows);
     EXPECT_THROW(linear(cpu_kernel_config(), x.data(), 1, view, y.data(), pool), Error);
-    EXPECT_THROW(matmul_serial(cpu_kernel_config(), x.data(), 1, n, view, y.data(), rows), Error);
+    EXPECT_THROW(matmul_serial(cpu_kernel_config(), ConstMatView(x.data(), 1, n), view,
+                               MatView(y.data(), 1, rows)),
+                 Error);
     EXPECT_THROW(wide.leading_columns(cols + 1), Error);
   }
   std::vector<uint8_t> codes(128 * 128);

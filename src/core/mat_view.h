@@ -19,6 +19,8 @@ struct BasicMatView {
   // rows [first, first + n)
   BasicMatView top(int64_t n) const { return {data, n, cols, stride}; }
   BasicMatView rows_from(int64_t first, int64_t n) const { return {row(first), n, cols, stride}; }
+  // columns [first, first + n) of every row
+  BasicMatView columns(int64_t first, int64_t n) const { return {data + first, rows, n, stride}; }
 };
 
 using MatView = BasicMatView<float>;

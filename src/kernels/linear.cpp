@@ -171,48 +171,44 @@ void linear(const KernelConfig& config, const float* x, int64_t n_tokens, const 
       grain);
 }
 
-void matmul_serial(const KernelConfig& config, const float* x, int64_t n_tokens, int64_t x_stride,
-                   const WeightMatrix& w, float* y, int64_t y_stride) {
+void matmul_serial(const KernelConfig& config, ConstMatView x, const WeightMatrix& w, MatView y) {
   check(w.padded_stride == 0, "matmul_serial: a column view (its kernels read packed rows)");
+  const int64_t n_tokens = x.rows;
   const KernelPlan p = plan(w, n_tokens, config, ProductUse::kSerial);
   switch (p.kernel) {
     case KernelKind::kAmxGemm:
-      return amx_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
+      return amx_matmul_serial(x.data, n_tokens, x.stride, w, y.data, y.stride);
     case KernelKind::kBf16DotGemm:
-      return bf16dot_matmul_serial(x, n_tokens, x_stride, w, y, y_stride);
+      return bf16dot_matmul_serial(x.data, n_tokens, x.stride, w, y.data, y.stride);
     default:
       break;
   }
   const MatmulKernels& kernels = matmul_kernels(p.isa);
-  MatmulTask task = exact_task(p, x, n_tokens, x_stride, w, y, y_stride);
+  MatmulTask task = exact_task(p, x.data, n_tokens, x.stride, w, y.data, y.stride);
   thread_local std::vector<float> packed, scratch;
   if (p.kernel != KernelKind::kGemv) {
     float* out = at_least(packed, kernels.packed_x_size(n_tokens, w.cols));
-    kernels.pack_x(x, n_tokens, w.cols, x_stride, out);
+    kernels.pack_x(x.data, n_tokens, w.cols, x.stride, out);
     task.x_packed = out;
   }
   kernels.matmul_rows(task, 0, w.rows, at_least(scratch, kernels.scratch_size(task)));
 }
 
-void combine_rows(Isa isa, const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef,
-                  int64_t coef_stride, int64_t n_sets, float* out, int64_t out_stride) {
-  matmul_kernels(isa).combine_rows(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride,
-                                   /*accumulate=*/false);
+void combine_rows(Isa isa, const WeightMatrix& w, RowSpan rows, ConstMatView coef, MatView out) {
+  matmul_kernels(isa).combine_rows(w, rows.first, rows.count, coef.data, coef.stride, coef.rows,
+                                   out.data, out.stride, /*accumulate=*/false);
 }
 
-void accumulate_rows(Isa isa, const WeightMatrix& w, int64_t first, int64_t n_rows,
-                     const float* coef, int64_t coef_stride, int64_t n_sets, float* out,
-                     int64_t out_stride) {
-  matmul_kernels(isa).combine_rows(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride,
-                                   /*accumulate=*/true);
+void accumulate_rows(Isa isa, const WeightMatrix& w, RowSpan rows, ConstMatView coef, MatView out) {
+  matmul_kernels(isa).combine_rows(w, rows.first, rows.count, coef.data, coef.stride, coef.rows,
+                                   out.data, out.stride, /*accumulate=*/true);
 }
 
-void dot_rows(Isa isa, const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w,
-              float* y, int64_t y_stride) {
+void dot_rows(Isa isa, ConstMatView x, const WeightMatrix& w, MatView y) {
   // (its kernels read f32 and bf16 rows only: a cache's entries)
   check(w.dtype == DType::kF32 || w.dtype == DType::kBF16, "dot_rows: rows of ",
         dtype_name(w.dtype), " (f32 or bf16 only)");
-  matmul_kernels(isa).dot_rows(x, n_tokens, x_stride, w, y, y_stride);
+  matmul_kernels(isa).dot_rows(x.data, x.rows, x.stride, w, y.data, y.stride);
 }
 
 }  // namespace dsinfer

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/cpu.h"
+#include "core/mat_view.h"
 #include "core/thread_pool.h"
 #include "kernels/kernel_config.h"
 #include "kernels/weight_matrix.h"
@@ -24,33 +25,34 @@ void dequantize_row(const WeightMatrix& w, int64_t row, float* out);
 void linear(const KernelConfig& config, const float* x, int64_t n_tokens, const WeightMatrix& w,
             float* y, ThreadPool& pool);
 
-// y[t * y_stride + r] = sum_c x[t * x_stride + c] * W[r, c] for every row r of w and t <
-// n_tokens, on the calling thread only: for callers that split other work across the pool
-// (attention heads). Same kernels, hence the same numbers, as linear() in exact mode; in fast
+// Rows [first, first + count) of a weight matrix.
+struct RowSpan {
+  int64_t first = 0, count = 0;
+};
+
+// y[t, r] = sum_c x[t, c] * W[r, c] for every row r of w and token t: x [n_tokens, w.cols] ->
+// y [n_tokens, w.rows], on the calling thread only: for callers that split other work across the
+// pool (attention heads). Same kernels, hence the same numbers, as linear() in exact mode; in fast
 // mode, from kFastGemmMinTokens tokens on fast mode's kernels, both operands are rounded to bf16
 // (attention's products, where both are activations), else it stays exact (ProductUse::kSerial).
-void matmul_serial(const KernelConfig& config, const float* x, int64_t n_tokens, int64_t x_stride,
-                   const WeightMatrix& w, float* y, int64_t y_stride);
+void matmul_serial(const KernelConfig& config, ConstMatView x, const WeightMatrix& w, MatView y);
 
-// out[t * out_stride + c] = sum_{d < n_rows} coef[t * coef_stride + d] * W[first + d, c] for t <
-// n_sets and every column c of w: rows of a weight matrix combined with coefficients (W^T times
-// each set, e.g. a query absorbed through wkv_b's key rows), straight from fp8/bf16, on the
-// calling thread, with the kernels of `isa`. Exact mode's numbers in either mode (fp32
-// coefficients and accumulation).
-void combine_rows(Isa isa, const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef,
-                  int64_t coef_stride, int64_t n_sets, float* out, int64_t out_stride);
-// y[t * y_stride + r] = x[t] . W[r] for t < n_tokens and every row r of w (f32 or bf16 rows), in
-// the ISA's canonical order (the bits of linear() and of matmul_serial in exact mode), on the
-// calling thread, register-blocked for a few tokens against many long rows: attention's scores
-// (heads against cached keys), 2-3x the canonical GEMM's speed there.
-void dot_rows(Isa isa, const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w,
-              float* y, int64_t y_stride);
+// out[t, c] = sum_{d < rows.count} coef[t, d] * W[rows.first + d, c] for every set t and column c
+// of w: coef [n_sets, rows.count] -> out [n_sets, w.cols]. Rows of a weight matrix combined with
+// coefficients (W^T times each set, e.g. a query absorbed through wkv_b's key rows), straight from
+// fp8/bf16, on the calling thread, with the kernels of `isa`. Exact mode's numbers in either mode
+// (fp32 coefficients and accumulation).
+void combine_rows(Isa isa, const WeightMatrix& w, RowSpan rows, ConstMatView coef, MatView out);
+// y[t, r] = x[t] . W[r] for every token t and row r of w (f32 or bf16 rows): x [n_tokens, w.cols]
+// -> y [n_tokens, w.rows], in the ISA's canonical order (the bits of linear() and of
+// matmul_serial in exact mode), on the calling thread, register-blocked for a few tokens against
+// many long rows: attention's scores (heads against cached keys), 2-3x the canonical GEMM's speed
+// there.
+void dot_rows(Isa isa, ConstMatView x, const WeightMatrix& w, MatView y);
 // out += the same sum, continuing each output's chain: combine_rows over rows [0, a) of one matrix
 // then accumulate_rows over rows [0, b) of another gives the bits of one combine_rows over the
 // a + b rows stacked (attention over a KV cache's blocks, each its own matrix).
-void accumulate_rows(Isa isa, const WeightMatrix& w, int64_t first, int64_t n_rows,
-                     const float* coef, int64_t coef_stride, int64_t n_sets, float* out,
-                     int64_t out_stride);
+void accumulate_rows(Isa isa, const WeightMatrix& w, RowSpan rows, ConstMatView coef, MatView out);
 
 // Dot product with fp32 accumulation in 16 independent lanes (vectorizes; fixed order, so
 // results do not depend on the thread count).

@@ -76,12 +76,11 @@ void attention_probabilities(const KernelConfig& k, ConstMatView q_cat, const Ca
   // shapes; fast mode's bf16 kernels: matmul_serial (AMX or VDPBF16PS tiles from enough rows on)
   const bool exact = !bf16_attention(k);
   keys.for_each_block(n_keys, [&](int64_t first, const WeightMatrix& entries) {
+    const MatView block_probs = probs.columns(first, entries.rows);  // [rows, block keys]
     if (exact)
-      dot_rows(k.isa, q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data + first,
-               probs.stride);
+      dot_rows(k.isa, q_cat, entries, block_probs);
     else
-      matmul_serial(k, q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data + first,
-                    probs.stride);
+      matmul_serial(k, q_cat, entries, block_probs);
   });
   for (int64_t r = 0; r < q_cat.rows; ++r) {
     float* row = probs.row(r);
@@ -92,22 +91,34 @@ void attention_probabilities(const KernelConfig& k, ConstMatView q_cat, const Ca
   }
 }
 
-// out[t] = sum over keys k < n_keys of probs[t, k] * latent[k] for t < n_sets: the cache's
-// latents (each entry's leading lora values, read in place) combined with the probabilities,
-// block after block as one chain per output (the bits of one combine_rows over the whole
-// sequence).
+// out[t] = sum over keys k < n_keys of probs[t, k] * latent[k] for every set t: probs
+// [n_sets, n_keys] -> out [n_sets, lora]. The cache's latents (each entry's leading lora values,
+// read in place) combined with the probabilities, block after block as one chain per output (the
+// bits of one combine_rows over the whole sequence).
 void attended_latents(const KernelConfig& k, const CachedKeys& keys, int64_t n_keys,
-                      const float* probs, int64_t probs_stride, int64_t n_sets, float* out,
-                      int64_t out_stride) {
+                      ConstMatView probs, MatView out) {
   const int64_t lora = keys.cache.latent_dim();
   keys.for_each_block(n_keys, [&](int64_t first, const WeightMatrix& entries) {
     const WeightMatrix latents = entries.leading_columns(lora);
+    const ConstMatView block_probs = probs.columns(first, latents.rows);
     if (first == 0)
-      combine_rows(k.isa, latents, 0, latents.rows, probs, probs_stride, n_sets, out, out_stride);
+      combine_rows(k.isa, latents, {0, latents.rows}, block_probs, out);
     else
-      accumulate_rows(k.isa, latents, 0, latents.rows, probs + first, probs_stride, n_sets, out,
-                      out_stride);
+      accumulate_rows(k.isa, latents, {0, latents.rows}, block_probs, out);
   });
+}
+
+// q_cat [n, lora + rope] = [q_nope W_k | q_pe] for head h's query rows q_h [n, qk_dim]: wkv_b's
+// key half absorbed into the queries (its rows read straight from the checkpoint), the rope part
+// beside it. Decode and prefill absorb with this one kernel, in the same order.
+void absorb_queries(const ForwardContext& ctx, const WeightMatrix& wkv_b, int64_t h,
+                    ConstMatView q_h, MatView q_cat) {
+  const ModelConfig& c = ctx.config;
+  const int64_t nope = c.qk_nope_head_dim, v_dim = c.v_head_dim, lora = c.kv_lora_rank;
+  combine_rows(ctx.kernels.isa, wkv_b, {h * (nope + v_dim), nope}, q_h.columns(0, nope),
+               q_cat.columns(0, lora));
+  for (int64_t i = 0; i < q_h.rows; ++i)
+    std::copy_n(q_h.row(i) + nope, c.qk_rope_head_dim, q_cat.row(i) + lora);
 }
 
 // Which fast_decode_attention.h kernel decode attention takes: fast mode's, where AMX or
@@ -159,15 +170,10 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
     q_cat.resize(heads * n * entry_dim);  // [heads, n, lora + rope]: [q_abs | q_pe]
     scores.resize(heads * max_keys);      // [heads, keys] of one query
     o_lat.resize(heads * n * lora);       // [heads, n, lora]: the attended latents
-    // absorb wkv_b's key half into the queries: q_abs[c] = sum_d q_nope[d] W[d, c], every query
-    // of the step at once, the head's rows read straight from the checkpoint; q_pe beside it
-    for (int64_t h = h_begin; h < h_end; ++h) {
-      float* q_h = q_cat.data() + (h - h_begin) * n * entry_dim;
-      combine_rows(ctx.kernels.isa, w.wkv_b, h * (nope + v_dim), nope, q + h * qk_dim, H * qk_dim,
-                   n, q_h, entry_dim);
-      for (int64_t i = 0; i < n; ++i)
-        std::copy_n(q + (i * H + h) * qk_dim + nope, rope_dim, q_h + i * entry_dim + lora);
-    }
+    // every query of the step absorbed at once
+    for (int64_t h = h_begin; h < h_end; ++h)
+      absorb_queries(ctx, w.wkv_b, h, ConstMatView(q + h * qk_dim, n, qk_dim, H * qk_dim),
+                     MatView(q_cat.data() + (h - h_begin) * n * entry_dim, n, entry_dim));
     for (int64_t i = 0; i < n; ++i) {
       const int64_t n_keys = queries[i].pos + 1;
       const CachedKeys keys{cache, layer, queries[i].seq};
@@ -177,14 +183,15 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
           keys, n_keys, softmax_scale, [&](int64_t) { return n_keys; },
           MatView(scores.data(), heads, n_keys, max_keys));
       // the attended latents of every head: the cache rows combined with the probabilities
-      attended_latents(ctx.kernels, keys, n_keys, scores.data(), max_keys, heads,
-                       o_lat.data() + i * lora, n * lora);
+      attended_latents(ctx.kernels, keys, n_keys,
+                       ConstMatView(scores.data(), heads, n_keys, max_keys),
+                       MatView(o_lat.data() + i * lora, heads, lora, n * lora));
     }
     // wkv_b's value half maps the attended latents to each head's outputs
     for (int64_t h = h_begin; h < h_end; ++h) {
       const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
-      matmul_serial(ctx.kernels, o_lat.data() + (h - h_begin) * n * lora, n, lora, w_v_rows,
-                    attn + h * v_dim, H * v_dim);
+      matmul_serial(ctx.kernels, ConstMatView(o_lat.data() + (h - h_begin) * n * lora, n, lora),
+                    w_v_rows, MatView(attn + h * v_dim, n, v_dim, H * v_dim));
     }
   });
 }
@@ -246,13 +253,9 @@ void attend_per_query_split(const ForwardContext& ctx, const AttentionWeights& w
   q_cat_storage.resize(static_cast<size_t>(H * n * entry_dim));
   float* q_cat = q_cat_storage.data();  // [H, n, lora + rope]: [q_abs | q_pe]
   ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
-    for (int64_t h = h_begin; h < h_end; ++h) {
-      float* q_h = q_cat + h * n * entry_dim;
-      combine_rows(ctx.kernels.isa, w.wkv_b, h * (nope + v_dim), nope, q + h * qk_dim, H * qk_dim,
-                   n, q_h, entry_dim);
-      for (int64_t i = 0; i < n; ++i)
-        std::copy_n(q + (i * H + h) * qk_dim + nope, rope_dim, q_h + i * entry_dim + lora);
-    }
+    for (int64_t h = h_begin; h < h_end; ++h)
+      absorb_queries(ctx, w.wkv_b, h, ConstMatView(q + h * qk_dim, n, qk_dim, H * qk_dim),
+                     MatView(q_cat + h * n * entry_dim, n, entry_dim));
   });
   // each query's cache blocks and segments, numbered across the step
   blocks.clear();
@@ -308,7 +311,8 @@ void attend_per_query_split(const ForwardContext& ctx, const AttentionWeights& w
       }
       // wkv_b's value half maps the attended latents to the head's outputs
       const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
-      matmul_serial(ctx.kernels, o_lat.data(), n, lora, w_v_rows, attn + h * v_dim, H * v_dim);
+      matmul_serial(ctx.kernels, ConstMatView(o_lat.data(), n, lora), w_v_rows,
+                    MatView(attn + h * v_dim, n, v_dim, H * v_dim));
     }
   });
 }
@@ -341,13 +345,8 @@ void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, in
     for (int64_t h = h_begin; h < h_end; ++h) {
       // W_v in place where it can be viewed, else dequantized, exactly as decode takes it
       const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
-      const int64_t q_stride = H * qk_dim;
-      const float* q_h = q + h * qk_dim;
-      // q_abs through wkv_b's key rows, as decode absorbs its queries (same kernel, same order)
-      combine_rows(ctx.kernels.isa, w.wkv_b, h * (nope + v_dim), nope, q_h, q_stride, seqlen,
-                   q_cat.data(), entry_dim);
-      for (int64_t s = 0; s < seqlen; ++s)
-        std::copy_n(q_h + s * q_stride + nope, rope_dim, q_cat.data() + s * entry_dim + lora);
+      absorb_queries(ctx, w.wkv_b, h, ConstMatView(q + h * qk_dim, seqlen, qk_dim, H * qk_dim),
+                     MatView(q_cat.data(), seqlen, entry_dim));
       const CachedKeys cached{cache, layer, seq};
       for (int64_t qb = 0; qb < n_blocks; ++qb) {
         const int64_t s0 = qb * kQueryBlock, n_q = std::min<int64_t>(kQueryBlock, seqlen - s0);
@@ -357,10 +356,11 @@ void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, in
             softmax_scale, [&](int64_t s) { return start_pos + s0 + s + 1; },
             MatView(scores.data(), n_q, keys));
         // past each query's own keys the probabilities are 0: the chain over them adds exact zeros
-        attended_latents(ctx.kernels, cached, keys, scores.data(), keys, n_q,
-                         o_lat.data() + s0 * lora, lora);
+        attended_latents(ctx.kernels, cached, keys, ConstMatView(scores.data(), n_q, keys),
+                         MatView(o_lat.data() + s0 * lora, n_q, lora));
       }
-      matmul_serial(ctx.kernels, o_lat.data(), seqlen, lora, w_v_rows, attn + h * v_dim, H * v_dim);
+      matmul_serial(ctx.kernels, ConstMatView(o_lat.data(), seqlen, lora), w_v_rows,
+                    MatView(attn + h * v_dim, seqlen, v_dim, H * v_dim));
     }
   });
 }
@@ -370,7 +370,7 @@ void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, in
 template <class Visible>
 void bf16_probabilities(const KernelConfig& k, ConstMatView q_cat, const WeightMatrix& entries,
                         float scale, const Visible& visible, MatView probs) {
-  matmul_serial(k, q_cat.data, q_cat.rows, q_cat.stride, entries, probs.data, probs.stride);
+  matmul_serial(k, q_cat, entries, probs.columns(0, entries.rows));
   for (int64_t r = 0; r < q_cat.rows; ++r) {
     float* row = probs.row(r);
     const int64_t n_keys = visible(r);
@@ -447,18 +447,17 @@ void attend_as_bf16_matrices(const ForwardContext& ctx, const AttentionWeights& 
       probs.resize(static_cast<size_t>(n_q * keys));       // [n_q, keys]
       o_lat.resize(static_cast<size_t>(n_q * lora));       // [n_q, lora]: the attended latents
       for (int64_t h = h_begin; h < h_end; ++h) {
-        const float* q_h = q + s0 * q_stride + h * qk_dim;
-        combine_rows(ctx.kernels.isa, w.wkv_b, h * (nope + v_dim), nope, q_h, q_stride, n_q,
-                     q_cat.data(), entry_dim);
-        for (int64_t s = 0; s < n_q; ++s)
-          std::copy_n(q_h + s * q_stride + nope, rope_dim, q_cat.data() + s * entry_dim + lora);
+        absorb_queries(ctx, w.wkv_b, h,
+                       ConstMatView(q + s0 * q_stride + h * qk_dim, n_q, qk_dim, q_stride),
+                       MatView(q_cat.data(), n_q, entry_dim));
         bf16_probabilities(
             ctx.kernels, ConstMatView(q_cat.data(), n_q, entry_dim), block_entries, softmax_scale,
             [&](int64_t s) { return start_pos + s0 + s + 1; }, MatView(probs.data(), n_q, keys));
-        matmul_serial(ctx.kernels, probs.data(), n_q, keys, block_latents, o_lat.data(), lora);
+        matmul_serial(ctx.kernels, ConstMatView(probs.data(), n_q, keys), block_latents,
+                      MatView(o_lat.data(), n_q, lora));
         const WeightMatrix w_v_rows = value_rows(w.wkv_b, h, nope, v_dim, w_v);
-        matmul_serial(ctx.kernels, o_lat.data(), n_q, lora, w_v_rows,
-                      attn + s0 * H * v_dim + h * v_dim, H * v_dim);
+        matmul_serial(ctx.kernels, ConstMatView(o_lat.data(), n_q, lora), w_v_rows,
+                      MatView(attn + s0 * H * v_dim + h * v_dim, n_q, v_dim, H * v_dim));
       }
     });
   }
