@@ -62,15 +62,14 @@ struct CachedKeys {
   }
 };
 
-// probs[r, t] (rows `stride` apart) = softmax over t < visible(r) of
-// ([q_abs | q_pe][r] . entry[t]) * scale, and 0 for t in [visible(r), n_keys): one product per
-// cache block (the latent and rope key side by side, KVCache) with the rows as tokens, each score
-// its own dot product whatever the blocking. Query rows are q_stride apart. normalize: softmax
-// (exact mode, and decode in either) or softmax_fast (fast mode's bf16 prefill).
+// probs[r, t] = softmax over t < visible(r) of ([q_abs | q_pe][r] . entry[t]) * scale, and 0 for
+// t in [visible(r), n_keys) where n_keys = probs.cols: one product per cache block (the latent and
+// rope key side by side, KVCache) with the rows as tokens, each score its own dot product whatever
+// the blocking.
 template <class Visible>
 void attention_probabilities(const KernelConfig& k, ConstMatView q_cat, const CachedKeys& keys,
-                             int64_t n_keys, float scale, const Visible& visible, MatView probs,
-                             void (*normalize)(float*, int64_t) = softmax) {
+                             float scale, const Visible& visible, MatView probs) {
+  const int64_t n_keys = probs.cols;
   // q_cat [rows, lora + rope], entries [n_keys, lora + rope] -> probs [rows, n_keys]
   // exact kernels: dot_rows, the canonical order (the GEMM's bits) at 1.4-1.5x its speed for these
   // shapes; fast mode's bf16 kernels: matmul_serial (AMX or VDPBF16PS tiles from enough rows on)
@@ -86,7 +85,7 @@ void attention_probabilities(const KernelConfig& k, ConstMatView q_cat, const Ca
     float* row = probs.row(r);
     const int64_t visible_keys = visible(r);
     for (int64_t t = 0; t < visible_keys; ++t) row[t] *= scale;
-    normalize(row, visible_keys);
+    softmax(row, visible_keys);
     std::fill(row + visible_keys, row + n_keys, 0.0f);
   }
 }
@@ -143,6 +142,14 @@ struct Query {
   int64_t pos;
 };
 
+// What every attention path of one layer reads.
+struct LayerAttention {
+  const ForwardContext& ctx;
+  const AttentionWeights& w;
+  CacheLayer kv;
+  float softmax_scale;
+};
+
 // Decode: per query, q_abs = W_k^T q_nope for each head, scores over the cache, the attended
 // latent; then W_v of every query's latent at once, straight from the checkpoint's wkv_b rows
 // where they can be viewed in place. Every query of the step that attends this way comes in one
@@ -153,12 +160,16 @@ struct Query {
 // as one combine_rows with the heads as its sets (the same kernels, hence the same bits, as the
 // prefill path). Fast mode's bf16 kernels take attend_per_query_split instead.
 // q [n, H, qk_dim] -> attn [n, H, v_dim], row i for queries[i].
-void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int layer,
-                      const float* q, const std::vector<Query>& queries, KVCache& cache,
-                      float softmax_scale, float* attn) {
+void attend_per_query(const LayerAttention& a, const float* q, const std::vector<Query>& queries,
+                      float* attn) {
+  const ForwardContext& ctx = a.ctx;
+  const AttentionWeights& w = a.w;
+  KVCache& cache = a.kv.cache;
+  const int layer = a.kv.layer;
+  const float softmax_scale = a.softmax_scale;
   const ModelConfig& c = ctx.config;
   const int64_t H = ctx.plan.n_local_heads;
-  const int64_t nope = c.qk_nope_head_dim, rope_dim = c.qk_rope_head_dim, v_dim = c.v_head_dim;
+  const int64_t nope = c.qk_nope_head_dim, v_dim = c.v_head_dim;
   const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
   const int64_t n = static_cast<int64_t>(queries.size());
   int64_t max_keys = 0;
@@ -180,7 +191,7 @@ void attend_per_query(const ForwardContext& ctx, const AttentionWeights& w, int 
       // probabilities [heads, keys]: the thread's heads are the rows
       attention_probabilities(
           ctx.kernels, ConstMatView(q_cat.data() + i * entry_dim, heads, entry_dim, n * entry_dim),
-          keys, n_keys, softmax_scale, [&](int64_t) { return n_keys; },
+          keys, softmax_scale, [&](int64_t) { return n_keys; },
           MatView(scores.data(), heads, n_keys, max_keys));
       // the attended latents of every head: the cache rows combined with the probabilities
       attended_latents(ctx.kernels, keys, n_keys,
@@ -234,12 +245,17 @@ std::vector<int64_t> first_items_by_cost(const std::vector<Query>& queries,
 // merge of its segments, in position order, and W_v. The items are sized by the pool, never the
 // numbers: a head's segment state depends only on its query and the segment's keys.
 // q [n, H, qk_dim] -> attn [n, H, v_dim], row i for queries[i].
-void attend_per_query_split(const ForwardContext& ctx, const AttentionWeights& w, int layer,
-                            const float* q, const std::vector<Query>& queries, KVCache& cache,
-                            float softmax_scale, DecodeSegmentKernel kernel, float* attn) {
+void attend_per_query_split(const LayerAttention& a, const float* q,
+                            const std::vector<Query>& queries, DecodeSegmentKernel kernel,
+                            float* attn) {
+  const ForwardContext& ctx = a.ctx;
+  const AttentionWeights& w = a.w;
+  KVCache& cache = a.kv.cache;
+  const int layer = a.kv.layer;
+  const float softmax_scale = a.softmax_scale;
   const ModelConfig& c = ctx.config;
   const int64_t H = ctx.plan.n_local_heads;
-  const int64_t nope = c.qk_nope_head_dim, rope_dim = c.qk_rope_head_dim, v_dim = c.v_head_dim;
+  const int64_t nope = c.qk_nope_head_dim, v_dim = c.v_head_dim;
   const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
   const int64_t n = static_cast<int64_t>(queries.size());
   const int64_t entry_dim = cache.entry_dim();
@@ -324,12 +340,19 @@ void attend_per_query_split(const ForwardContext& ctx, const AttentionWeights& w
 // before the softmax.
 constexpr int kQueryBlock = 64;
 
-void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, int layer,
-                        const float* q, SeqId seq, int64_t seqlen, int64_t start_pos,
-                        KVCache& cache, float softmax_scale, float* attn) {
+// q [seqlen, H, qk_dim] -> attn [seqlen, H, v_dim] for the chunk's rows.
+void attend_as_matrices(const LayerAttention& a, const SeqChunk& chunk, const float* q,
+                        float* attn) {
+  const ForwardContext& ctx = a.ctx;
+  const AttentionWeights& w = a.w;
+  KVCache& cache = a.kv.cache;
+  const int layer = a.kv.layer;
+  const float softmax_scale = a.softmax_scale;
+  const SeqId seq = chunk.seq;
+  const int64_t seqlen = chunk.n_tokens, start_pos = chunk.start_pos;
   const ModelConfig& c = ctx.config;
   const int64_t H = ctx.plan.n_local_heads;
-  const int64_t nope = c.qk_nope_head_dim, rope_dim = c.qk_rope_head_dim, v_dim = c.v_head_dim;
+  const int64_t nope = c.qk_nope_head_dim, v_dim = c.v_head_dim;
   const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
   const int64_t n_blocks = (seqlen + kQueryBlock - 1) / kQueryBlock;
   auto block_keys = [&](int64_t qb) {
@@ -352,7 +375,7 @@ void attend_as_matrices(const ForwardContext& ctx, const AttentionWeights& w, in
         const int64_t s0 = qb * kQueryBlock, n_q = std::min<int64_t>(kQueryBlock, seqlen - s0);
         const int64_t keys = block_keys(qb);
         attention_probabilities(
-            ctx.kernels, ConstMatView(q_cat.data() + s0 * entry_dim, n_q, entry_dim), cached, keys,
+            ctx.kernels, ConstMatView(q_cat.data() + s0 * entry_dim, n_q, entry_dim), cached,
             softmax_scale, [&](int64_t s) { return start_pos + s0 + s + 1; },
             MatView(scores.data(), n_q, keys));
         // past each query's own keys the probabilities are 0: the chain over them adds exact zeros
@@ -388,12 +411,18 @@ void bf16_probabilities(const KernelConfig& k, ConstMatView q_cat, const WeightM
 // Zen 5), and the softmax takes a vectorized exp (libm's scalar one was a fifth of this path). The
 // loop runs over query blocks, heads inside: a block's L^T serves every head; q_abs and W_v run per
 // block and head with the exact path's kernels.
-void attend_as_bf16_matrices(const ForwardContext& ctx, const AttentionWeights& w, int layer,
-                             const float* q, SeqId seq, int64_t seqlen, int64_t start_pos,
-                             KVCache& cache, float softmax_scale, float* attn) {
+void attend_as_bf16_matrices(const LayerAttention& a, const SeqChunk& chunk, const float* q,
+                             float* attn) {
+  const ForwardContext& ctx = a.ctx;
+  const AttentionWeights& w = a.w;
+  KVCache& cache = a.kv.cache;
+  const int layer = a.kv.layer;
+  const float softmax_scale = a.softmax_scale;
+  const SeqId seq = chunk.seq;
+  const int64_t seqlen = chunk.n_tokens, start_pos = chunk.start_pos;
   const ModelConfig& c = ctx.config;
   const int64_t H = ctx.plan.n_local_heads;
-  const int64_t nope = c.qk_nope_head_dim, rope_dim = c.qk_rope_head_dim, v_dim = c.v_head_dim;
+  const int64_t nope = c.qk_nope_head_dim, v_dim = c.v_head_dim;
   const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
   const int64_t entry_dim = cache.entry_dim(), q_stride = H * qk_dim;
   const int64_t max_keys = start_pos + seqlen;
@@ -465,8 +494,10 @@ void attend_as_bf16_matrices(const ForwardContext& ctx, const AttentionWeights& 
 
 }  // namespace
 
-void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* x,
-                 const Step& step, KVCache& cache, const Rope& rope, Scratch& scratch, float* out) {
+void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, CacheLayer kv_cache,
+                 const Step& step, const float* x, float* out) {
+  const Rope& rope = ctx.rope;
+  Scratch& scratch = ctx.scratch;
   const ModelConfig& c = ctx.config;
   const int64_t n = static_cast<int64_t>(step.tokens.size());
   const int64_t H = ctx.plan.n_local_heads;
@@ -499,13 +530,14 @@ void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer
       float* kv_i = kv + row * (lora + rope_dim);
       rope.apply(kv_i + lora, row);
       rms_norm(kv_i, w.kv_norm.data(), 1, lora, 1e-6f, latent);
-      cache.write_entry(layer, chunk.seq, chunk.start_pos + s, latent, kv_i + lora);
+      kv_cache.cache.write_entry(kv_cache.layer, chunk.seq, chunk.start_pos + s, latent,
+                                 kv_i + lora);
     }
   }
 
   // attention per chunk, over its sequence's cache: per query (decode) or as matrix products
   // (prefill); both give the same bits, so the choice never changes a result
-  const float softmax_scale = attention_softmax_scale(c);
+  const LayerAttention attention{ctx, w, kv_cache, attention_softmax_scale(c)};
   float* attn = grow(scratch.attn, n * H * v_dim);  // [n, H, v_dim]
   // (the queries of short chunks, decode's, are gathered for one attend_per_query: `rows` their
   // rows in the step, contiguous when those chunks are, as in a step of decodes only)
@@ -518,11 +550,9 @@ void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer
     const float* q_chunk = q + row * H * qk_dim;
     float* attn_chunk = attn + row * H * v_dim;
     if (chunk.n_tokens >= kMatrixAttentionMinQueries && bf16_attention(ctx.kernels)) {
-      attend_as_bf16_matrices(ctx, w, layer, q_chunk, chunk.seq, chunk.n_tokens, chunk.start_pos,
-                              cache, softmax_scale, attn_chunk);
+      attend_as_bf16_matrices(attention, chunk, q_chunk, attn_chunk);
     } else if (chunk.n_tokens >= kMatrixAttentionMinQueries) {
-      attend_as_matrices(ctx, w, layer, q_chunk, chunk.seq, chunk.n_tokens, chunk.start_pos, cache,
-                         softmax_scale, attn_chunk);
+      attend_as_matrices(attention, chunk, q_chunk, attn_chunk);
     } else {
       for (int64_t s = 0; s < chunk.n_tokens; ++s) {
         queries.push_back({chunk.seq, chunk.start_pos + s});
@@ -535,10 +565,9 @@ void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer
     const DecodeSegmentKernel fast_kernel = fast_decode_segment_kernel(ctx.kernels);
     auto attend = [&](const float* q_rows, float* attn_rows) {
       if (fast_kernel)
-        attend_per_query_split(ctx, w, layer, q_rows, queries, cache, softmax_scale, fast_kernel,
-                               attn_rows);
+        attend_per_query_split(attention, q_rows, queries, fast_kernel, attn_rows);
       else
-        attend_per_query(ctx, w, layer, q_rows, queries, cache, softmax_scale, attn_rows);
+        attend_per_query(attention, q_rows, queries, attn_rows);
     };
     const int64_t m = static_cast<int64_t>(rows.size());
     if (rows.back() - rows.front() + 1 == m) {

@@ -18,14 +18,6 @@
 
 namespace dsinfer {
 
-struct ForwardContext {
-  const ModelConfig& config;
-  const ShardPlan& plan;
-  Comm& comm;
-  ThreadPool& pool;
-  const KernelConfig& kernels;  // how every product runs
-};
-
 // Grow-only buffers so that decode allocates nothing after the first step.
 struct Scratch {
   std::vector<float> q, q_lora, kv, attn, mlp_a, mlp_b, gathered, expert_out, routed, shared,
@@ -36,20 +28,37 @@ struct Scratch {
   std::vector<float> expert_token_weights;
 };
 
+// What every block of one forward pass shares.
+struct ForwardContext {
+  const ModelConfig& config;
+  const ShardPlan& plan;
+  Comm& comm;
+  ThreadPool& pool;
+  const KernelConfig& kernels;  // how every product runs
+  const Rope& rope;             // prepared with each row's absolute position
+  Scratch& scratch;
+};
+
+// One layer of a KV cache: where a block's attention writes and reads its sequences' entries.
+struct CacheLayer {
+  KVCache& cache;
+  int layer;
+};
+
 inline float* grow(std::vector<float>& v, int64_t n) {
   if (v.size() < static_cast<size_t>(n)) v.resize(n);
   return v.data();
 }
 
 // Multi-head latent attention, absorbed form. x [n, dim] (the step's rows) -> out [n, dim]
-// (all-reduced). Writes each chunk's latents and rope keys into its sequence's cache at its
-// positions; `rope` is prepared with each row's absolute position.
-void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, int layer, const float* x,
-                 const Step& step, KVCache& cache, const Rope& rope, Scratch& scratch, float* out);
+// (all-reduced). Writes each chunk's latents and rope keys into its sequence's entries of
+// `kv_cache` at its positions.
+void mla_forward(const ForwardContext& ctx, const AttentionWeights& w, CacheLayer kv_cache,
+                 const Step& step, const float* x, float* out);
 
 // w2(silu(w1 x) * w3 x); x [n, dim] -> out [n, dim]. All-reduced when `reduce`.
 void mlp_forward(const ForwardContext& ctx, const MlpWeights& w, const float* x, int64_t n,
-                 bool reduce, Scratch& scratch, float* out);
+                 bool reduce, float* out);
 
 // Router: scores [n_routed_experts] (logits of the gate) -> the chosen experts and their
 // weights (docs/REFERENCE.md section 4: softmax or sigmoid, bias only in selection, group limit,
@@ -61,6 +70,6 @@ void route(const ModelConfig& config, const float* gate_logits, const float* bia
 // Returns every row's chosen experts [n, n_activated_experts] (in scratch: valid until its next
 // use).
 const int* moe_forward(const ForwardContext& ctx, const MoeWeights& w, const float* x, int64_t n,
-                       Scratch& scratch, float* out);
+                       float* out);
 
 }  // namespace dsinfer

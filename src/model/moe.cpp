@@ -18,7 +18,8 @@ constexpr int64_t kElementwiseGrain = 16384;
 }  // namespace
 
 void mlp_forward(const ForwardContext& ctx, const MlpWeights& w, const float* x, int64_t n,
-                 bool reduce, Scratch& scratch, float* out) {
+                 bool reduce, float* out) {
+  Scratch& scratch = ctx.scratch;
   const int64_t inter = w.w1.rows;
   float* a = grow(scratch.mlp_a, n * inter);  // [n, inter]
   float* b = grow(scratch.mlp_b, n * inter);  // [n, inter]
@@ -101,7 +102,8 @@ void route(const ModelConfig& c, const float* gate_logits, const float* bias, in
 }
 
 const int* moe_forward(const ForwardContext& ctx, const MoeWeights& w, const float* x, int64_t n,
-                       Scratch& scratch, float* out) {
+                       float* out) {
+  Scratch& scratch = ctx.scratch;
   const ModelConfig& c = ctx.config;
   const int64_t dim = c.dim, E = c.n_routed_experts, k = c.n_activated_experts;
 
@@ -145,7 +147,7 @@ const int* moe_forward(const ForwardContext& ctx, const MoeWeights& w, const flo
         },
         row_grain);
     float* y = grow(scratch.expert_out, m * dim);  // [m, dim]
-    mlp_forward(ctx, w.experts[local], gathered, m, /*reduce=*/false, scratch, y);
+    mlp_forward(ctx, w.experts[local], gathered, m, /*reduce=*/false, y);
     // (an expert's tokens are distinct rows: the chunks write disjoint rows of `routed`)
     ctx.pool.parallel_for(
         m,
@@ -161,7 +163,7 @@ const int* moe_forward(const ForwardContext& ctx, const MoeWeights& w, const flo
   // fewer per MoE layer (58 of V3's 182 per decode step), and at one rank nothing changes at all.
   if (!w.shared.w1.empty()) {
     float* shared = grow(scratch.shared, n * dim);  // [n, dim] this rank's part
-    mlp_forward(ctx, w.shared, x, n, /*reduce=*/false, scratch, shared);
+    mlp_forward(ctx, w.shared, x, n, /*reduce=*/false, shared);
     ctx.pool.parallel_for(
         n * dim,
         [&](int64_t begin, int64_t end) {

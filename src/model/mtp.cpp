@@ -40,7 +40,7 @@ void Transformer::forward_mtp(const Step& step, const float* hidden, KVCache& mt
   check_step(step, mtp_cache);
   const MtpWeights& m = *mtp_;
   begin_pass(step);
-  const ForwardContext ctx{config_, plan_, collectives_, pool_, kernels_};
+  const ForwardContext ctx{config_, plan_, collectives_, pool_, kernels_, rope_, scratch_};
   float* x = x_.data();                    // [n, dim]
   float* in = grow(mtp_in_, n * 2 * dim);  // [n, 2 dim]
   embed_with(m.embed.empty() ? weights_.embed : m.embed, step.tokens.data(), n, x);

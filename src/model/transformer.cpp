@@ -122,7 +122,7 @@ void Transformer::forward(const Step& step, KVCache& cache, StepOutput& output) 
   check(n >= 1 && !step.chunks.empty(), "forward: empty step");
   check_step(step, cache);
   begin_pass(step);
-  const ForwardContext ctx{config_, plan_, collectives_, pool_, kernels_};
+  const ForwardContext ctx{config_, plan_, collectives_, pool_, kernels_, rope_, scratch_};
   float* h = grow(h_, n * dim);  // [n, dim] residual stream
   embed(step.tokens.data(), n, h);
   rope_.prepare(positions_);
@@ -164,7 +164,7 @@ void Transformer::block_forward(const ForwardContext& ctx, const LayerWeights& l
   const int cache_layer = layer < config_.n_layers ? layer : 0;
   // h = h + attn(attn_norm(h))
   rms_norm(h, lw.attn_norm.data(), n, dim, 1e-6f, x);
-  mla_forward(ctx, lw.attn, cache_layer, x, step, cache, rope_, scratch_, y);
+  mla_forward(ctx, lw.attn, {cache, cache_layer}, step, x, y);
   part_done(ForwardPart::kAttention, step, layer, &lw);
   tensor(prefix + "attn_out", y, n, dim);
   for (int64_t i = 0; i < n * dim; ++i) h[i] += y[i];
@@ -172,10 +172,10 @@ void Transformer::block_forward(const ForwardContext& ctx, const LayerWeights& l
   // h = h + ffn(ffn_norm(h))
   rms_norm(h, lw.ffn_norm.data(), n, dim, 1e-6f, x);
   if (lw.is_moe) {
-    const int* experts = moe_forward(ctx, lw.moe, x, n, scratch_, y);
+    const int* experts = moe_forward(ctx, lw.moe, x, n, y);
     part_done(ForwardPart::kMoe, step, layer, &lw, experts);
   } else {
-    mlp_forward(ctx, lw.mlp, x, n, /*reduce=*/true, scratch_, y);
+    mlp_forward(ctx, lw.mlp, x, n, /*reduce=*/true, y);
     part_done(ForwardPart::kDenseMlp, step, layer, &lw);
   }
   tensor(prefix + "ffn_out", y, n, dim);
