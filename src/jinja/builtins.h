@@ -16,7 +16,7 @@ struct CallArgs {
   std::vector<std::pair<std::string, Value>> kwargs;
 };
 
-// --- methods.cpp ---
+// --- methods.cpp, str_methods.cpp ---
 // Every namespace() made by this thread's renders is remembered until release_namespaces(),
 // which empties them: `{% set ns.x = ns %}` makes a reference cycle that shared_ptr alone never
 // frees (a leak per render, found by fuzz_jinja). render() calls it when it ends.
@@ -35,7 +35,7 @@ std::string py_replace(const std::string& s, const std::string& old, const std::
                        int64_t count);
 std::vector<std::string> py_splitlines(const std::string& s);
 
-// --- builtins.cpp ---
+// --- builtins.cpp (globals, tests), filters.cpp ---
 Value lookup_global(const std::string& name);  // range, dict, namespace, raise_exception, ...
 Value call_value(const Value& fn, CallArgs& args);
 Value apply_filter(const std::string& name, const Value& value, CallArgs& args);
