@@ -49,6 +49,95 @@ void print_parts(const char* title, const json& parts, bool decode) {
   }
 }
 
+namespace {
+
+// Decode at depth: per depth, the step, attention's time and rate, and the extra over depth 16.
+void print_depths(const json& depths, const std::string& ceiling_name) {
+  if (!depths.empty()) {
+    std::printf(
+        "\ndecode at depth (%s cache; synthetic entries)  tokens/s  ms/step  attention ms  "
+        "attention GFLOP/s  "
+        "extra over depth 16: ms  GFLOP/s  fraction of %s\n",
+        depths[0]["kv_cache_dtype"].get<std::string>().c_str(), ceiling_name.c_str());
+    for (const json& d : depths)
+      std::printf("  depth %6lld batch %-3d %26.2f %8.2f %13.2f %17.1f %24.2f %8.1f %6.3f\n",
+                  static_cast<long long>(d["depth"].get<int64_t>()), d["batch"].get<int>(),
+                  d["tokens_per_s"].get<double>(), d["ms_per_step"].get<double>(),
+                  d["attention_ms_per_step"].get<double>(), d["attention_gflops"].get<double>(),
+                  d["extra_ms_over_depth_16"].get<double>(),
+                  d["extra_gflops_over_depth_16"].get<double>(),
+                  d["extra_flop_fraction"].get<double>());
+  }
+}
+
+// The conversations benchmark (prefix cache): per run, then per turn.
+void print_conversations(const json& conversations) {
+  for (const json& v : conversations) {
+    std::printf(
+        "\nconversations: %d users x %d turns, system prompt %d, user turns %d, answers %d; prefix "
+        "cache %s: "
+        "%.1f s\n",
+        v["users"].get<int>(), v["turns"].get<int>(), v["system_prompt_tokens"].get<int>(),
+        v["user_tokens"].get<int>(), v["answer_tokens"].get<int>(),
+        v["prefix_cache"].get<bool>() ? "on" : "off", v["seconds"].get<double>());
+    std::printf(
+        "  prompt tokens %lld, from the cache %lld of an ideal %lld (%.3f); peak KV %lld "
+        "positions, %.1f MiB; "
+        "evictions %lld\n",
+        static_cast<long long>(v["prompt_tokens"].get<int64_t>()),
+        static_cast<long long>(v["reused_tokens"].get<int64_t>()),
+        static_cast<long long>(v["ideal_reused_tokens"].get<int64_t>()),
+        v["hit_of_ideal"].get<double>(),
+        static_cast<long long>(v["peak_kv_positions"].get<int64_t>()),
+        v["peak_kv_bytes"].get<double>() / (1 << 20),
+        static_cast<long long>(v["evictions"].get<int64_t>()));
+    std::printf("  turn  prompt tokens  reused  TTFT mean/p90 s   TPOT mean ms\n");
+    for (const json& t : v["by_turn"])
+      std::printf("  %4d %14lld %7lld %8.3f %7.3f %12.1f\n", t["turn"].get<int>(),
+                  static_cast<long long>(t["prompt_tokens"].get<int64_t>()),
+                  static_cast<long long>(t["reused_tokens"].get<int64_t>()),
+                  t["ttft_mean_s"].get<double>(), t["ttft_p90_s"].get<double>(),
+                  1e3 * t["tpot_mean_s"].get<double>());
+  }
+}
+
+void print_servings(const json& servings) {
+  if (!servings.empty()) {
+    std::printf(
+        "\nserving    requests  tokens/s  per-seq tok/s  TTFT mean/p90 s  TPOT mean/p90 ms  "
+        "longest step ms\n");
+    for (const json& v : servings)
+      std::printf("  conc %-3d %7d %9.2f %10.2f %12.3f %6.3f %10.1f %6.1f %12.1f\n",
+                  v["concurrency"].get<int>(), v["requests"].get<int>(),
+                  v["tokens_per_s"].get<double>(), v["per_sequence_tokens_per_s"].get<double>(),
+                  v["ttft_mean_s"].get<double>(), v["ttft_p90_s"].get<double>(),
+                  1e3 * v["tpot_mean_s"].get<double>(), 1e3 * v["tpot_p90_s"].get<double>(),
+                  1e3 * v["max_step_s"].get<double>());
+  }
+}
+
+void print_mtps(const json& mtps) {
+  if (!mtps.empty()) {
+    std::printf(
+        "\nmtp             decode ms  verify ms (x)    draft ms (x)   verify/decode bytes  "
+        "break-even "
+        "acceptance  speedup at 0.667 / 0.85\n");
+    for (const json& m : mtps)
+      for (const json& k : m["by_drafts"]) {
+        const double d = m["decode_ms"], v = k["verify_ms"], dr = k["draft_ms"];
+        const double even = k["break_even_acceptance"];
+        std::printf("  batch %-3d k=%d %8.2f %9.2f (%.2f) %9.2f (%.2f) %12.2f %18s %14.2f / %.2f\n",
+                    m["batch"].get<int>(), k["drafts"].get<int>(), d, v, v / d, dr, dr / d,
+                    k["verify_weight_bytes_rank0"].get<double>() /
+                        m["decode_weight_bytes_rank0"].get<double>(),
+                    even > 1 ? "never" : std::to_string(even).substr(0, 4).c_str(),
+                    k["speedup_at_0.667"].get<double>(), k["speedup_at_0.85"].get<double>());
+      }
+  }
+}
+
+}  // namespace
+
 void print_bench_report(const json& out) {
   const json &decodes = out["decode"], &prefills = out["prefill"], &depths = out["depth"],
              &mtps = out["mtp"];
@@ -85,77 +174,10 @@ void print_bench_report(const json& out) {
                 p["tokens_per_s"].get<double>(), p["seconds"].get<double>(),
                 p["flops"].get<double>() / 1e9, p["gflops"].get<double>(),
                 p["flop_fraction"].get<double>());
-  if (!depths.empty()) {
-    std::printf(
-        "\ndecode at depth (%s cache; synthetic entries)  tokens/s  ms/step  attention ms  "
-        "attention GFLOP/s  "
-        "extra over depth 16: ms  GFLOP/s  fraction of %s\n",
-        depths[0]["kv_cache_dtype"].get<std::string>().c_str(), ceiling_name.c_str());
-    for (const json& d : depths)
-      std::printf("  depth %6lld batch %-3d %26.2f %8.2f %13.2f %17.1f %24.2f %8.1f %6.3f\n",
-                  static_cast<long long>(d["depth"].get<int64_t>()), d["batch"].get<int>(),
-                  d["tokens_per_s"].get<double>(), d["ms_per_step"].get<double>(),
-                  d["attention_ms_per_step"].get<double>(), d["attention_gflops"].get<double>(),
-                  d["extra_ms_over_depth_16"].get<double>(),
-                  d["extra_gflops_over_depth_16"].get<double>(),
-                  d["extra_flop_fraction"].get<double>());
-  }
-  for (const json& v : conversations) {
-    std::printf(
-        "\nconversations: %d users x %d turns, system prompt %d, user turns %d, answers %d; prefix "
-        "cache %s: "
-        "%.1f s\n",
-        v["users"].get<int>(), v["turns"].get<int>(), v["system_prompt_tokens"].get<int>(),
-        v["user_tokens"].get<int>(), v["answer_tokens"].get<int>(),
-        v["prefix_cache"].get<bool>() ? "on" : "off", v["seconds"].get<double>());
-    std::printf(
-        "  prompt tokens %lld, from the cache %lld of an ideal %lld (%.3f); peak KV %lld "
-        "positions, %.1f MiB; "
-        "evictions %lld\n",
-        static_cast<long long>(v["prompt_tokens"].get<int64_t>()),
-        static_cast<long long>(v["reused_tokens"].get<int64_t>()),
-        static_cast<long long>(v["ideal_reused_tokens"].get<int64_t>()),
-        v["hit_of_ideal"].get<double>(),
-        static_cast<long long>(v["peak_kv_positions"].get<int64_t>()),
-        v["peak_kv_bytes"].get<double>() / (1 << 20),
-        static_cast<long long>(v["evictions"].get<int64_t>()));
-    std::printf("  turn  prompt tokens  reused  TTFT mean/p90 s   TPOT mean ms\n");
-    for (const json& t : v["by_turn"])
-      std::printf("  %4d %14lld %7lld %8.3f %7.3f %12.1f\n", t["turn"].get<int>(),
-                  static_cast<long long>(t["prompt_tokens"].get<int64_t>()),
-                  static_cast<long long>(t["reused_tokens"].get<int64_t>()),
-                  t["ttft_mean_s"].get<double>(), t["ttft_p90_s"].get<double>(),
-                  1e3 * t["tpot_mean_s"].get<double>());
-  }
-  if (!servings.empty()) {
-    std::printf(
-        "\nserving    requests  tokens/s  per-seq tok/s  TTFT mean/p90 s  TPOT mean/p90 ms  "
-        "longest step ms\n");
-    for (const json& v : servings)
-      std::printf("  conc %-3d %7d %9.2f %10.2f %12.3f %6.3f %10.1f %6.1f %12.1f\n",
-                  v["concurrency"].get<int>(), v["requests"].get<int>(),
-                  v["tokens_per_s"].get<double>(), v["per_sequence_tokens_per_s"].get<double>(),
-                  v["ttft_mean_s"].get<double>(), v["ttft_p90_s"].get<double>(),
-                  1e3 * v["tpot_mean_s"].get<double>(), 1e3 * v["tpot_p90_s"].get<double>(),
-                  1e3 * v["max_step_s"].get<double>());
-  }
-  if (!mtps.empty()) {
-    std::printf(
-        "\nmtp             decode ms  verify ms (x)    draft ms (x)   verify/decode bytes  "
-        "break-even "
-        "acceptance  speedup at 0.667 / 0.85\n");
-    for (const json& m : mtps)
-      for (const json& k : m["by_drafts"]) {
-        const double d = m["decode_ms"], v = k["verify_ms"], dr = k["draft_ms"];
-        const double even = k["break_even_acceptance"];
-        std::printf("  batch %-3d k=%d %8.2f %9.2f (%.2f) %9.2f (%.2f) %12.2f %18s %14.2f / %.2f\n",
-                    m["batch"].get<int>(), k["drafts"].get<int>(), d, v, v / d, dr, dr / d,
-                    k["verify_weight_bytes_rank0"].get<double>() /
-                        m["decode_weight_bytes_rank0"].get<double>(),
-                    even > 1 ? "never" : std::to_string(even).substr(0, 4).c_str(),
-                    k["speedup_at_0.667"].get<double>(), k["speedup_at_0.85"].get<double>());
-      }
-  }
+  print_depths(depths, ceiling_name);
+  print_conversations(conversations);
+  print_servings(servings);
+  print_mtps(mtps);
   std::printf(
       "\nwhere the time goes (rank 0, one forward call; attention and mlp include their norms)\n");
   const json &decode = headline_decode(decodes), &prefill = headline_prefill(prefills);

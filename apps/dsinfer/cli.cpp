@@ -61,39 +61,39 @@ void flush_stdout() {
   fail("cannot write the results to stdout: ", std::strerror(err));
 }
 
-int run_cli(int argc, char** argv) {
-  CLI::App app{
-      "dsinfer: DeepSeek (V2, V2-Lite, V3, V3.1, R1) inference on CPUs, compatible with the\n"
-      "reference DeepSeek-V3 demo (same shards, same numbers, same flags)."};
-  app.require_subcommand(0, 1);  // none is our own error below, naming the commands
+namespace {
+
+// The options before the command (`run` passes them on to its ranks).
+struct GlobalOptions {
   int threads = 0;
   bool quiet = false, debug = false;
   std::string comm_backend;
+  std::string act = "f32";
+  bool fast = false, batch_variant = false, huge_pages = false, no_huge_pages = false;
+};
+
+void add_global_options(CLI::App& app, GlobalOptions& o) {
   app.add_option(
-      "--threads", threads,
+      "--threads", o.threads,
       "worker threads (default: the CPUs this process may use, shared among the ranks on "
       "this machine)");
-  app.add_flag("-q,--quiet", quiet, "only errors on stderr");
-  app.add_flag("--debug", debug, "debug logging on stderr");
-  std::string act = "f32";
-  bool fast = false;
+  app.add_flag("-q,--quiet", o.quiet, "only errors on stderr");
+  app.add_flag("--debug", o.debug, "debug logging on stderr");
   CLI::Option* act_option =
       app.add_option(
-             "--act-dtype", act,
+             "--act-dtype", o.act,
              "activations entering the matrix products: f32 (exact, the default), bf16 (fast mode: "
              "rounded to bf16, weights exact, fp32 accumulation; AMX tiles where the CPU has them) "
              "or int8 (int8 mode: linear weights repacked as int8 at load, activations quantized "
              "per 128 columns, integer dot products; the rest as bf16)")
           ->check(CLI::IsMember({"f32", "bf16", "int8"}));
-  app.add_flag("--fast", fast, "fast mode: the same as --act-dtype bf16")->excludes(act_option);
-  bool batch_variant = false;
+  app.add_flag("--fast", o.fast, "fast mode: the same as --act-dtype bf16")->excludes(act_option);
   app.add_flag(
-      "--batch-variant", batch_variant,
+      "--batch-variant", o.batch_variant,
       "opt out of batch invariance: matrix products of 8 or more tokens (prefill) sum in a faster "
       "order, so a sequence's logits then depend (within rounding) on its batch mates and on how "
       "its prompt was chunked; by default they never do");
-  bool huge_pages = false, no_huge_pages = false;
-  auto* huge_flag = app.add_flag("--huge-pages", huge_pages,
+  auto* huge_flag = app.add_flag("--huge-pages", o.huge_pages,
                                  "always read the checkpoint's shards into this process's own "
                                  "memory in 2 MB transparent huge pages "
                                  "instead of mapping the page cache's 4 KB pages (decode 6-40% "
@@ -102,13 +102,56 @@ int run_cli(int argc, char** argv) {
                                  "MB or more when they fit in this "
                                  "rank's share of the available memory");
   app.add_flag(
-         "--no-huge-pages", no_huge_pages,
+         "--no-huge-pages", o.no_huge_pages,
          "always map the shards in the page cache (no copy at load; processes share the memory)")
       ->excludes(huge_flag);
-  app.add_option("--comm", comm_backend,
+  app.add_option("--comm", o.comm_backend,
                  "communication backend: local, mpi or gloo (default: DSINFER_COMM, else from the "
                  "launcher's environment: mpirun -> mpi, WORLD_SIZE > 1 -> gloo, else local)")
       ->check(CLI::IsMember({"local", "mpi", "gloo"}));
+}
+
+// Applies the parsed global options (threads, logging, backend, huge pages) and returns the
+// kernel configuration they and the CPU give; `global_args` gets what `run` passes on.
+KernelConfig apply_global_options(GlobalOptions& o, std::vector<std::string>& global_args) {
+  if (o.threads > 0) ThreadPool::set_default_threads(o.threads);
+  if (o.quiet) set_log_level(LogLevel::kQuiet);
+  if (o.debug) set_log_level(LogLevel::kDebug);
+  set_comm_backend(o.comm_backend);
+  if (o.fast) o.act = "bf16";
+  KernelConfig kernels = with_environment_overrides(cpu_kernel_config());
+  kernels.act = parse_act_dtype(o.act);
+  kernels.batch_invariant = !o.batch_variant;
+  log_debug("kernels: ", describe(kernels));
+  if (o.act != "f32") global_args.insert(global_args.end(), {"--act-dtype", o.act});
+  if (o.batch_variant) global_args.push_back("--batch-variant");
+  // int8 mode reads its repacked copy, never the shard's matrices after load: a huge-page copy
+  // of the shard would only double the memory (mapped, the page cache may drop those pages)
+  const bool map_shards = o.no_huge_pages || kernels.int8();
+  set_read_into_huge_pages(o.huge_pages   ? HugePages::kOn
+                           : map_shards ? HugePages::kOff
+                                        : HugePages::kAuto,
+                           ThreadPool::local_ranks());  // they load at the same time
+  if (o.huge_pages) {
+    global_args.push_back("--huge-pages");
+    warn_if_no_huge_pages();
+  }
+  if (o.no_huge_pages) global_args.push_back("--no-huge-pages");
+  if (o.threads > 0) global_args.insert(global_args.end(), {"--threads", std::to_string(o.threads)});
+  if (o.quiet) global_args.push_back("--quiet");
+  if (o.debug) global_args.push_back("--debug");
+  return kernels;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{
+      "dsinfer: DeepSeek (V2, V2-Lite, V3, V3.1, R1) inference on CPUs, compatible with the\n"
+      "reference DeepSeek-V3 demo (same shards, same numbers, same flags)."};
+  app.require_subcommand(0, 1);  // none is our own error below, naming the commands
+  GlobalOptions options;
+  add_global_options(app, options);
   KernelConfig kernels;  // filled in once the command line is parsed
   std::vector<Command> commands = {
       register_convert(app),           register_fp8_cast_bf16(app),
@@ -126,32 +169,7 @@ int run_cli(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) throw Error("no command given; " + command_list(app));
-    if (threads > 0) ThreadPool::set_default_threads(threads);
-    if (quiet) set_log_level(LogLevel::kQuiet);
-    if (debug) set_log_level(LogLevel::kDebug);
-    set_comm_backend(comm_backend);
-    if (fast) act = "bf16";
-    kernels = with_environment_overrides(cpu_kernel_config());
-    kernels.act = parse_act_dtype(act);
-    kernels.batch_invariant = !batch_variant;
-    log_debug("kernels: ", describe(kernels));
-    if (act != "f32") global_args.insert(global_args.end(), {"--act-dtype", act});
-    if (batch_variant) global_args.push_back("--batch-variant");
-    // int8 mode reads its repacked copy, never the shard's matrices after load: a huge-page copy
-    // of the shard would only double the memory (mapped, the page cache may drop those pages)
-    const bool map_shards = no_huge_pages || kernels.int8();
-    set_read_into_huge_pages(huge_pages   ? HugePages::kOn
-                             : map_shards ? HugePages::kOff
-                                          : HugePages::kAuto,
-                             ThreadPool::local_ranks());  // they load at the same time
-    if (huge_pages) {
-      global_args.push_back("--huge-pages");
-      warn_if_no_huge_pages();
-    }
-    if (no_huge_pages) global_args.push_back("--no-huge-pages");
-    if (threads > 0) global_args.insert(global_args.end(), {"--threads", std::to_string(threads)});
-    if (quiet) global_args.push_back("--quiet");
-    if (debug) global_args.push_back("--debug");
+    kernels = apply_global_options(options, global_args);
     for (const Command& command : commands)
       if (command.parser->parsed()) command.run();
     flush_stdout();

@@ -453,6 +453,68 @@ void run_bench(const BenchOptions& o) {
 
 }  // namespace
 
+namespace {
+
+// The multi-turn conversations and the serving-shaped runs.
+void add_workload_options(CLI::App* sub, BenchOptions& o) {
+  sub->add_option("--conversations", o.conversations.users,
+                  "also a multi-turn workload of this many users (0: none), run with the prefix "
+                  "cache on and off: "
+                  "prefix-hit tokens against the ideal, peak KV, TTFT and TPOT per turn")
+      ->capture_default_str();
+  sub->add_option("--turns", o.conversations.turns, "turns per conversation")
+      ->capture_default_str();
+  sub->add_option("--system-prompt", o.conversations.system_len,
+                  "tokens of the system prompt every conversation shares")
+      ->capture_default_str();
+  sub->add_option("--user-tokens", o.conversations.user_len, "new tokens per user turn")
+      ->capture_default_str();
+  sub->add_option("--answer-tokens", o.conversations.max_new_tokens, "tokens per answer")
+      ->capture_default_str();
+  sub->add_option("--serving", o.serving,
+                  "concurrencies of the serving-shaped runs (staggered arrivals, chunked prefill "
+                  "beside running "
+                  "decodes; 0: none)")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("--serving-requests", o.serving_requests,
+                  "requests per serving run (0: twice the concurrency)")
+      ->capture_default_str();
+  sub->add_option("--serving-prompt", o.serving_shape.prompt_len,
+                  "prompt tokens per serving request")
+      ->capture_default_str();
+  sub->add_option("--serving-new", o.serving_shape.max_new_tokens,
+                  "new tokens per serving request")
+      ->capture_default_str();
+  sub->add_option("--stagger-steps", o.serving_shape.stagger_steps,
+                  "engine steps between serving arrivals")
+      ->capture_default_str();
+  sub->add_option("--step-tokens", o.serving_shape.step_tokens,
+                  "token budget of a serving step (decode rows + prefill chunks)")
+      ->capture_default_str();
+}
+
+// --explain-kernels and its CPU and token counts.
+void add_explain_options(CLI::App* sub, BenchOptions& o) {
+  sub->add_flag("--explain-kernels", o.explain,
+                "print which kernel serves each kind of the checkpoint's matrices at each token "
+                "count (the plan "
+                "of kernels/kernel_plan.h for the global --fast / --batch-variant and this CPU, or "
+                "--explain-cpu's) "
+                "and run nothing");
+  sub->add_option("--explain-cpu", o.explain_cpu,
+                  "with --explain-kernels: a typical CPU of this family instead of this one "
+                  "(intel: AVX-512 + AMX; "
+                  "zen4, zen5: AVX-512 + BF16; zen3: AVX2)")
+      ->check(CLI::IsMember({"intel", "zen3", "zen4", "zen5"}));
+  sub->add_option("--explain-tokens", o.explain_tokens, "with --explain-kernels: the token counts")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+}  // namespace
+
 Command register_bench(CLI::App& app, const KernelConfig& kernels) {
   CLI::App* sub = app.add_subcommand(
       "bench",
@@ -508,41 +570,7 @@ Command register_bench(CLI::App& app, const KernelConfig& kernels) {
                   "depth 16 against the "
                   "extra flops as a fraction of the mode's flop ceiling")
       ->delimiter(',');
-  sub->add_option("--conversations", o->conversations.users,
-                  "also a multi-turn workload of this many users (0: none), run with the prefix "
-                  "cache on and off: "
-                  "prefix-hit tokens against the ideal, peak KV, TTFT and TPOT per turn")
-      ->capture_default_str();
-  sub->add_option("--turns", o->conversations.turns, "turns per conversation")
-      ->capture_default_str();
-  sub->add_option("--system-prompt", o->conversations.system_len,
-                  "tokens of the system prompt every conversation shares")
-      ->capture_default_str();
-  sub->add_option("--user-tokens", o->conversations.user_len, "new tokens per user turn")
-      ->capture_default_str();
-  sub->add_option("--answer-tokens", o->conversations.max_new_tokens, "tokens per answer")
-      ->capture_default_str();
-  sub->add_option("--serving", o->serving,
-                  "concurrencies of the serving-shaped runs (staggered arrivals, chunked prefill "
-                  "beside running "
-                  "decodes; 0: none)")
-      ->delimiter(',')
-      ->capture_default_str();
-  sub->add_option("--serving-requests", o->serving_requests,
-                  "requests per serving run (0: twice the concurrency)")
-      ->capture_default_str();
-  sub->add_option("--serving-prompt", o->serving_shape.prompt_len,
-                  "prompt tokens per serving request")
-      ->capture_default_str();
-  sub->add_option("--serving-new", o->serving_shape.max_new_tokens,
-                  "new tokens per serving request")
-      ->capture_default_str();
-  sub->add_option("--stagger-steps", o->serving_shape.stagger_steps,
-                  "engine steps between serving arrivals")
-      ->capture_default_str();
-  sub->add_option("--step-tokens", o->serving_shape.step_tokens,
-                  "token budget of a serving step (decode rows + prefill chunks)")
-      ->capture_default_str();
+  add_workload_options(sub, *o);
   sub->add_flag("--json", o->as_json,
                 "print everything as one JSON object (and nothing else on stdout)");
   sub->add_option(
@@ -550,21 +578,7 @@ Command register_bench(CLI::App& app, const KernelConfig& kernels) {
       "also compare exact and fast mode with the reference demo's own bf16 run on a golden model "
       "dir (hf/, ref-mp1-fp32.json/.safetensors, ref-mp1-bf16.safetensors), e.g. "
       "tests/data/golden/tiny-v3");
-  sub->add_flag("--explain-kernels", o->explain,
-                "print which kernel serves each kind of the checkpoint's matrices at each token "
-                "count (the plan "
-                "of kernels/kernel_plan.h for the global --fast / --batch-variant and this CPU, or "
-                "--explain-cpu's) "
-                "and run nothing");
-  sub->add_option("--explain-cpu", o->explain_cpu,
-                  "with --explain-kernels: a typical CPU of this family instead of this one "
-                  "(intel: AVX-512 + AMX; "
-                  "zen4, zen5: AVX-512 + BF16; zen3: AVX2)")
-      ->check(CLI::IsMember({"intel", "zen3", "zen4", "zen5"}));
-  sub->add_option("--explain-tokens", o->explain_tokens, "with --explain-kernels: the token counts")
-      ->delimiter(',')
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  add_explain_options(sub, *o);
   return {sub, [o] { run_bench(*o); }};
 }
 

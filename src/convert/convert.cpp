@@ -425,10 +425,7 @@ void write_quantized_config(const std::string& path, const std::string& dir,
   write_file_atomically((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");
 }
 
-}  // namespace
-
-void convert_checkpoint(const ConvertOptions& options) {
-  const double start = now_seconds();
+void check_options(const ConvertOptions& options) {
   const int parts = options.model_parallel;
   check(parts >= 1, "--model-parallel must be at least 1 (got ", parts, ")");
   check(options.n_experts >= 0, "--n-experts must not be negative (got ", options.n_experts, ")");
@@ -439,31 +436,28 @@ void convert_checkpoint(const ConvertOptions& options) {
   check(fs::is_directory(options.hf_ckpt_path, ec), "--hf-ckpt-path ", options.hf_ckpt_path,
         " is not a directory");
   check(!options.save_path.empty(), "--save-path is empty");
+}
 
-  const LayerFilter filter = layer_filter(options.hf_ckpt_path, options.n_experts);
-  check(!options.keep_mtp || !filter.only_61, "--keep-mtp: ", options.hf_ckpt_path,
-        " has no config.json with num_hidden_layers, which says which layer is the MTP module");
-  CheckpointDir ckpt(options.hf_ckpt_path);
-  convert_detail::warn_unindexed(ckpt);
-  size_t skipped = 0;
-  std::vector<Job> jobs = plan(ckpt, options, filter, &skipped);
-  const Quantization quantization{options.experts_int4, options.int8};
-  plan_quantization(jobs, quantization);
+// Every rank's headers, from the plan: the shard's, then (--keep-mtp) the MTP file's.
+struct ShardHeaders {
+  std::vector<std::vector<SafetensorsWriter::Entry>> model, mtp;  // [parts] each
+  double total_bytes = 0;                                          // read from the input
+  size_t n_mtp = 0;      // jobs of the MTP module
+  size_t n_tensors = 0;  // of a model shard (a quantized weight brings its scale)
+};
 
-  // Every rank's header, from the plan.
-  // Every rank's headers, from the plan: the shard's, then (--keep-mtp) the MTP file's.
-  std::vector<std::vector<SafetensorsWriter::Entry>> entries(parts), mtp_entries(parts);
-  double total_bytes = 0;
-  size_t n_mtp = 0,
-         n_tensors = 0;  // n_tensors: of a model shard (a quantized weight brings its scale)
+ShardHeaders shard_headers(const std::vector<Job>& jobs, int parts) {
+  ShardHeaders h;
+  h.model.resize(parts);
+  h.mtp.resize(parts);
   for (const Job& job : jobs) {
-    n_mtp += job.mtp;
-    if (!job.mtp) n_tensors += job.quant ? 2 : 1;
+    h.n_mtp += job.mtp;
+    if (!job.mtp) h.n_tensors += job.quant ? 2 : 1;
     for (int rank = 0; rank < parts; ++rank) {
       if (job.rank >= 0 && job.rank != rank) continue;
-      total_bytes +=
+      h.total_bytes +=
           static_cast<double>(job.dim >= 0 ? job.src->n_bytes / parts : job.src->n_bytes);
-      auto& rank_entries = (job.mtp ? mtp_entries : entries)[rank];
+      auto& rank_entries = (job.mtp ? h.mtp : h.model)[rank];
       if (job.quant) {
         const auto [weight_shape, scale_shape] = quantized_shapes(job, parts);
         rank_entries.push_back({job.name,
@@ -475,6 +469,48 @@ void convert_checkpoint(const ConvertOptions& options) {
       }
     }
   }
+  return h;
+}
+
+// The tokenizer's files and config.json beside the shards (the config rewritten when quantized);
+// returns their names.
+std::string copy_extras(const ConvertOptions& options, const Quantization& quantization) {
+  std::vector<std::string> extras = list_files_containing(options.hf_ckpt_path, "token");
+  const fs::path config = fs::path(options.hf_ckpt_path) / "config.json";
+  std::error_code ec;
+  if (fs::is_regular_file(config, ec) &&
+      std::find(extras.begin(), extras.end(), config.string()) == extras.end())
+    extras.push_back(config.string());
+  std::string copied;
+  for (const std::string& path : extras) {
+    if (quantization.any() && path == config.string())
+      write_quantized_config(path, options.save_path, quantization);
+    else
+      convert_detail::copy_file_into(path, options.save_path);
+    copied += (copied.empty() ? "" : ", ") + fs::path(path).filename().string();
+  }
+  return copied;
+}
+
+}  // namespace
+
+void convert_checkpoint(const ConvertOptions& options) {
+  const double start = now_seconds();
+  check_options(options);
+  const int parts = options.model_parallel;
+  const LayerFilter filter = layer_filter(options.hf_ckpt_path, options.n_experts);
+  check(!options.keep_mtp || !filter.only_61, "--keep-mtp: ", options.hf_ckpt_path,
+        " has no config.json with num_hidden_layers, which says which layer is the MTP module");
+  CheckpointDir ckpt(options.hf_ckpt_path);
+  convert_detail::warn_unindexed(ckpt);
+  size_t skipped = 0;
+  std::vector<Job> jobs = plan(ckpt, options, filter, &skipped);
+  const Quantization quantization{options.experts_int4, options.int8};
+  plan_quantization(jobs, quantization);
+
+  ShardHeaders headers = shard_headers(jobs, parts);
+  const size_t n_mtp = headers.n_mtp;
+  const double total_bytes = headers.total_bytes;
   check(!options.keep_mtp || n_mtp > 0, "--keep-mtp: ", options.hf_ckpt_path,
         " has no tensors of layer ", filter.first_skipped,
         " (num_hidden_layers), so no multi-token-prediction module to keep");
@@ -486,12 +522,12 @@ void convert_checkpoint(const ConvertOptions& options) {
     const std::string path =
         (fs::path(options.save_path) / cat("model", rank, "-mp", parts, ".safetensors")).string();
     writers.push_back(std::make_unique<SafetensorsWriter>(
-        staged.stage(path), std::move(entries[rank]), quantization.metadata()));
+        staged.stage(path), std::move(headers.model[rank]), quantization.metadata()));
     if (n_mtp == 0) continue;
     const std::string mtp_path =
         (fs::path(options.save_path) / cat("mtp", rank, "-mp", parts, ".safetensors")).string();
     mtp_writers.push_back(std::make_unique<SafetensorsWriter>(
-        staged.stage(mtp_path), std::move(mtp_entries[rank]), quantization.metadata()));
+        staged.stage(mtp_path), std::move(headers.mtp[rank]), quantization.metadata()));
   }
 
   log_info("convert: ", jobs.size(), " tensors from ", ckpt.files().size(), " files -> ", parts,
@@ -507,28 +543,14 @@ void convert_checkpoint(const ConvertOptions& options) {
   staged.commit();
   progress.finish();
 
-  std::vector<std::string> extras = list_files_containing(options.hf_ckpt_path, "token");
-  const fs::path config = fs::path(options.hf_ckpt_path) / "config.json";
-  if (fs::is_regular_file(config, ec) &&
-      std::find(extras.begin(), extras.end(), config.string()) == extras.end())
-    extras.push_back(config.string());
-  for (const std::string& path : extras) {
-    if (quantization.any() && path == config.string())
-      write_quantized_config(path, options.save_path, quantization);
-    else
-      convert_detail::copy_file_into(path, options.save_path);
-  }
-
-  std::string copied;
-  for (const std::string& path : extras)
-    copied += (copied.empty() ? "" : ", ") + fs::path(path).filename().string();
+  const std::string copied = copy_extras(options, quantization);
   const std::string kept =
       n_mtp == 0
           ? std::string()
           : cat("; kept ", n_mtp, " tensors of layer ", filter.first_skipped,
                 " (multi-token prediction) in mtp{0..", parts - 1, "}-mp", parts, ".safetensors");
   log_info("convert: wrote ", parts, " file", parts == 1 ? "" : "s", " model{0..", parts - 1,
-           "}-mp", parts, ".safetensors (", n_tensors, " tensors",
+           "}-mp", parts, ".safetensors (", headers.n_tensors, " tensors",
            quantization.any() ? "; " + quantization.describe() : std::string(), ", ",
            convert_detail::human_bytes(total_bytes), " read) to ", options.save_path, " in ",
            convert_detail::format_seconds(now_seconds() - start), " s", kept, "; skipped ", skipped,

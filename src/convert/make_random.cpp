@@ -328,11 +328,9 @@ void random_tensor_bytes(const RandomTensor& t, uint64_t seed, uint64_t begin, u
   }
 }
 
-void make_random_checkpoint(const MakeRandomOptions& options) {
-  const double start = now_seconds();
-  check(!options.config_path.empty(), "--config is empty");
-  check(!options.out_dir.empty(), "--out is empty");
-  check(options.shard_gb > 0, "--shard-gb must be positive (got ", options.shard_gb, ")");
+namespace {
+
+std::string read_config_text(const MakeRandomOptions& options) {
   std::error_code ec;
   check(fs::is_regular_file(options.config_path, ec), "--config ", options.config_path,
         " is not a file");
@@ -340,27 +338,71 @@ void make_random_checkpoint(const MakeRandomOptions& options) {
   std::stringstream text;
   text << in.rdbuf();
   check(in.good() || in.eof(), "cannot read --config ", options.config_path);
-  const std::string config_text = text.str();
+  return text.str();
+}
+
+// The checkpoint's files: consecutive tensors, a new file before one would pass the limit.
+struct RandomShards {
+  std::vector<std::vector<const RandomTensor*>> files;
+  double total_bytes = 0;
+};
+
+RandomShards group_into_files(const std::vector<RandomTensor>& tensors, double limit) {
+  RandomShards shards;
+  shards.files.resize(1);
+  double file_bytes = 0;
+  for (const RandomTensor& t : tensors) {
+    const double bytes = static_cast<double>(t.n_bytes());
+    if (!shards.files.back().empty() && file_bytes + bytes > limit)
+      shards.files.emplace_back(), file_bytes = 0;
+    shards.files.back().push_back(&t);
+    file_bytes += bytes;
+    shards.total_bytes += bytes;
+  }
+  return shards;
+}
+
+// Writes `tensors` (the writer's entries) in the order the writer lays them out (by dtype, widest
+// first, then by name), so the file fills front to back, a few MB at a time: bounded memory
+// whatever the tensor, and big enough writes to be cheap.
+void write_tensors(SafetensorsWriter& writer, std::vector<const RandomTensor*> tensors,
+                   uint64_t seed, Progress& progress) {
+  std::stable_sort(tensors.begin(), tensors.end(), [](const RandomTensor* a, const RandomTensor* b) {
+    const size_t sa = dtype_size(a->dtype), sb = dtype_size(b->dtype);
+    return sa != sb ? sa > sb : a->name < b->name;
+  });
+  std::vector<uint8_t> buffer(size_t{4} << 20);
+  for (const RandomTensor* t : tensors) {
+    const uint64_t bytes = t->n_bytes();
+    for (uint64_t done = 0; done < bytes;) {
+      const uint64_t n = std::min<uint64_t>(buffer.size(), bytes - done);
+      random_tensor_bytes(*t, seed, done, n, buffer.data());
+      writer.write(t->name, done, buffer.data(), n);
+      progress.advance(static_cast<double>(n));
+      done += n;
+    }
+  }
+  writer.finish();
+}
+
+}  // namespace
+
+void make_random_checkpoint(const MakeRandomOptions& options) {
+  const double start = now_seconds();
+  check(!options.config_path.empty(), "--config is empty");
+  check(!options.out_dir.empty(), "--out is empty");
+  check(options.shard_gb > 0, "--shard-gb must be positive (got ", options.shard_gb, ")");
+  std::error_code ec;
+  const std::string config_text = read_config_text(options);
   const std::vector<RandomTensor> tensors =
       random_checkpoint_tensors(config_text, options.config_path);
   if (!options.tokenizer_from.empty())
     check(fs::is_directory(options.tokenizer_from, ec), "--tokenizer-from ", options.tokenizer_from,
           " is not a directory");
 
-  // Shards: consecutive tensors, a new file before one would pass the limit.
-  const double limit = options.shard_gb * 1e9;
-  std::vector<std::vector<const RandomTensor*>> shards(1);
-  std::vector<double> shard_bytes(1, 0.0);
-  double total = 0;
-  for (const RandomTensor& t : tensors) {
-    const double bytes = static_cast<double>(t.n_bytes());
-    if (!shards.back().empty() && shard_bytes.back() + bytes > limit)
-      shards.emplace_back(), shard_bytes.push_back(0);
-    shards.back().push_back(&t);
-    shard_bytes.back() += bytes;
-    total += bytes;
-  }
-  const int n_shards = static_cast<int>(shards.size());
+  const RandomShards shards = group_into_files(tensors, options.shard_gb * 1e9);
+  const double total = shards.total_bytes;
+  const int n_shards = static_cast<int>(shards.files.size());
   auto shard_name = [&](int i) {
     char name[64];
     std::snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", i + 1, n_shards);
@@ -380,35 +422,16 @@ void make_random_checkpoint(const MakeRandomOptions& options) {
            options.seed, ")");
   convert_detail::StagedOutputs staged;
   Progress progress("make-random", total);
-  // A few MB at a time: bounded memory whatever the tensor, and big enough writes to be cheap.
-  std::vector<uint8_t> buffer(size_t{4} << 20);
   json weight_map = json::object();
   for (int s = 0; s < n_shards; ++s) {
-    std::vector<const RandomTensor*> order = shards[s];
     std::vector<SafetensorsWriter::Entry> entries;
-    for (const RandomTensor* t : order) {
+    for (const RandomTensor* t : shards.files[s]) {
       entries.push_back({t->name, t->dtype, t->shape});
       weight_map[t->name] = shard_name(s);
     }
     const std::string path = (fs::path(options.out_dir) / shard_name(s)).string();
     SafetensorsWriter writer(staged.stage(path), std::move(entries), {{"format", "pt"}});
-    // The writer lays tensors out by dtype, widest first, then by name; writing in that order
-    // fills the file front to back.
-    std::stable_sort(order.begin(), order.end(), [](const RandomTensor* a, const RandomTensor* b) {
-      const size_t sa = dtype_size(a->dtype), sb = dtype_size(b->dtype);
-      return sa != sb ? sa > sb : a->name < b->name;
-    });
-    for (const RandomTensor* t : order) {
-      const uint64_t bytes = t->n_bytes();
-      for (uint64_t done = 0; done < bytes;) {
-        const uint64_t n = std::min<uint64_t>(buffer.size(), bytes - done);
-        random_tensor_bytes(*t, options.seed, done, n, buffer.data());
-        writer.write(t->name, done, buffer.data(), n);
-        progress.advance(static_cast<double>(n));
-        done += n;
-      }
-    }
-    writer.finish();
+    write_tensors(writer, shards.files[s], options.seed, progress);
   }
 
   const json index = {{"metadata", {{"total_size", static_cast<uint64_t>(total)}}},

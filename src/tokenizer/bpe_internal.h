@@ -109,6 +109,11 @@ class JsonReader {
   void skip_value(int depth = 0);
 
  private:
+  // string()'s slow path, from the first backslash: buf holds the text before it.
+  std::string_view escaped_string(std::string& buf);
+  // The escape after a backslash (i_ past it) onto buf.
+  void escape(std::string& buf);
+  uint32_t hex4();
   std::string_view s_;
   size_t i_;
 };

@@ -141,26 +141,11 @@ std::string_view JsonReader::string(std::string& buf) {
     }
   }
   if (i_ >= s_.size()) throw FastPathFailed{};
-  // Slow path: decode escapes.
   buf.assign(s_.substr(start, i_ - start));
-  auto hex4 = [&]() -> uint32_t {
-    if (i_ + 4 > s_.size()) throw FastPathFailed{};
-    uint32_t v = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char c = s_[i_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9') {
-        v |= uint32_t(c - '0');
-      } else if (c >= 'a' && c <= 'f') {
-        v |= uint32_t(c - 'a' + 10);
-      } else if (c >= 'A' && c <= 'F') {
-        v |= uint32_t(c - 'A' + 10);
-      } else {
-        throw FastPathFailed{};
-      }
-    }
-    return v;
-  };
+  return escaped_string(buf);
+}
+
+std::string_view JsonReader::escaped_string(std::string& buf) {
   while (i_ < s_.size()) {
     const unsigned char c = static_cast<unsigned char>(s_[i_]);
     if (c == '"') {
@@ -168,65 +153,83 @@ std::string_view JsonReader::string(std::string& buf) {
       return buf;
     }
     if (c < 0x20) throw FastPathFailed{};
-    if (c != '\\') {
-      if (c < 0x80) {
-        buf += char(c);
-        ++i_;
-      } else {
-        size_t bad;
-        bool truncated;
-        const size_t len = utf8_sequence(s_, i_, &bad, &truncated);
-        if (len == 0) throw FastPathFailed{};
-        buf.append(s_.substr(i_, len));
-        i_ += len;
-      }
-      continue;
-    }
-    if (++i_ >= s_.size()) throw FastPathFailed{};
-    const char e = s_[i_++];
-    switch (e) {
-      case '"':
-        buf += '"';
-        break;
-      case '\\':
-        buf += '\\';
-        break;
-      case '/':
-        buf += '/';
-        break;
-      case 'b':
-        buf += '\b';
-        break;
-      case 'f':
-        buf += '\f';
-        break;
-      case 'n':
-        buf += '\n';
-        break;
-      case 'r':
-        buf += '\r';
-        break;
-      case 't':
-        buf += '\t';
-        break;
-      case 'u': {
-        uint32_t cp = hex4();
-        if (cp >= 0xDC00 && cp <= 0xDFFF) throw FastPathFailed{};  // lone low surrogate
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-          if (i_ + 2 > s_.size() || s_[i_] != '\\' || s_[i_ + 1] != 'u') throw FastPathFailed{};
-          i_ += 2;
-          const uint32_t lo = hex4();
-          if (lo < 0xDC00 || lo > 0xDFFF) throw FastPathFailed{};
-          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        }
-        append_utf8(buf, cp);
-        break;
-      }
-      default:
-        throw FastPathFailed{};
+    if (c == '\\') {
+      ++i_;
+      escape(buf);
+    } else if (c < 0x80) {
+      buf += char(c);
+      ++i_;
+    } else {
+      size_t bad;
+      bool truncated;
+      const size_t len = utf8_sequence(s_, i_, &bad, &truncated);
+      if (len == 0) throw FastPathFailed{};
+      buf.append(s_.substr(i_, len));
+      i_ += len;
     }
   }
   throw FastPathFailed{};
+}
+
+void JsonReader::escape(std::string& buf) {
+  if (i_ >= s_.size()) throw FastPathFailed{};
+  const char e = s_[i_++];
+  switch (e) {
+    case '"':
+    case '\\':
+    case '/':
+      buf += e;
+      return;
+    case 'b':
+      buf += '\b';
+      return;
+    case 'f':
+      buf += '\f';
+      return;
+    case 'n':
+      buf += '\n';
+      return;
+    case 'r':
+      buf += '\r';
+      return;
+    case 't':
+      buf += '\t';
+      return;
+    case 'u': {
+      uint32_t cp = hex4();
+      if (cp >= 0xDC00 && cp <= 0xDFFF) throw FastPathFailed{};  // lone low surrogate
+      if (cp >= 0xD800 && cp <= 0xDBFF) {
+        if (i_ + 2 > s_.size() || s_[i_] != '\\' || s_[i_ + 1] != 'u') throw FastPathFailed{};
+        i_ += 2;
+        const uint32_t lo = hex4();
+        if (lo < 0xDC00 || lo > 0xDFFF) throw FastPathFailed{};
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+      }
+      append_utf8(buf, cp);
+      return;
+    }
+    default:
+      throw FastPathFailed{};
+  }
+}
+
+uint32_t JsonReader::hex4() {
+  if (i_ + 4 > s_.size()) throw FastPathFailed{};
+  uint32_t v = 0;
+  for (int k = 0; k < 4; ++k) {
+    const char c = s_[i_++];
+    v <<= 4;
+    if (c >= '0' && c <= '9') {
+      v |= uint32_t(c - '0');
+    } else if (c >= 'a' && c <= 'f') {
+      v |= uint32_t(c - 'a' + 10);
+    } else if (c >= 'A' && c <= 'F') {
+      v |= uint32_t(c - 'A' + 10);
+    } else {
+      throw FastPathFailed{};
+    }
+  }
+  return v;
 }
 
 int64_t JsonReader::integer() {
