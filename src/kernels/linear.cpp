@@ -173,6 +173,9 @@ void linear(const KernelConfig& config, const float* x, int64_t n_tokens, const 
 
 void matmul_serial(const KernelConfig& config, ConstMatView x, const WeightMatrix& w, MatView y) {
   check(w.padded_stride == 0, "matmul_serial: a column view (its kernels read packed rows)");
+  check(x.cols == w.cols && y.rows == x.rows && y.cols == w.rows, "matmul_serial: x [", x.rows,
+        ", ", x.cols, "] against a ", w.rows, "x", w.cols, " matrix into [", y.rows, ", ", y.cols,
+        "]");
   const int64_t n_tokens = x.rows;
   const KernelPlan p = plan(w, n_tokens, config, ProductUse::kSerial);
   switch (p.kernel) {
@@ -194,21 +197,33 @@ void matmul_serial(const KernelConfig& config, ConstMatView x, const WeightMatri
   kernels.matmul_rows(task, 0, w.rows, at_least(scratch, kernels.scratch_size(task)));
 }
 
+namespace {
+void check_combine_shapes(const WeightMatrix& w, RowSpan rows, ConstMatView coef, MatView out) {
+  check(rows.first >= 0 && rows.count >= 0 && rows.first + rows.count <= w.rows &&
+            coef.cols == rows.count && coef.rows == out.rows && out.cols == w.cols,
+        "combine_rows: rows [", rows.first, ", +", rows.count, ") of a ", w.rows, "x", w.cols,
+        " matrix with coefficients [", coef.rows, ", ", coef.cols, "] into [", out.rows, ", ",
+        out.cols, "]");
+}
+}  // namespace
+
 void combine_rows(Isa isa, const WeightMatrix& w, RowSpan rows, ConstMatView coef, MatView out) {
-  matmul_kernels(isa).combine_rows(w, rows.first, rows.count, coef.data, coef.stride, coef.rows,
-                                   out.data, out.stride, /*accumulate=*/false);
+  check_combine_shapes(w, rows, coef, out);
+  matmul_kernels(isa).combine_rows({w, rows, coef, out, /*accumulate=*/false});
 }
 
 void accumulate_rows(Isa isa, const WeightMatrix& w, RowSpan rows, ConstMatView coef, MatView out) {
-  matmul_kernels(isa).combine_rows(w, rows.first, rows.count, coef.data, coef.stride, coef.rows,
-                                   out.data, out.stride, /*accumulate=*/true);
+  check_combine_shapes(w, rows, coef, out);
+  matmul_kernels(isa).combine_rows({w, rows, coef, out, /*accumulate=*/true});
 }
 
 void dot_rows(Isa isa, ConstMatView x, const WeightMatrix& w, MatView y) {
   // (its kernels read f32 and bf16 rows only: a cache's entries)
   check(w.dtype == DType::kF32 || w.dtype == DType::kBF16, "dot_rows: rows of ",
         dtype_name(w.dtype), " (f32 or bf16 only)");
-  matmul_kernels(isa).dot_rows(x.data, x.rows, x.stride, w, y.data, y.stride);
+  check(x.cols == w.cols && y.rows == x.rows && y.cols == w.rows, "dot_rows: x [", x.rows, ", ",
+        x.cols, "] against a ", w.rows, "x", w.cols, " matrix into [", y.rows, ", ", y.cols, "]");
+  matmul_kernels(isa).dot_rows(x, w, y);
 }
 
 }  // namespace dsinfer

@@ -11,19 +11,19 @@ namespace {
 // Each 128-column block of a row is widened once into registers and then accumulated into every
 // set's output (which stays in L1 for the few sets decode attention has).
 template <class S, WKind kind>
-void combine_rows_kind(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef,
-                       int64_t coef_stride, int64_t n_sets, float* out, int64_t out_stride,
-                       bool accumulate) {
+void combine_rows_kind(const CombineTask& task) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
   constexpr int kBlockVectors = static_cast<int>(kFp8Block) / W;
-  const int64_t K = w.cols;
-  if (!accumulate)
+  const WeightMatrix& w = task.w;
+  const MatView out = task.out;
+  const int64_t K = w.cols, n_rows = task.rows.count, n_sets = out.rows;
+  if (!task.accumulate)
     for (int64_t t = 0; t < n_sets; ++t)
-      for (int64_t c = 0; c < K; ++c) out[t * out_stride + c] = 0.0f;
+      for (int64_t c = 0; c < K; ++c) out.row(t)[c] = 0.0f;
   const int64_t row_bytes = w.row_stride();
   for (int64_t d = 0; d < n_rows; ++d) {
-    const int64_t r = first + d;
+    const int64_t r = task.rows.first + d;
     const WRow row = row_of(w, r);
     // rows a few ahead (decode reads these straight from memory, a few hundred bytes a row: too
     // short a stream for the hardware prefetcher to get going)
@@ -39,75 +39,79 @@ void combine_rows_kind(const WeightMatrix& w, int64_t first, int64_t n_rows, con
       V wv[kBlockVectors];
       for (int v = 0; v < n_vectors; ++v) wv[v] = load_w<S, kind>(row, c0 + v * W);
       for (int64_t t = 0; t < n_sets; ++t) {
-        const float a = coef[t * coef_stride + d] * s;
+        const float a = task.coef.row(t)[d] * s;
         const V av = S::set1(a);
-        float* o = out + t * out_stride + c0;
+        float* o = out.row(t) + c0;
         for (int v = 0; v < n_vectors; ++v)
           S::store(o + v * W, S::fma(wv[v], av, S::load(o + v * W)));
         for (int64_t c = c0 + n_vectors * W; c < end; ++c)
-          out[t * out_stride + c] = std::fma(scalar_w<kind>(row, c), a, out[t * out_stride + c]);
+          out.row(t)[c] = std::fma(scalar_w<kind>(row, c), a, out.row(t)[c]);
       }
     }
   }
 }
+
+// A panel of combine_rows_blocked: the rows' kC vectors of columns as fp32, `stride` floats
+// apart, and (block-scaled formats) each row's scales, from which column block `c_block`'s.
+struct CombinePanel {
+  const float* data;
+  int64_t stride;
+  int64_t n_rows;
+  const float* const* scale_rows;
+  int64_t c_block;
+};
 
 // The same order with sets and columns register-blocked (many sets: prefill, and decode's heads).
 // kT sets x kC vectors of columns accumulate in registers over all the rows, read from a panel:
 // the rows' kC vectors of columns as fp32, contiguous (bf16 widened, fp8 as value / 256: exactly
 // what the loads give), built once and passed over by every set tile while it sits in L1. Each
 // coefficient is multiplied by the row's block scale * 256 as in combine_rows_kind.
+// coef [T, n_rows] -> out [T, C vectors].
 template <class S, WKind kind, int T, int C>
-void combine_block(const float* panel, int64_t panel_stride, const float* const* scale_rows,
-                   int64_t c_block, int64_t n_rows, const float* coef, int64_t coef_stride,
-                   float* out, int64_t out_stride, bool accumulate) {
+void combine_block(const CombinePanel& panel, ConstMatView coef, MatView out, bool accumulate) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
   V acc[T][C];
   for (int t = 0; t < T; ++t)
     for (int v = 0; v < C; ++v)
-      acc[t][v] = accumulate ? S::load(out + t * out_stride + v * W) : S::zero();
-  for (int64_t d = 0; d < n_rows; ++d) {
+      acc[t][v] = accumulate ? S::load(out.row(t) + v * W) : S::zero();
+  for (int64_t d = 0; d < panel.n_rows; ++d) {
     V wv[C];
-    for (int v = 0; v < C; ++v) wv[v] = S::load(panel + d * panel_stride + v * W);
-    const float s = Format<kind>::kBlockScaled ? scale_rows[d][c_block] * kFp8Bias : 1.0f;
+    for (int v = 0; v < C; ++v) wv[v] = S::load(panel.data + d * panel.stride + v * W);
+    const float s =
+        Format<kind>::kBlockScaled ? panel.scale_rows[d][panel.c_block] * kFp8Bias : 1.0f;
     for (int t = 0; t < T; ++t) {
-      const float a =
-          Format<kind>::kBlockScaled ? coef[t * coef_stride + d] * s : coef[t * coef_stride + d];
+      const float a = Format<kind>::kBlockScaled ? coef.row(t)[d] * s : coef.row(t)[d];
       const V av = S::set1(a);
       for (int v = 0; v < C; ++v) acc[t][v] = S::fma(wv[v], av, acc[t][v]);
     }
   }
   for (int t = 0; t < T; ++t)
-    for (int v = 0; v < C; ++v) S::store(out + t * out_stride + v * W, acc[t][v]);
+    for (int v = 0; v < C; ++v) S::store(out.row(t) + v * W, acc[t][v]);
 }
 
+// The block of coef.rows <= T sets and c_vectors <= C vectors, chosen at compile time.
 template <class S, WKind kind, int T, int C = S::kCombineVectors>
-void combine_block_any(int t, int c_vectors, const float* panel, int64_t panel_stride,
-                       const float* const* scale_rows, int64_t c_block, int64_t n_rows,
-                       const float* coef, int64_t coef_stride, float* out, int64_t out_stride,
+void combine_block_any(int c_vectors, const CombinePanel& panel, ConstMatView coef, MatView out,
                        bool accumulate) {
   if constexpr (T > 1) {
-    if (t < T)
-      return combine_block_any<S, kind, T - 1, C>(t, c_vectors, panel, panel_stride, scale_rows,
-                                                  c_block, n_rows, coef, coef_stride, out,
-                                                  out_stride, accumulate);
+    if (coef.rows < T)
+      return combine_block_any<S, kind, T - 1, C>(c_vectors, panel, coef, out, accumulate);
   }
   if constexpr (C > 1) {
     if (c_vectors < C)
-      return combine_block_any<S, kind, T, C - 1>(t, c_vectors, panel, panel_stride, scale_rows,
-                                                  c_block, n_rows, coef, coef_stride, out,
-                                                  out_stride, accumulate);
+      return combine_block_any<S, kind, T, C - 1>(c_vectors, panel, coef, out, accumulate);
   }
-  combine_block<S, kind, T, C>(panel, panel_stride, scale_rows, c_block, n_rows, coef, coef_stride,
-                               out, out_stride, accumulate);
+  combine_block<S, kind, T, C>(panel, coef, out, accumulate);
 }
 
 template <class S, WKind kind>
-void combine_rows_blocked(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef,
-                          int64_t coef_stride, int64_t n_sets, float* out, int64_t out_stride,
-                          bool accumulate) {
+void combine_rows_blocked(const CombineTask& task) {
   constexpr int W = S::kWidth, T = S::kCombineSets, C = S::kCombineVectors;
-  const int64_t K = w.cols;
+  const WeightMatrix& w = task.w;
+  const MatView out = task.out;
+  const ConstMatView coef = task.coef;
+  const int64_t K = w.cols, first = task.rows.first, n_rows = task.rows.count, n_sets = out.rows;
   thread_local std::vector<float> panel;  // [n_rows, C * W]
   thread_local std::vector<const float*> scale_rows;
   panel.resize(static_cast<size_t>(n_rows * C * W));
@@ -121,7 +125,7 @@ void combine_rows_blocked(const WeightMatrix& w, int64_t first, int64_t n_rows, 
   const int64_t span = Format<kind>::kBlockScaled ? kFp8Block : K;
   for (int64_t c0 = 0; c0 < K; c0 += span) {
     const int64_t end = min64(c0 + span, K);
-    const int64_t c_block = c0 / kFp8Block;
+    const CombinePanel block{panel.data(), C * W, n_rows, scale_rows.data(), c0 / kFp8Block};
     int64_t c = c0;
     for (; c + W <= end; c += C * W) {
       const int c_vectors = static_cast<int>(min64(C, (end - c) / W));
@@ -137,10 +141,10 @@ void combine_rows_blocked(const WeightMatrix& w, int64_t first, int64_t n_rows, 
             __builtin_prefetch(rows[d].data + b, 0, 3);
       }
       for (int64_t t0 = 0; t0 < n_sets; t0 += T) {
-        const int t = static_cast<int>(min64(T, n_sets - t0));
-        combine_block_any<S, kind, T>(t, c_vectors, panel.data(), C * W, scale_rows.data(), c_block,
-                                      n_rows, coef + t0 * coef_stride, coef_stride,
-                                      out + t0 * out_stride + c, out_stride, accumulate);
+        const int64_t t = min64(T, n_sets - t0);
+        combine_block_any<S, kind, T>(c_vectors, block, coef.rows_from(t0, t),
+                                      out.rows_from(t0, t).columns(c, c_vectors * W),
+                                      task.accumulate);
       }
       if (c_vectors < C) {
         c += c_vectors * W;
@@ -150,29 +154,27 @@ void combine_rows_blocked(const WeightMatrix& w, int64_t first, int64_t n_rows, 
     // columns past the last whole vector: the same chain, one column at a time
     for (; c < end; ++c)
       for (int64_t t = 0; t < n_sets; ++t) {
-        float o = accumulate ? out[t * out_stride + c] : 0.0f;
+        float o = task.accumulate ? out.row(t)[c] : 0.0f;
         for (int64_t d = 0; d < n_rows; ++d) {
-          const float a = coef[t * coef_stride + d];
+          const float a = coef.row(t)[d];
           o = std::fma(scalar_w<kind>(rows[d], c),
-                       Format<kind>::kBlockScaled ? a * (scale_rows[d][c_block] * kFp8Bias) : a, o);
+                       Format<kind>::kBlockScaled ? a * (scale_rows[d][block.c_block] * kFp8Bias)
+                                                  : a,
+                       o);
         }
-        out[t * out_stride + c] = o;
+        out.row(t)[c] = o;
       }
   }
 }
 
 template <class S>
-void combine_rows_impl(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef,
-                       int64_t coef_stride, int64_t n_sets, float* out, int64_t out_stride,
-                       bool accumulate) {
-  for_format(w.dtype, [&](auto format) {
+void combine_rows_impl(const CombineTask& task) {
+  for_format(task.w.dtype, [&](auto format) {
     constexpr WKind kind = decltype(format)::value;
-    if (n_sets >= S::kCombineSets)
-      combine_rows_blocked<S, kind>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride,
-                                    accumulate);
+    if (task.out.rows >= S::kCombineSets)
+      combine_rows_blocked<S, kind>(task);
     else
-      combine_rows_kind<S, kind>(w, first, n_rows, coef, coef_stride, n_sets, out, out_stride,
-                                 accumulate);
+      combine_rows_kind<S, kind>(task);
   });
 }
 
@@ -183,13 +185,12 @@ void combine_rows_impl(const WeightMatrix& w, int64_t first, int64_t n_rows, con
 // rows (attention's scores: heads x cached keys), where the GEMM's packing and per-row passes cost
 // more than the products. Rows outer: a tile's TR rows stay in L1 while the tokens stream past
 // (from L2 at 64 heads x 576), so the tile is wide in rows: L2 bytes per FMA fall as 1 / TR.
-// `rows`: TR fp32 rows, K floats each, `row_stride` floats apart (dot_rows_impl's panel).
+// x [TX, K], rows [TR, K] (dot_rows_impl's panel) -> y [TX, TR].
 template <class S, int TX, int TR>
-void dot_tile(const float* x, int64_t x_stride, const float* rows, int64_t row_stride, int64_t K,
-              float* y, int64_t y_stride) {
+void dot_tile(ConstMatView x, ConstMatView rows, MatView y) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
-  const int64_t KV = K - K % W;
+  const int64_t K = x.cols, KV = K - K % W;
   // (the loops unrolled so that the accumulators live in registers: GCC left them on the stack)
   V acc[TX][TR];
 #pragma GCC unroll 8
@@ -199,10 +200,10 @@ void dot_tile(const float* x, int64_t x_stride, const float* rows, int64_t row_s
   for (int64_t k = 0; k < KV; k += W) {
     V xv[TX];
 #pragma GCC unroll 8
-    for (int i = 0; i < TX; ++i) xv[i] = S::load(x + i * x_stride + k);
+    for (int i = 0; i < TX; ++i) xv[i] = S::load(x.row(i) + k);
 #pragma GCC unroll 8
     for (int j = 0; j < TR; ++j) {
-      V wv = S::load(rows + j * row_stride + k);
+      V wv = S::load(rows.row(j) + k);
       // one load for the TX products (GCC otherwise folds it into each FMA: TX loads, and the
       // load ports, not the FMAs, bound the tile)
       asm("" : "+v"(wv));
@@ -213,30 +214,25 @@ void dot_tile(const float* x, int64_t x_stride, const float* rows, int64_t row_s
   for (int i = 0; i < TX; ++i)
     for (int j = 0; j < TR; ++j) {
       float p = S::reduce(acc[i][j]);
-      for (int64_t k = KV; k < K; ++k)
-        p = std::fma(rows[j * row_stride + k], x[i * x_stride + k], p);
-      y[i * y_stride + j] = p;
+      for (int64_t k = KV; k < K; ++k) p = std::fma(rows.row(j)[k], x.row(i)[k], p);
+      y.row(i)[j] = p;
     }
 }
 
-// The tile of the remaining tx <= TX tokens and tr <= TR rows, chosen at compile time.
+// The tile of the remaining x.rows <= TX tokens and rows.rows <= TR rows, chosen at compile time.
 template <class S, int TX, int TR>
-void dot_tile_any(int tx, int tr, const float* x, int64_t x_stride, const float* rows,
-                  int64_t row_stride, int64_t K, float* y, int64_t y_stride) {
+void dot_tile_any(ConstMatView x, ConstMatView rows, MatView y) {
   if constexpr (TX > 1) {
-    if (tx < TX)
-      return dot_tile_any<S, TX - 1, TR>(tx, tr, x, x_stride, rows, row_stride, K, y, y_stride);
+    if (x.rows < TX) return dot_tile_any<S, TX - 1, TR>(x, rows, y);
   }
   if constexpr (TR > 1) {
-    if (tr < TR)
-      return dot_tile_any<S, TX, TR - 1>(tx, tr, x, x_stride, rows, row_stride, K, y, y_stride);
+    if (rows.rows < TR) return dot_tile_any<S, TX, TR - 1>(x, rows, y);
   }
-  dot_tile<S, TX, TR>(x, x_stride, rows, row_stride, K, y, y_stride);
+  dot_tile<S, TX, TR>(x, rows, y);
 }
 
 template <class S>
-void dot_rows_impl(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w,
-                   float* y, int64_t y_stride) {
+void dot_rows_impl(ConstMatView x, const WeightMatrix& w, MatView y) {
   constexpr int TX = S::kDotTokens, TR = S::kDotRows;
   const int64_t K = w.cols, row_bytes = w.row_stride();
   // each tile's rows go into a contiguous fp32 panel (bf16 widened, exactly) once for all the
@@ -264,10 +260,10 @@ void dot_rows_impl(const float* x, int64_t n_tokens, int64_t x_stride, const Wei
         S::store(dst + k, load_w<S, WKind::kBF16>(source[j], k));
       for (; k < K; ++k) dst[k] = scalar_w<WKind::kBF16>(source[j], k);
     }
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += TX) {
-      const int tx = static_cast<int>(min64(TX, n_tokens - t0));
-      dot_tile_any<S, TX, TR>(tx, tr, x + t0 * x_stride, x_stride, widened.data(), K, K,
-                              y + t0 * y_stride + r0, y_stride);
+    const ConstMatView panel(widened.data(), tr, K);  // [tr, K]
+    for (int64_t t0 = 0; t0 < x.rows; t0 += TX) {
+      const int64_t tx = min64(TX, x.rows - t0);
+      dot_tile_any<S, TX, TR>(x.rows_from(t0, tx), panel, y.rows_from(t0, tx).columns(r0, tr));
     }
   }
 }

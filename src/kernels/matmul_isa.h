@@ -29,6 +29,17 @@ struct MatmulTask {
   GemvPlan gemv;  // the GEMV's groups, prefetch and chunks (kernel_plan.h)
 };
 
+// One combine_rows call: out[t, c] = sum_d coef[t, d] * W[rows.first + d, c], coef
+// [n_sets, rows.count] -> out [n_sets, w.cols]; `accumulate` adds to out, continuing each output's
+// chain (accumulate_rows).
+struct CombineTask {
+  const WeightMatrix& w;
+  RowSpan rows;
+  ConstMatView coef;
+  MatView out;
+  bool accumulate = false;
+};
+
 struct MatmulKernels {
   Isa isa;
   // Floats that pack_x writes for n tokens of `cols` features.
@@ -40,16 +51,11 @@ struct MatmulKernels {
   // multiple of `row_grain` keep the kernel on its fast path.
   void (*matmul_rows)(const MatmulTask& task, int64_t row_begin, int64_t row_end, float* scratch);
   int64_t row_grain;
-  // out[t * out_stride + c] = sum_{d < n_rows} coef[t * coef_stride + d] * W[first + d, c] for
-  // t < n_sets and every column c, single-threaded (combine_rows in linear.h); `accumulate` adds
-  // to out, continuing each output's chain (accumulate_rows in linear.h).
-  void (*combine_rows)(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef,
-                       int64_t coef_stride, int64_t n_sets, float* out, int64_t out_stride,
-                       bool accumulate);
-  // y[t * y_stride + r] = x[t] . W[r] in the canonical order for f32 or bf16 rows, register-
-  // blocked for few tokens against many rows, single-threaded (dot_rows in linear.h).
-  void (*dot_rows)(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w,
-                   float* y, int64_t y_stride);
+  // combine_rows and accumulate_rows of linear.h, single-threaded.
+  void (*combine_rows)(const CombineTask& task);
+  // y[t, r] = x[t] . W[r] in the canonical order for f32 or bf16 rows, register-blocked for few
+  // tokens against many rows, single-threaded (dot_rows in linear.h).
+  void (*dot_rows)(ConstMatView x, const WeightMatrix& w, MatView y);
 };
 
 const MatmulKernels& matmul_kernels_scalar();

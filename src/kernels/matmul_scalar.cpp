@@ -29,29 +29,26 @@ void matmul_rows_scalar(const MatmulTask& task, int64_t r0, int64_t r1, float* r
 }
 
 // Each row dequantized as the reference does (code x scale), then added in times each coefficient.
-void combine_rows_scalar(const WeightMatrix& w, int64_t first, int64_t n_rows, const float* coef,
-                         int64_t coef_stride, int64_t n_sets, float* out, int64_t out_stride,
-                         bool accumulate) {
+void combine_rows_scalar(const CombineTask& task) {
+  const WeightMatrix& w = task.w;
+  const MatView out = task.out;
   thread_local std::vector<float>
       row;  // decode attention calls this per head: no allocation each time
   row.resize(static_cast<size_t>(w.cols));
-  if (!accumulate)
-    for (int64_t t = 0; t < n_sets; ++t) std::fill_n(out + t * out_stride, w.cols, 0.0f);
-  for (int64_t d = 0; d < n_rows; ++d) {
-    dequantize_row(w, first + d, row.data());
-    for (int64_t t = 0; t < n_sets; ++t)
-      axpy(coef[t * coef_stride + d], row.data(), out + t * out_stride, w.cols);
+  if (!task.accumulate)
+    for (int64_t t = 0; t < out.rows; ++t) std::fill_n(out.row(t), w.cols, 0.0f);
+  for (int64_t d = 0; d < task.rows.count; ++d) {
+    dequantize_row(w, task.rows.first + d, row.data());
+    for (int64_t t = 0; t < out.rows; ++t) axpy(task.coef.row(t)[d], row.data(), out.row(t), w.cols);
   }
 }
 
-void dot_rows_scalar(const float* x, int64_t n_tokens, int64_t x_stride, const WeightMatrix& w,
-                     float* y, int64_t y_stride) {
+void dot_rows_scalar(ConstMatView x, const WeightMatrix& w, MatView y) {
   thread_local std::vector<float> row;
   row.resize(static_cast<size_t>(w.cols));
   for (int64_t r = 0; r < w.rows; ++r) {
     dequantize_row(w, r, row.data());
-    for (int64_t t = 0; t < n_tokens; ++t)
-      y[t * y_stride + r] = dot(x + t * x_stride, row.data(), w.cols);
+    for (int64_t t = 0; t < x.rows; ++t) y.row(t)[r] = dot(x.row(t), row.data(), w.cols);
   }
 }
 
