@@ -127,7 +127,8 @@ TEST(Int8Matrix, ActivationsQuantizePerTokenPer128ColumnsToNearestEven) {
   x[static_cast<size_t>(cols + 129)] = std::nanf("");
   std::vector<uint8_t> q(static_cast<size_t>(int8_activation_bytes(2, cols)));
   std::vector<float> s(static_cast<size_t>(int8_activation_scales(2, cols)));
-  const Int8Activations a = quantize_activations(x.data(), 2, cols, cols, q.data(), s.data(), pool);
+  const Int8Activations a =
+      quantize_activations(ConstMatView(x.data(), 2, cols), q.data(), s.data(), pool);
   EXPECT_EQ(a.padded_cols(), 256);
   EXPECT_EQ(s[0], 1.0f);
   EXPECT_EQ(q[0], 128 + 127);
@@ -168,7 +169,7 @@ TEST(Int8Matmul, EveryKernelGivesTheOraclesBitsWithinTheQuantizationError) {
       std::vector<uint8_t> q(static_cast<size_t>(int8_activation_bytes(n, cols)));
       std::vector<float> sx(static_cast<size_t>(int8_activation_scales(n, cols)));
       const Int8Activations a =
-          quantize_activations(x.data(), n, cols, cols, q.data(), sx.data(), pool);
+          quantize_activations(ConstMatView(x.data(), n, cols), q.data(), sx.data(), pool);
       std::vector<float> want(static_cast<size_t>(n * rows), -1.0f);
       int8_blocks_scalar(a, m, 0, m.row_blocks(), want.data(), rows);
       // the exact product, and the bound on what quantizing both sides can change

@@ -120,14 +120,13 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
 
 }  // namespace
 
-Int8Activations quantize_activations(const float* x, int64_t n_tokens, int64_t cols,
-                                     int64_t x_stride, uint8_t* q_out, float* scale_out,
+Int8Activations quantize_activations(ConstMatView x, uint8_t* q_out, float* scale_out,
                                      ThreadPool& pool) {
-  Int8Activations a{n_tokens, cols, q_out, scale_out};
+  Int8Activations a{x.rows, x.cols, q_out, scale_out};
   const int64_t groups = a.groups(), padded = a.padded_cols();
-  pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end) {
+  pool.parallel_for(x.rows, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t)
-      quantize_token(x + t * x_stride, cols, q_out + t * padded, scale_out + t * groups);
+      quantize_token(x.row(t), x.cols, q_out + t * padded, scale_out + t * groups);
   });
   return a;
 }

@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "core/dtype.h"
+#include "core/mat_view.h"
 #include "core/thread_pool.h"
 #include "kernels/group_quant.h"
 
@@ -116,9 +117,8 @@ inline int64_t int8_activation_bytes(int64_t n_tokens, int64_t cols) {
 inline int64_t int8_activation_scales(int64_t n_tokens, int64_t cols) {
   return n_tokens * quant_groups(cols);
 }
-// x[n_tokens, cols] (rows x_stride apart) into q_out and scale_out, tokens split across the pool.
-Int8Activations quantize_activations(const float* x, int64_t n_tokens, int64_t cols,
-                                     int64_t x_stride, uint8_t* q_out, float* scale_out,
+// x [n_tokens, cols] into q_out and scale_out, tokens split across the pool.
+Int8Activations quantize_activations(ConstMatView x, uint8_t* q_out, float* scale_out,
                                      ThreadPool& pool);
 
 }  // namespace dsinfer

@@ -118,11 +118,10 @@ const float* rounded_to_bf16(const float* x, int64_t n, int64_t cols, ThreadPool
   return out;
 }
 
-MatmulTask exact_task(const KernelPlan& p, const float* x, int64_t n_tokens, int64_t x_stride,
-                      const WeightMatrix& w, float* y, int64_t y_stride) {
-  return MatmulTask{x,     n_tokens, x_stride, &w,
-                    y,     y_stride, nullptr,  p.kernel == KernelKind::kGemmBatchVariant,
-                    p.gemv};
+// The task of the exact kernels for x [n_tokens, w.cols] -> y [n_tokens, w.rows].
+MatmulTask exact_task(const KernelPlan& p, ConstMatView x, const WeightMatrix& w, MatView y) {
+  return MatmulTask{x.data, x.rows,  x.stride, &w, y.data,
+                    y.stride, nullptr, p.kernel == KernelKind::kGemmBatchVariant, p.gemv};
 }
 
 }  // namespace
@@ -145,7 +144,7 @@ void linear(const KernelConfig& config, const float* x, int64_t n_tokens, const 
   }
   if (p.round_activations) x = rounded_to_bf16(x, n_tokens, w.cols, pool);
   const MatmulKernels& kernels = matmul_kernels(p.isa);
-  MatmulTask task = exact_task(p, x, n_tokens, w.cols, w, y, w.rows);
+  MatmulTask task = exact_task(p, ConstMatView(x, n_tokens, w.cols), w, MatView(y, n_tokens, w.rows));
   // Packed once here and shared by every thread (the activations are small next to the weights).
   thread_local std::vector<float> packed;
   if (p.kernel != KernelKind::kGemv) {
@@ -187,7 +186,7 @@ void matmul_serial(const KernelConfig& config, ConstMatView x, const WeightMatri
       break;
   }
   const MatmulKernels& kernels = matmul_kernels(p.isa);
-  MatmulTask task = exact_task(p, x.data, n_tokens, x.stride, w, y.data, y.stride);
+  MatmulTask task = exact_task(p, x, w, y);
   thread_local std::vector<float> packed, scratch;
   if (p.kernel != KernelKind::kGemv) {
     float* out = at_least(packed, kernels.packed_x_size(n_tokens, w.cols));

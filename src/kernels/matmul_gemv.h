@@ -10,9 +10,23 @@ namespace {
 
 // ---- GEMV: a group of R rows against T tokens, weights streamed once -------------------------
 // y[t * y_stride + i] = sum_k W_i[k] * xs[t * xs_stride + k] for i < R, t < T.
+// One GEMV call's operands: y[t * y_stride + i] = xs[t] . rows[i] over K columns, for the
+// call's T tokens (xs rows xs_stride apart) and its group of rows.
+struct GemvTile {
+  WRows rows;
+  int64_t K;
+  const float* xs;
+  int64_t xs_stride;
+  float* y;
+  int64_t y_stride;
+};
+
 template <class S, WKind kind, int T, int R, GemvPrefetch P>
-inline void gemv_group(WRows rows, int64_t K, const float* xs, int64_t xs_stride, float* y,
-                       int64_t y_stride) {
+inline void gemv_group(const GemvTile& tile) {
+  const WRows rows = tile.rows;
+  const int64_t K = tile.K, xs_stride = tile.xs_stride, y_stride = tile.y_stride;
+  const float* xs = tile.xs;
+  float* y = tile.y;
   constexpr bool kPrefetch = P != GemvPrefetch::kNone;
   using V = typename S::V;
   constexpr int W = S::kWidth;
@@ -128,54 +142,50 @@ inline void gemv_group(WRows rows, int64_t K, const float* xs, int64_t xs_stride
 }
 
 template <class S, WKind kind, int T, GemvPrefetch P>
-inline void gemv_dispatch_rows(int group, WRows rows, int64_t K, const float* xs, int64_t xs_stride,
-                               float* y, int64_t y_stride) {
+inline void gemv_dispatch_rows(int group, const GemvTile& tile) {
   if constexpr (T == 1 && S::kGemvMaxRows >= 16) {
-    if (group == 16) return gemv_group<S, kind, T, 16, P>(rows, K, xs, xs_stride, y, y_stride);
+    if (group == 16) return gemv_group<S, kind, T, 16, P>(tile);
   }
   if constexpr (T <= 2) {
-    if (group == 8) return gemv_group<S, kind, T, 8, P>(rows, K, xs, xs_stride, y, y_stride);
+    if (group == 8) return gemv_group<S, kind, T, 8, P>(tile);
   }
   if constexpr (T > 2 && S::kGemvRowsManyTokens >= 6) {
-    if (group == 6) return gemv_group<S, kind, T, 6, P>(rows, K, xs, xs_stride, y, y_stride);
-    if (group == 3) return gemv_group<S, kind, T, 3, P>(rows, K, xs, xs_stride, y, y_stride);
+    if (group == 6) return gemv_group<S, kind, T, 6, P>(tile);
+    if (group == 3) return gemv_group<S, kind, T, 3, P>(tile);
   }
   if (group == 4)
-    gemv_group<S, kind, T, 4, P>(rows, K, xs, xs_stride, y, y_stride);
+    gemv_group<S, kind, T, 4, P>(tile);
   else if (group == 2)
-    gemv_group<S, kind, T, 2, P>(rows, K, xs, xs_stride, y, y_stride);
+    gemv_group<S, kind, T, 2, P>(tile);
   else
-    gemv_group<S, kind, T, 1, P>(rows, K, xs, xs_stride, y, y_stride);
+    gemv_group<S, kind, T, 1, P>(tile);
 }
 
 template <class S, WKind kind, int T>
-inline void gemv_dispatch(GemvPrefetch prefetch, int group, WRows rows, int64_t K, const float* xs,
-                          int64_t xs_stride, float* y, int64_t y_stride) {
+inline void gemv_dispatch(GemvPrefetch prefetch, int group, const GemvTile& tile) {
   // (int4 and int8 rows always prefetch their own way, as do fp8 rows widened through L1: one
   // instantiation for them)
   constexpr bool kOwnPrefetch =
       Format<kind>::kGroupScaled || (kind == WKind::kFp8 && S::kFp8ThroughL1);
   if (kOwnPrefetch || prefetch == GemvPrefetch::kAhead)
-    gemv_dispatch_rows<S, kind, T, GemvPrefetch::kAhead>(group, rows, K, xs, xs_stride, y,
-                                                         y_stride);
+    gemv_dispatch_rows<S, kind, T, GemvPrefetch::kAhead>(group, tile);
   else if (prefetch == GemvPrefetch::kWrapped)
-    gemv_dispatch_rows<S, kind, T, GemvPrefetch::kWrapped>(group, rows, K, xs, xs_stride, y,
-                                                           y_stride);
+    gemv_dispatch_rows<S, kind, T, GemvPrefetch::kWrapped>(group, tile);
   else
-    gemv_dispatch_rows<S, kind, T, GemvPrefetch::kNone>(group, rows, K, xs, xs_stride, y, y_stride);
+    gemv_dispatch_rows<S, kind, T, GemvPrefetch::kNone>(group, tile);
 }
 
-// xs[t * K + k] = x[t * x_stride + k] * scales[k / 128] * bias for t < T (fp8 activations for one
-// block of rows).
+// xs[t, k] = x[t, k] * scales[k / 128] * bias for every token t: x [T, K] -> xs [T, K], packed
+// (fp8 activations for one block of rows).
 template <class S>
-inline void scale_fp8_activations(const float* x, int64_t x_stride, int T, int64_t K,
-                                  const float* scales, float bias, float* xs) {
-  for (int t = 0; t < T; ++t)
+inline void scale_fp8_activations(ConstMatView x, const float* scales, float bias, float* xs) {
+  const int64_t T = x.rows, K = x.cols;
+  for (int64_t t = 0; t < T; ++t)
     for (int64_t c = 0; c < K; c += kFp8Block) {
       const float factor = scales[c / kFp8Block] * bias;
       const typename S::V s = S::set1(factor);
       const int64_t end = min64(c + kFp8Block, K);
-      const float* src = x + t * x_stride;
+      const float* src = x.row(t);
       int64_t k = c;
       for (; k + S::kWidth <= end; k += S::kWidth)
         S::store(xs + t * K + k, S::mul(S::load(src + k), s));
@@ -203,17 +213,16 @@ inline bool fits_subnormal_form(const float* xs, int64_t n) {
 }
 
 template <class S, WKind kind>
-inline void gemv_tokens(int T, GemvPrefetch prefetch, int group, WRows rows, int64_t K,
-                        const float* xs, int64_t xs_stride, float* y, int64_t y_stride) {
+inline void gemv_tokens(int T, GemvPrefetch prefetch, int group, const GemvTile& tile) {
   switch (T) {
     case 1:
-      return gemv_dispatch<S, kind, 1>(prefetch, group, rows, K, xs, xs_stride, y, y_stride);
+      return gemv_dispatch<S, kind, 1>(prefetch, group, tile);
     case 2:
-      return gemv_dispatch<S, kind, 2>(prefetch, group, rows, K, xs, xs_stride, y, y_stride);
+      return gemv_dispatch<S, kind, 2>(prefetch, group, tile);
     case 3:
-      return gemv_dispatch<S, kind, 3>(prefetch, group, rows, K, xs, xs_stride, y, y_stride);
+      return gemv_dispatch<S, kind, 3>(prefetch, group, tile);
     default:
-      return gemv_dispatch<S, kind, 4>(prefetch, group, rows, K, xs, xs_stride, y, y_stride);
+      return gemv_dispatch<S, kind, 4>(prefetch, group, tile);
   }
 }
 
@@ -243,32 +252,31 @@ void gemv_rows_passes(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_
         const int64_t block = r / kFp8Block;
         if (block != scaled_block) {
           const float* scales = w.scale + block * w.scale_cols();
-          const float* x = task.x + t0 * task.x_stride;
+          const ConstMatView x(task.x + t0 * task.x_stride, T, K, task.x_stride);
           subnormal_form = false;
           if constexpr (S::kFp8Subnormal) {
             if (T <= plan.fp8_subnormal_tokens) {
-              scale_fp8_activations<S>(x, task.x_stride, T, K, scales, kFp8SubnormalBias, xs_buf);
+              scale_fp8_activations<S>(x, scales, kFp8SubnormalBias, xs_buf);
               subnormal_form = fits_subnormal_form(xs_buf, T * K);
             }
           }
           if (!subnormal_form)
-            scale_fp8_activations<S>(x, task.x_stride, T, K, scales, kFp8Bias, xs_buf);
+            scale_fp8_activations<S>(x, scales, kFp8Bias, xs_buf);
           xs = xs_buf;
           xs_stride = K;
           scaled_block = block;
         }
       }
-      const WRows rows = rows_from(w, r);
-      float* y = task.y + t0 * task.y_stride + r;
+      const GemvTile tile{rows_from(w, r), K, xs, xs_stride, task.y + t0 * task.y_stride + r,
+                          task.y_stride};
       if constexpr (kind == WKind::kFp8 && S::kFp8Subnormal) {
         if (subnormal_form) {
-          gemv_tokens<S, WKind::kFp8Subnormal>(T, plan.prefetch, group, rows, K, xs, xs_stride, y,
-                                               task.y_stride);
+          gemv_tokens<S, WKind::kFp8Subnormal>(T, plan.prefetch, group, tile);
           r += group;
           continue;
         }
       }
-      gemv_tokens<S, kind>(T, plan.prefetch, group, rows, K, xs, xs_stride, y, task.y_stride);
+      gemv_tokens<S, kind>(T, plan.prefetch, group, tile);
       r += group;
     }
   }

@@ -43,7 +43,7 @@ void int8_linear(Int8Kernel kernel, const float* x, int64_t n_tokens, const Int8
   q.resize(static_cast<size_t>(int8_activation_bytes(n_tokens, w.cols)));
   scales.resize(static_cast<size_t>(int8_activation_scales(n_tokens, w.cols)));
   const Int8Activations a =
-      quantize_activations(x, n_tokens, w.cols, w.cols, q.data(), scales.data(), pool);
+      quantize_activations(ConstMatView(x, n_tokens, w.cols), q.data(), scales.data(), pool);
   const Int8BlocksFn blocks = int8_blocks_fn(kernel);
   // Below this many multiply-adds, waking other threads costs more than it saves; chunks of 4
   // blocks keep the kernels' widest tiles whole.
