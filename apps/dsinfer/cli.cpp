@@ -128,7 +128,7 @@ KernelConfig apply_global_options(GlobalOptions& o, std::vector<std::string>& gl
   // int8 mode reads its repacked copy, never the shard's matrices after load: a huge-page copy
   // of the shard would only double the memory (mapped, the page cache may drop those pages)
   const bool map_shards = o.no_huge_pages || kernels.int8();
-  set_read_into_huge_pages(o.huge_pages   ? HugePages::kOn
+  set_read_into_huge_pages(o.huge_pages ? HugePages::kOn
                            : map_shards ? HugePages::kOff
                                         : HugePages::kAuto,
                            ThreadPool::local_ranks());  // they load at the same time
@@ -137,7 +137,8 @@ KernelConfig apply_global_options(GlobalOptions& o, std::vector<std::string>& gl
     warn_if_no_huge_pages();
   }
   if (o.no_huge_pages) global_args.push_back("--no-huge-pages");
-  if (o.threads > 0) global_args.insert(global_args.end(), {"--threads", std::to_string(o.threads)});
+  if (o.threads > 0)
+    global_args.insert(global_args.end(), {"--threads", std::to_string(o.threads)});
   if (o.quiet) global_args.push_back("--quiet");
   if (o.debug) global_args.push_back("--debug");
   return kernels;

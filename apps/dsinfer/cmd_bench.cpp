@@ -483,8 +483,7 @@ void add_workload_options(CLI::App* sub, BenchOptions& o) {
   sub->add_option("--serving-prompt", o.serving_shape.prompt_len,
                   "prompt tokens per serving request")
       ->capture_default_str();
-  sub->add_option("--serving-new", o.serving_shape.max_new_tokens,
-                  "new tokens per serving request")
+  sub->add_option("--serving-new", o.serving_shape.max_new_tokens, "new tokens per serving request")
       ->capture_default_str();
   sub->add_option("--stagger-steps", o.serving_shape.stagger_steps,
                   "engine steps between serving arrivals")

@@ -441,8 +441,8 @@ void check_options(const ConvertOptions& options) {
 // Every rank's headers, from the plan: the shard's, then (--keep-mtp) the MTP file's.
 struct ShardHeaders {
   std::vector<std::vector<SafetensorsWriter::Entry>> model, mtp;  // [parts] each
-  double total_bytes = 0;                                          // read from the input
-  size_t n_mtp = 0;      // jobs of the MTP module
+  double total_bytes = 0;                                         // read from the input
+  size_t n_mtp = 0;                                               // jobs of the MTP module
   size_t n_tensors = 0;  // of a model shard (a quantized weight brings its scale)
 };
 

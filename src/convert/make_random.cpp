@@ -367,10 +367,11 @@ RandomShards group_into_files(const std::vector<RandomTensor>& tensors, double l
 // whatever the tensor, and big enough writes to be cheap.
 void write_tensors(SafetensorsWriter& writer, std::vector<const RandomTensor*> tensors,
                    uint64_t seed, Progress& progress) {
-  std::stable_sort(tensors.begin(), tensors.end(), [](const RandomTensor* a, const RandomTensor* b) {
-    const size_t sa = dtype_size(a->dtype), sb = dtype_size(b->dtype);
-    return sa != sb ? sa > sb : a->name < b->name;
-  });
+  std::stable_sort(tensors.begin(), tensors.end(),
+                   [](const RandomTensor* a, const RandomTensor* b) {
+                     const size_t sa = dtype_size(a->dtype), sb = dtype_size(b->dtype);
+                     return sa != sb ? sa > sb : a->name < b->name;
+                   });
   std::vector<uint8_t> buffer(size_t{4} << 20);
   for (const RandomTensor* t : tensors) {
     const uint64_t bytes = t->n_bytes();

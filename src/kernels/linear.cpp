@@ -120,8 +120,9 @@ const float* rounded_to_bf16(const float* x, int64_t n, int64_t cols, ThreadPool
 
 // The task of the exact kernels for x [n_tokens, w.cols] -> y [n_tokens, w.rows].
 MatmulTask exact_task(const KernelPlan& p, ConstMatView x, const WeightMatrix& w, MatView y) {
-  return MatmulTask{x.data, x.rows,  x.stride, &w, y.data,
-                    y.stride, nullptr, p.kernel == KernelKind::kGemmBatchVariant, p.gemv};
+  return MatmulTask{x.data, x.rows,   x.stride, &w,
+                    y.data, y.stride, nullptr,  p.kernel == KernelKind::kGemmBatchVariant,
+                    p.gemv};
 }
 
 }  // namespace
@@ -144,7 +145,8 @@ void linear(const KernelConfig& config, const float* x, int64_t n_tokens, const 
   }
   if (p.round_activations) x = rounded_to_bf16(x, n_tokens, w.cols, pool);
   const MatmulKernels& kernels = matmul_kernels(p.isa);
-  MatmulTask task = exact_task(p, ConstMatView(x, n_tokens, w.cols), w, MatView(y, n_tokens, w.rows));
+  MatmulTask task =
+      exact_task(p, ConstMatView(x, n_tokens, w.cols), w, MatView(y, n_tokens, w.rows));
   // Packed once here and shared by every thread (the activations are small next to the weights).
   thread_local std::vector<float> packed;
   if (p.kernel != KernelKind::kGemv) {

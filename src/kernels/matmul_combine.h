@@ -73,8 +73,7 @@ void combine_block(const CombinePanel& panel, ConstMatView coef, MatView out, bo
   constexpr int W = S::kWidth;
   V acc[T][C];
   for (int t = 0; t < T; ++t)
-    for (int v = 0; v < C; ++v)
-      acc[t][v] = accumulate ? S::load(out.row(t) + v * W) : S::zero();
+    for (int v = 0; v < C; ++v) acc[t][v] = accumulate ? S::load(out.row(t) + v * W) : S::zero();
   for (int64_t d = 0; d < panel.n_rows; ++d) {
     V wv[C];
     for (int v = 0; v < C; ++v) wv[v] = S::load(panel.data + d * panel.stride + v * W);
@@ -157,10 +156,9 @@ void combine_rows_blocked(const CombineTask& task) {
         float o = task.accumulate ? out.row(t)[c] : 0.0f;
         for (int64_t d = 0; d < n_rows; ++d) {
           const float a = coef.row(t)[d];
-          o = std::fma(scalar_w<kind>(rows[d], c),
-                       Format<kind>::kBlockScaled ? a * (scale_rows[d][block.c_block] * kFp8Bias)
-                                                  : a,
-                       o);
+          o = std::fma(
+              scalar_w<kind>(rows[d], c),
+              Format<kind>::kBlockScaled ? a * (scale_rows[d][block.c_block] * kFp8Bias) : a, o);
         }
         out.row(t)[c] = o;
       }

@@ -260,8 +260,7 @@ void gemv_rows_passes(const MatmulTask& task, int64_t r0, int64_t r1, float* xs_
               subnormal_form = fits_subnormal_form(xs_buf, T * K);
             }
           }
-          if (!subnormal_form)
-            scale_fp8_activations<S>(x, scales, kFp8Bias, xs_buf);
+          if (!subnormal_form) scale_fp8_activations<S>(x, scales, kFp8Bias, xs_buf);
           xs = xs_buf;
           xs_stride = K;
           scaled_block = block;

@@ -39,7 +39,8 @@ void combine_rows_scalar(const CombineTask& task) {
     for (int64_t t = 0; t < out.rows; ++t) std::fill_n(out.row(t), w.cols, 0.0f);
   for (int64_t d = 0; d < task.rows.count; ++d) {
     dequantize_row(w, task.rows.first + d, row.data());
-    for (int64_t t = 0; t < out.rows; ++t) axpy(task.coef.row(t)[d], row.data(), out.row(t), w.cols);
+    for (int64_t t = 0; t < out.rows; ++t)
+      axpy(task.coef.row(t)[d], row.data(), out.row(t), w.cols);
   }
 }
 
