@@ -41,6 +41,9 @@ std::string ServerMetrics::render() const {
          requests_finished);
   metric("dsinfer_requests_cancelled_total", "counter",
          "Requests cancelled (client gone, stop string).", requests_cancelled);
+  metric("dsinfer_requests_abandoned_total", "counter",
+         "Requests whose client hung up before they were read (never admitted).",
+         requests_abandoned);
   metric("dsinfer_requests_failed_total", "counter", "Requests that ended in an error.",
          requests_failed);
   metric("dsinfer_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",

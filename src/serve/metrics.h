@@ -29,6 +29,7 @@ class Histogram {
 struct ServerMetrics {
   std::atomic<int64_t> requests_running{0}, requests_waiting{0};
   std::atomic<int64_t> requests_finished{0}, requests_failed{0}, requests_cancelled{0};
+  std::atomic<int64_t> requests_abandoned{0};  // the client left before it was read
   std::atomic<int64_t> prompt_tokens{0}, generation_tokens{0}, prefix_cache_hit_tokens{0};
   std::atomic<int64_t> mtp_drafted{0}, mtp_accepted{0};  // speculative decoding (--mtp on)
   // The KV cache (set once at start, then after each step): its budget, the blocks in use (by

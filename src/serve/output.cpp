@@ -59,6 +59,7 @@ PumpResult pump_tokens(Channel& ch, Output& output, const std::function<void()>&
       if (output.stopped() || result.client_gone)
         cancel_once();  // a stop string, or the client went away
     }
+    if (result.client_gone) break;  // (nobody waits for the end; the engine drops it)
   }
   return result;
 }

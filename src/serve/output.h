@@ -65,8 +65,11 @@ struct PumpResult {
 };
 
 // Feeds the request's tokens through `output` to `sink` until the engine ends the request;
-// calls `cancel` (once) when a stop string ends the text or the client goes away, and still
-// waits for the end (which frees the request's slot). Tokens after a stop are not delivered.
+// calls `cancel` (once) when a stop string ends the text or the client goes away. After a stop
+// string it still waits for the end (the finish reason and usage come with it); when the client
+// has gone it returns at once, so the request's slot is free before the engine's next step
+// drops the sequence (a busy engine's step can take seconds). Tokens after a stop are not
+// delivered.
 PumpResult pump_tokens(Channel& ch, Output& output, const std::function<void()>& cancel,
                        const OutputSink& sink);
 

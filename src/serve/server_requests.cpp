@@ -135,6 +135,13 @@ std::string request_id_header(const httplib::Request& req, const std::string& re
 void Server::handle(const httplib::Request& req, const std::string& body_text,
                     httplib::Response& res, bool chat) {
   check_ready();
+  // A client that sent its request and hung up before it was read (a hang-up storm's kind) costs
+  // nothing: no parse, no slot, no prefill. Counted as a slot until a probe noticed, such clients
+  // used to fill the queue whenever the provider threads ran late, and real clients got 429s.
+  if (!client_connected(GuardedHttpServer::request_socket())) {
+    ++metrics_.requests_abandoned;
+    return;
+  }
   const json body = parse_body(body_text);
   std::vector<Job> jobs =
       parse_requests(body, chat, chat_, o_.served_model_name, model_->config().max_seq_len);
