@@ -20,7 +20,7 @@
 #include "parallel/comm.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::attention_paths_test {
 namespace {
 
 class AttentionPaths : public ::testing::TestWithParam<std::string> {};
@@ -194,4 +194,4 @@ INSTANTIATE_TEST_SUITE_P(Models, AttentionPaths,
                          test::model_test_name);
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::attention_paths_test

@@ -10,7 +10,7 @@
 
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::bench_comm_test {
 namespace {
 
 using test::data_path;
@@ -171,4 +171,4 @@ TEST(GlooAllreduceAlgorithms, UnknownNameIsOneClearError) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::bench_comm_test

@@ -17,7 +17,7 @@
 #include "parallel/comm.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::bench_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -436,4 +436,4 @@ TEST(BenchCommand, GoldenComparesFastModeWithTheDemosBf16Run) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::bench_test

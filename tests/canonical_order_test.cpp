@@ -17,7 +17,7 @@
 #include "core/thread_pool.h"
 #include "kernels/linear.h"
 
-namespace dsinfer {
+namespace dsinfer::canonical_order_test {
 namespace {
 
 int lanes(Isa isa) { return isa == Isa::kAvx512 ? 16 : 8; }
@@ -385,4 +385,4 @@ TEST(CanonicalOrder, DotRowsIsTheCanonicalProductBitForBit) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::canonical_order_test

@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::chat_template_test {
 namespace {
 
 using json = nlohmann::json;
@@ -329,4 +329,4 @@ TEST(ApplyChatTemplate, RejectsNonArrayMessages) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::chat_template_test

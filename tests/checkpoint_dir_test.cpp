@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::checkpoint_dir_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -235,4 +235,4 @@ TEST(CheckpointDir, ListFiles) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::checkpoint_dir_test

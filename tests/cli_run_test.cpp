@@ -18,7 +18,7 @@
 #include "io/safetensors.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::cli_run_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -302,4 +302,4 @@ TEST(CliRunLocal, WithoutASubcommandIsAnError) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::cli_run_test

@@ -7,7 +7,7 @@
 
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::cli_tokenize_test {
 namespace {
 
 using json = nlohmann::json;
@@ -103,4 +103,4 @@ TEST(CliPerplexity, TextInputIsScored) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::cli_tokenize_test

@@ -8,7 +8,7 @@
 #include "comm/backends.h"
 #include "core/error.h"
 
-namespace dsinfer {
+namespace dsinfer::comm_select_test {
 namespace {
 
 // Clears every variable make_comm() reads, and the forced backend, around each test.
@@ -72,4 +72,4 @@ TEST_F(CommSelect, FlagAndVariableForceABackend) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::comm_select_test

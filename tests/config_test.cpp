@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::config_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -464,4 +464,4 @@ TEST(Config, FieldWiseEqualityAndDifferences) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::config_test

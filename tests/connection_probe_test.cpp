@@ -12,7 +12,7 @@
 
 #include <vector>
 
-namespace dsinfer {
+namespace dsinfer::connection_probe_test {
 namespace {
 
 int port_of(int fd, bool peer) {
@@ -46,4 +46,4 @@ TEST(ClientConnected, SeesThePeerHangUp) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::connection_probe_test

@@ -11,7 +11,7 @@
 #include "io/safetensors.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::convert_mtp_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -140,4 +140,4 @@ TEST(ConvertMtp, NoModuleOrNoConfigIsAClearError) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::convert_mtp_test

@@ -13,7 +13,7 @@
 #include "kernels/group_quant.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::convert_quantized_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -168,4 +168,4 @@ TEST(ConvertQuantized, RanksOfDifferentConvertsAreOneClearError) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::convert_quantized_test

@@ -14,7 +14,7 @@
 #include "io/safetensors.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::convert_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -380,4 +380,4 @@ TEST(Fp8CastFiles, WeightWithoutScaleIsCopiedWithAWarning) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::convert_test

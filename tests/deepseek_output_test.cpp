@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-namespace dsinfer {
+namespace dsinfer::deepseek_output_test {
 namespace {
 
 const std::string kBegin = "<｜tool▁calls▁begin｜>", kEnd = "<｜tool▁calls▁end｜>",
@@ -155,4 +155,4 @@ TEST(DeepSeekOutput, ParseToolCallRejectsWhatIsNotACall) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::deepseek_output_test

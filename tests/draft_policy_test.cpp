@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-namespace dsinfer {
+namespace dsinfer::draft_policy_test {
 namespace {
 
 // Of n decisions at `decoding` sequences, how many drafted.
@@ -46,4 +46,4 @@ TEST(DraftPolicy, EachBatchSizeHasItsOwnTimings) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::draft_policy_test

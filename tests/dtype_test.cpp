@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 
-namespace dsinfer {
+namespace dsinfer::dtype_test {
 namespace {
 
 TEST(DType, Fp8TableMatchesFieldDecodeForAll256Codes) {
@@ -244,4 +244,4 @@ TEST(DType, CeilDiv) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::dtype_test

@@ -8,7 +8,7 @@
 
 #include "engine_requests.h"
 
-namespace dsinfer {
+namespace dsinfer::engine_depth_test {
 namespace {
 
 using namespace test;  // engine_requests.h
@@ -60,4 +60,4 @@ TEST(EnginePrefix, DepthBeyond4096SameBitsSharedCopiedOrEvictedBf16) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::engine_depth_test

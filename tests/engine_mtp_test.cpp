@@ -15,7 +15,7 @@
 #include "parallel/comm.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::engine_mtp_test {
 namespace {
 
 using Tokens = std::vector<int32_t>;
@@ -327,4 +327,4 @@ TEST(EngineMtp, AModelWithoutTheModuleIsAClearError) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::engine_mtp_test

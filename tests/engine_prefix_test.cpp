@@ -8,7 +8,7 @@
 
 #include "engine_requests.h"
 
-namespace dsinfer {
+namespace dsinfer::engine_prefix_test {
 namespace {
 
 using namespace test;  // engine_requests.h
@@ -102,4 +102,4 @@ TEST(EnginePrefix, AnOverfullLoadWaitsAndLosesNothing) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::engine_prefix_test

@@ -20,7 +20,7 @@
 #include "model/transformer.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::engine_ranks_test {
 namespace {
 
 using Tokens = std::vector<int32_t>;
@@ -244,4 +244,4 @@ TEST(EngineRanks, ALeaderThatDiesMidRunReleasesItsFollowerWithAnError) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::engine_ranks_test

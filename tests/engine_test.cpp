@@ -16,7 +16,7 @@
 #include "parallel/comm.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::engine_test {
 namespace {
 
 using Tokens = std::vector<int32_t>;
@@ -441,4 +441,4 @@ TEST(Engine, ALongerNextTurnCopiesThePartialBlockOfTheLastOne) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::engine_test

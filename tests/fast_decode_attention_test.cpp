@@ -20,7 +20,7 @@
 #include "core/dtype.h"
 #include "kernels/matmul_amx.h"
 
-namespace dsinfer {
+namespace dsinfer::fast_decode_attention_test {
 namespace {
 
 struct Kernel {
@@ -192,4 +192,4 @@ INSTANTIATE_TEST_SUITE_P(Kernels, FastDecodeAttention,
                          });
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::fast_decode_attention_test

@@ -6,7 +6,7 @@
 
 #include <fstream>
 
-namespace dsinfer {
+namespace dsinfer::free_port_test {
 namespace {
 
 TEST(FreePort, BelowTheEphemeralRangeAndBindable) {
@@ -21,4 +21,4 @@ TEST(FreePort, BelowTheEphemeralRangeAndBindable) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::free_port_test

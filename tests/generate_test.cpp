@@ -17,7 +17,7 @@
 #include "parallel/comm.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::generate_test {
 namespace {
 
 using test::data_path;
@@ -275,4 +275,4 @@ TEST(Generate, OutOfVocabularyTokenIsAnError) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::generate_test

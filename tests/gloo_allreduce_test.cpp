@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 
-namespace dsinfer {
+namespace dsinfer::gloo_allreduce_test {
 namespace {
 
 TEST(GlooAllreduce, NamesRoundTrip) {
@@ -42,4 +42,4 @@ TEST(GlooAllreduce, AutoPicksARealAlgorithmForEveryLength) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::gloo_allreduce_test

@@ -8,7 +8,7 @@
 
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::golden_chat_ids_test {
 namespace {
 
 using json = nlohmann::json;
@@ -56,4 +56,4 @@ INSTANTIATE_TEST_SUITE_P(OtherShapes, GoldenChatIds,
                          });
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::golden_chat_ids_test

@@ -21,7 +21,7 @@
 #include "io/safetensors.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::golden_convert_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -238,4 +238,4 @@ INSTANTIATE_TEST_SUITE_P(Golden, Fp8CastBf16Golden, ::testing::Values("tiny-v3",
                          });
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::golden_convert_test

@@ -8,7 +8,7 @@
 
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::golden_depth_test {
 namespace {
 
 using test::data_path;
@@ -34,4 +34,4 @@ TEST(GoldenDepth, Mp2OverMpiMatchesTheReferencePast4096Positions) { run_depth_ca
 TEST(GoldenDepth, Mp2OverGlooMatchesTheReferencePast4096Positions) { run_depth_case(2, "gloo"); }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::golden_depth_test

@@ -12,7 +12,7 @@
 #include "model/config.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::golden_eval_test {
 namespace {
 
 using json = nlohmann::json;
@@ -126,4 +126,4 @@ INSTANTIATE_TEST_SUITE_P(Mpi, GoldenEval,
                          case_name);
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::golden_eval_test

@@ -15,7 +15,7 @@
 
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::golden_fast_mode_test {
 namespace {
 
 using test::data_path;
@@ -44,4 +44,4 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenFastMode,
                          test::model_test_name);
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::golden_fast_mode_test

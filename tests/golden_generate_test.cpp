@@ -10,7 +10,7 @@
 
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::golden_generate_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -121,4 +121,4 @@ TEST(GoldenPerplexity, PerTokenNllMatchesReference) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::golden_generate_test

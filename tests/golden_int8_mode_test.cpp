@@ -23,7 +23,7 @@
 #include "kernels/kernel_config.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::golden_int8_mode_test {
 namespace {
 
 using json = nlohmann::json;
@@ -54,4 +54,4 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenInt8ModeLogits,
                          test::model_test_name);
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::golden_int8_mode_test

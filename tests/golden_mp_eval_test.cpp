@@ -11,7 +11,7 @@
 
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::golden_mp_eval_test {
 namespace {
 
 using json = nlohmann::json;
@@ -74,4 +74,4 @@ std::vector<MpCase> every_mp_golden() {
 INSTANTIATE_TEST_SUITE_P(Ranks, GoldenMpEval, ::testing::ValuesIn(every_mp_golden()), case_name);
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::golden_mp_eval_test

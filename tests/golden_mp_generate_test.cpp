@@ -12,7 +12,7 @@
 
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::golden_mp_generate_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -141,4 +141,4 @@ INSTANTIATE_TEST_SUITE_P(Ranks, GoldenMpGenerate, ::testing::Values("mpi", "gloo
 INSTANTIATE_TEST_SUITE_P(Ranks, GoldenMpPerplexity, ::testing::Values("mpi", "gloo"), backend_name);
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::golden_mp_generate_test

@@ -8,7 +8,7 @@
 
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::golden_mtp_generate_test {
 namespace {
 
 using json = nlohmann::json;
@@ -92,4 +92,4 @@ TEST(GoldenMtpGenerate, WithoutTheModuleItIsOneClearError) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::golden_mtp_generate_test

@@ -16,7 +16,7 @@
 #include "parallel/comm.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::golden_mtp_test {
 namespace {
 
 using json = nlohmann::json;
@@ -228,4 +228,4 @@ TEST(GoldenMtp, AMissingModuleIsAClearError) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::golden_mtp_test

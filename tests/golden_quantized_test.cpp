@@ -15,7 +15,7 @@
 
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::golden_quantized_test {
 namespace {
 
 using json = nlohmann::json;
@@ -107,4 +107,4 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenInt8, ::testing::Values("tiny-v2", "tiny-
                          test::model_test_name);
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::golden_quantized_test

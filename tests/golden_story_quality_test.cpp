@@ -17,7 +17,7 @@
 
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::golden_story_quality_test {
 namespace {
 
 using json = nlohmann::json;
@@ -128,4 +128,4 @@ TEST(GoldenInt8Mode, StoryModelWithInt4ExpertsKeepsTheInt4Bounds) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::golden_story_quality_test

@@ -13,7 +13,7 @@
 #include "parallel/free_port.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::golden_torchrun_test {
 namespace {
 
 using json = nlohmann::json;
@@ -49,4 +49,4 @@ TEST(GoldenTorchrun, EvalMp2MatchesReference) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::golden_torchrun_test

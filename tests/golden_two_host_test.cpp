@@ -13,7 +13,7 @@
 
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::golden_two_host_test {
 namespace {
 
 using json = nlohmann::json;
@@ -90,4 +90,4 @@ TEST(GoldenTwoHost, EvalMp4WithMpirunAcrossADelayedNetwork) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::golden_two_host_test

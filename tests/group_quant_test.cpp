@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 
-namespace dsinfer {
+namespace dsinfer::group_quant_test {
 namespace {
 
 TEST(GroupQuant, F32ToF16RoundsToNearestEvenAndRoundTripsEveryHalf) {
@@ -105,4 +105,4 @@ TEST(GroupQuant, AZeroGroupHasScaleZeroAndBadWeightsAreRefused) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::group_quant_test

@@ -21,7 +21,7 @@
 #include "core/log.h"
 #include "raw_client.h"
 
-namespace dsinfer {
+namespace dsinfer::guarded_http_server_test {
 namespace {
 
 using test::RawClient;
@@ -258,4 +258,4 @@ TEST(GuardedHttpServer, ClosingEndsClientsThatNeitherSendNorReadAndStopReturns) 
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::guarded_http_server_test

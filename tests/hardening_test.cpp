@@ -14,7 +14,7 @@
 #include "io/safetensors.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::hardening_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -446,4 +446,4 @@ TEST(Hardening, AShardTruncatedDuringAChatIsNamed) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::hardening_test

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-namespace dsinfer {
+namespace dsinfer::http_policy_test {
 namespace {
 
 TEST(HttpPolicy, TheBearerSchemeInAnyCaseAndOnlyTheExactKey) {
@@ -38,4 +38,4 @@ TEST(HttpPolicy, LaunchIdsAreEightHexDigitsAndDiffer) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::http_policy_test

@@ -16,7 +16,7 @@
 #include "kernels/linear.h"
 #include "kernels/matmul_int8.h"
 
-namespace dsinfer {
+namespace dsinfer::int8_matmul_test {
 namespace {
 
 // A matrix with its own storage: bf16, fp8 (block scales), int8 or int4 (group scales).
@@ -232,4 +232,4 @@ TEST(Int8Matmul, LinearIsBatchAndThreadInvariant) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::int8_matmul_test

@@ -11,8 +11,9 @@
 
 #include "chat/chat_template.h"
 #include "core/error.h"
+#include "test_support.h"  // EXPECT_CONTAINS
 
-namespace dsinfer {
+namespace dsinfer::jinja_semantics_test {
 namespace {
 
 using json = nlohmann::json;
@@ -35,10 +36,6 @@ std::string error_of(const std::string& tmpl, const json& ctx = json::object()) 
   }
   return "";
 }
-
-#define EXPECT_CONTAINS(haystack, needle)                          \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
-      << "\"" << (haystack) << "\" lacks \"" << (needle) << "\""
 
 // Renders that succeed in jinja2, with jinja2's output.
 const Case kRenders[] = {
@@ -601,4 +598,4 @@ TEST(ChatTemplateApi, MovableAndReusableAcrossThreads) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::jinja_semantics_test

@@ -15,7 +15,7 @@
 #include "model/config.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::json_excerpt_test {
 namespace {
 
 using json = nlohmann::json;
@@ -118,4 +118,4 @@ TEST(JsonInteger, CaseFilesRefuseWhatDoesNotFit) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::json_excerpt_test

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace dsinfer {
+namespace dsinfer::json_source_test {
 namespace {
 
 TEST(JsonSource, FindsTheValueAsWritten) {
@@ -40,4 +40,4 @@ TEST(JsonSource, DeepNestingIsScannedWithoutRecursion) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::json_source_test

@@ -13,7 +13,7 @@
 #include "bench/kernel_table.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::kernel_plan_test {
 namespace {
 
 WeightMatrix shape(DType dtype, int64_t rows, int64_t cols) {
@@ -193,4 +193,4 @@ TEST(KernelConfig, EnvironmentOverridesAreParsedInOnePlace) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::kernel_plan_test

@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "kernels/matmul_bf16dot.h"
 
-namespace dsinfer {
+namespace dsinfer::linear_test {
 namespace {
 
 std::vector<float> random_floats(std::mt19937& rng, size_t n, float scale = 1.0f) {
@@ -623,4 +623,4 @@ TEST(Linear, LeadingColumnViewsReadInPlaceWithTheSameBits) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::linear_test

@@ -19,7 +19,7 @@
 #include "model/config.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::make_random_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -447,4 +447,4 @@ TEST(MakeRandom, BadInputFailsNamingTheCulprit) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::make_random_test

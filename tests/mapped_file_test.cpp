@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::mapped_file_test {
 namespace {
 
 using test::scratch_dir;
@@ -113,4 +113,4 @@ TEST(MappedFileDeathTest, OtherBusErrorsKeepTheirDefault) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::mapped_file_test

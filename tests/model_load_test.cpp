@@ -9,7 +9,7 @@
 #include "io/safetensors.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::model_load_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -190,4 +190,4 @@ TEST_F(ModelLoadErrors, HelpListsFlags) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::model_load_test

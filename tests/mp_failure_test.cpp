@@ -29,7 +29,7 @@
 #include "parallel/free_port.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::mp_failure_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -560,4 +560,4 @@ TEST(MpFailureMpi, RankKilledMidGenerationEndsTheJob) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::mp_failure_test

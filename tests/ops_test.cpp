@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace dsinfer {
+namespace dsinfer::ops_test {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -275,4 +275,4 @@ TEST(Ops, ArgmaxMatchesLinearScanOnRandomTies) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::ops_test

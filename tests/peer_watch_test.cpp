@@ -19,7 +19,7 @@
 #include "parallel/comm.h"
 #include "parallel/free_port.h"
 
-namespace dsinfer {
+namespace dsinfer::peer_watch_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -131,4 +131,4 @@ TEST(PeerWatch, AMissingWatchLineIsARendezvousErrorNamingTheRank) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::peer_watch_test

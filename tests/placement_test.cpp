@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::placement_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -161,4 +161,4 @@ TEST(Placement, ApplyPinsTheProcessAndPrefersItsNode) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::placement_test

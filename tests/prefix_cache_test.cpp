@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "model/kv_cache.h"
 
-namespace dsinfer {
+namespace dsinfer::prefix_cache_test {
 namespace {
 
 using Tokens = std::vector<int32_t>;
@@ -225,4 +225,4 @@ TEST(PrefixCache, ABlockAlreadyIndexedReplacesTheSequencesOwnCopy) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::prefix_cache_test

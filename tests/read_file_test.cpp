@@ -18,7 +18,7 @@
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
-namespace dsinfer {
+namespace dsinfer::read_file_test {
 namespace {
 
 std::string error_of(const std::function<void()>& f) {
@@ -32,8 +32,6 @@ std::string error_of(const std::function<void()>& f) {
   ADD_FAILURE() << "no error";
   return "";
 }
-
-#define EXPECT_CONTAINS(s, part) EXPECT_NE(std::string(s).find(part), std::string::npos) << (s)
 
 TEST(ReadInputFile, RefusesWhatIsNotAFileItCanRead) {
   const std::string dir = test::scratch_dir("inputs");
@@ -116,4 +114,4 @@ TEST(ReadInputFile, AnUnreadableTokenizerConfigIsAnErrorNotAMissingTemplate) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::read_file_test

@@ -21,7 +21,7 @@
 #include "parallel/comm.h"
 #include "parallel/free_port.h"
 
-namespace dsinfer {
+namespace dsinfer::rendezvous_store_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -176,4 +176,4 @@ TEST(RendezvousStore, APortThatAnswersSomethingElseOrNothingIsNamedWithinTheTime
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::rendezvous_store_test

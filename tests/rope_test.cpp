@@ -13,7 +13,7 @@
 
 #include "model/config.h"
 
-namespace dsinfer {
+namespace dsinfer::rope_test {
 namespace {
 
 ModelConfig v3_config() {
@@ -314,4 +314,4 @@ TEST(Rope, PrepareWithOffsetMatchesAbsolutePosition) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::rope_test

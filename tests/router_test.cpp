@@ -13,7 +13,7 @@
 #include "model/config.h"
 #include "model/layers.h"
 
-namespace dsinfer {
+namespace dsinfer::router_test {
 namespace {
 
 ModelConfig v2_lite_router() {  // 64 experts, top 6, softmax, no groups
@@ -321,4 +321,4 @@ TEST(Router, SoftmaxWeightsAreProbabilitiesNotRenormalised) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::router_test

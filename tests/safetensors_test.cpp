@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::safetensors_test {
 namespace {
 
 using test::read_file;
@@ -451,4 +451,4 @@ TEST(Safetensors, ShapeString) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::safetensors_test

@@ -11,7 +11,7 @@
 #include <set>
 #include <vector>
 
-namespace dsinfer {
+namespace dsinfer::sampler_test {
 namespace {
 
 std::vector<double> softmax_over_t(const std::vector<float>& logits, double t) {
@@ -151,4 +151,4 @@ TEST(Sampler, MinusInfinityLogitsAreNeverDrawn) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::sampler_test

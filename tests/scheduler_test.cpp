@@ -6,7 +6,7 @@
 
 #include <vector>
 
-namespace dsinfer {
+namespace dsinfer::scheduler_test {
 namespace {
 
 TEST(Scheduler, DecodesFirstThenPrefillInOrderWithinTheBudget) {
@@ -61,4 +61,4 @@ TEST(Scheduler, DecodesAreNeverCutAndPrefillStillProgressesWhenNothingDecodes) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::scheduler_test

@@ -15,7 +15,7 @@
 #include "story_server.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::serve_chat_page_test {
 namespace {
 
 using json = nlohmann::json;
@@ -110,4 +110,4 @@ TEST(ServeChatPage, ReasoningShowsApartFromTheAnswer) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::serve_chat_page_test

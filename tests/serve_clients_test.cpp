@@ -15,7 +15,7 @@
 #include "story_server.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::serve_clients_test {
 namespace {
 
 using json = nlohmann::json;
@@ -53,4 +53,4 @@ TEST(ServeClients, TheAiSdkAndLangChainReadAnswersAndObjects) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::serve_clients_test

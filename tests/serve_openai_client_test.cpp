@@ -12,7 +12,7 @@
 #include "story_server.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::serve_openai_client_test {
 namespace {
 
 using json = nlohmann::json;
@@ -41,4 +41,4 @@ TEST(ServeOpenAiClient, TheOfficialClientReadsTheReferenceAnswer) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::serve_openai_client_test

@@ -13,7 +13,7 @@
 #include "serve/output.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::serve_output_test {
 namespace {
 
 const Tokenizer& v3() {
@@ -123,4 +123,4 @@ TEST(ServeOutput, AStopStringCancelsAndStillWaitsForTheEnd) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::serve_output_test

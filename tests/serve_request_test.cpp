@@ -11,7 +11,7 @@
 #include "serve/request.h"
 #include "serve/responses.h"
 
-namespace dsinfer {
+namespace dsinfer::serve_request_test {
 namespace {
 
 using json = nlohmann::json;
@@ -66,4 +66,4 @@ TEST(ParseBody, BytesThatAreNotUtf8GiveAnErrorBodyThatCanBeWritten) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::serve_request_test

@@ -10,7 +10,7 @@
 #include "serve/request.h"
 #include "serve/structured_output.h"
 
-namespace dsinfer {
+namespace dsinfer::serve_structured_output_test {
 namespace {
 
 using json = nlohmann::json;
@@ -133,4 +133,4 @@ TEST(StructuredOutputFields, ToolChoiceIsAStructuralTagOverTheCallFormat) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::serve_structured_output_test

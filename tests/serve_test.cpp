@@ -32,7 +32,7 @@
 
 extern char** environ;
 
-namespace dsinfer {
+namespace dsinfer::serve_test {
 namespace {
 
 using json = nlohmann::json;
@@ -1384,4 +1384,4 @@ INSTANTIATE_TEST_SUITE_P(Backends, ServeRanks, ::testing::Values("mpi", "gloo"),
                          [](const auto& info) { return test::backend_test_name(info.param); });
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::serve_test

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-namespace dsinfer {
+namespace dsinfer::stop_matcher_test {
 namespace {
 
 std::string feed(StopMatcher& m, const std::string& text, size_t piece) {
@@ -42,4 +42,4 @@ TEST(StopMatcher, NeverSplitsACharacterAndIgnoresEmptyStops) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::stop_matcher_test

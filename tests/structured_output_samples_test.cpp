@@ -9,21 +9,21 @@
 #include "json_schema_validator.h"
 #include "structured_output_support.h"
 
-namespace dsinfer {
+namespace dsinfer::structured_output_samples_test {
 namespace {
 
 using json = nlohmann::json;
 using test::Answer;
 using test::chat_prompt;
-using test::loaded;
-using test::Loaded;
+
+using Loaded = test::ModelWithGrammar;
 using test::run_together;
 using test::schema_params;
 using test::test_schemas;
 using Tokens = std::vector<int32_t>;
 
 void expect_valid_samples(const std::string& model) {
-  Loaded& m = loaded(model);
+  Loaded& m = test::model_with_grammar(model);
   const Tokens prompt = chat_prompt("Describe a person as JSON.");
   for (const json& schema : test_schemas()) {
     std::vector<std::pair<Tokens, SamplingParams>> rs;
@@ -49,4 +49,4 @@ TEST(StructuredOutput, EverySampleIsValidOnTheRandomChatModel) {
 TEST(StructuredOutput, EverySampleIsValidOnTheStoryModel) { expect_valid_samples("tiny-v3-story"); }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::structured_output_samples_test

@@ -28,13 +28,14 @@ inline const Tokenizer& tokenizer() {
   return t;
 }
 
-struct Loaded {
+// The model with its grammar engine (the structured-output tests' pair).
+struct ModelWithGrammar {
   std::unique_ptr<Comm> comm = make_local_comm();
   ThreadPool pool{2};
   ModelConfig config;
   std::unique_ptr<Transformer> model;
   std::unique_ptr<GrammarEngine> grammar;
-  explicit Loaded(const std::string& name) {
+  explicit ModelWithGrammar(const std::string& name) {
     const std::string ckpt = convert_golden(name);
     config = load_config(ckpt + "/config.json");
     model = Transformer::load(config, ckpt, *comm, pool);
@@ -42,10 +43,10 @@ struct Loaded {
   }
 };
 
-inline Loaded& loaded(const std::string& name) {
-  static std::map<std::string, std::unique_ptr<Loaded>> models;
+inline ModelWithGrammar& model_with_grammar(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<ModelWithGrammar>> models;
   auto& m = models[name];
-  if (!m) m = std::make_unique<Loaded>(name);
+  if (!m) m = std::make_unique<ModelWithGrammar>(name);
   return *m;
 }
 
@@ -57,7 +58,7 @@ struct Answer {
 };
 
 // Runs every request together on one engine (step_tokens: the prefill chunk budget).
-inline std::vector<Answer> run_together(Loaded& m,
+inline std::vector<Answer> run_together(ModelWithGrammar& m,
                                         const std::vector<std::pair<Tokens, SamplingParams>>& rs,
                                         int64_t step_tokens = 256) {
   int64_t positions = 0;

@@ -16,14 +16,14 @@
 #include "json_schema_validator.h"
 #include "structured_output_support.h"
 
-namespace dsinfer {
+namespace dsinfer::structured_output_test {
 namespace {
 
 using json = nlohmann::json;
 using test::Answer;
 using test::chat_prompt;
-using test::loaded;
-using test::Loaded;
+
+using Loaded = test::ModelWithGrammar;
 using test::run_together;
 using test::schema_params;
 using test::test_schemas;
@@ -31,7 +31,7 @@ using test::tokenizer;
 using Tokens = std::vector<int32_t>;
 
 TEST(StructuredOutput, AloneEqualsAmongOthersAndChunked) {
-  Loaded& m = loaded("tiny-v3-story");
+  Loaded& m = test::model_with_grammar("tiny-v3-story");
   const json schema = test_schemas()[1];
   const Tokens prompt = chat_prompt("Give me a color, some tags and a small number.");
   std::vector<std::pair<Tokens, SamplingParams>> rs;
@@ -59,7 +59,7 @@ TEST(StructuredOutput, AloneEqualsAmongOthersAndChunked) {
 // min_p, min_tokens; constrained or not) and the choices of an n > 1 request (choice index 1..3
 // of one seed) give the same tokens alone as among 20 others of every kind.
 TEST(StructuredOutput, PenalisedAndChoicesAreAloneAsAmongOthers) {
-  Loaded& m = loaded("tiny-v3-story");
+  Loaded& m = test::model_with_grammar("tiny-v3-story");
   const Tokens prompt = chat_prompt("Tell me about the sea.");
   auto penalised = [&](bool constrained, uint64_t seed) {
     SamplingParams p = schema_params(test_schemas()[0], seed);
@@ -101,7 +101,7 @@ TEST(StructuredOutput, PenalisedAndChoicesAreAloneAsAmongOthers) {
 }
 
 TEST(StructuredOutput, JsonObjectGbnfAndRegex) {
-  Loaded& m = loaded("tiny-v3-story");
+  Loaded& m = test::model_with_grammar("tiny-v3-story");
   const Tokens prompt = chat_prompt("Answer.");
   SamplingParams p;
   p.max_new_tokens = 40;
@@ -148,7 +148,7 @@ TEST(StructuredOutput, JsonObjectGbnfAndRegex) {
 }
 
 TEST(StructuredOutput, WithoutStopIdsTheGrammarsEndEndsTheRequest) {
-  Loaded& m = loaded("tiny-v3-chat");
+  Loaded& m = test::model_with_grammar("tiny-v3-chat");
   SamplingParams p;
   p.max_new_tokens = 50;
   p.grammar = {OutputGrammar::Kind::kGbnf, R"(root ::= "ok")", false};
@@ -161,7 +161,7 @@ TEST(StructuredOutput, WithoutStopIdsTheGrammarsEndEndsTheRequest) {
 // V3 template's call format): every answer parses into tool calls (chat/deepseek_output.h) whose
 // arguments are valid for their tool; with parallel_tool_calls false, exactly one call.
 TEST(StructuredOutput, ForcedToolCallsOfTheRandomChatModelParse) {
-  Loaded& m = loaded("tiny-v3-chat");
+  Loaded& m = test::model_with_grammar("tiny-v3-chat");
   const ChatFormatter chat(tokenizer());
   const json tools = json::parse(R"([
     {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
@@ -207,7 +207,7 @@ TEST(StructuredOutput, ForcedToolCallsOfTheRandomChatModelParse) {
 // tokenizer spells it "</" "think" ">"), then the grammar's, starting from what follows the marker
 // in its token.
 TEST(StructuredOutput, AGrammarAfterReasoningStartsAtTheThinkEnd) {
-  GrammarEngine& g = *loaded("tiny-v3-chat").grammar;
+  GrammarEngine& g = *test::model_with_grammar("tiny-v3-chat").grammar;
   SamplingParams p;
   p.stop_ids = {tokenizer().eos_id()};
   p.grammar = {OutputGrammar::Kind::kGbnf, R"(root ::= "yes" | "no")", false, true};
@@ -235,7 +235,7 @@ TEST(StructuredOutput, AGrammarAfterReasoningStartsAtTheThinkEnd) {
 }
 
 TEST(StructuredOutput, UnsupportedSchemaFeaturesAreNamed) {
-  GrammarEngine& g = *loaded("tiny-v3-chat").grammar;
+  GrammarEngine& g = *test::model_with_grammar("tiny-v3-chat").grammar;
   auto error = [&](const std::string& schema) {
     return test::error_of([&] { g.validate({OutputGrammar::Kind::kJsonSchema, schema, true}); });
   };
@@ -263,4 +263,4 @@ TEST(StructuredOutput, UnsupportedSchemaFeaturesAreNamed) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::structured_output_test

@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::tensor_names_test {
 namespace {
 
 using json = nlohmann::json;
@@ -226,4 +226,4 @@ TEST(TensorNames, TableIsTheReferenceMapping) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::tensor_names_test

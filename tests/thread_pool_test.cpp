@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-namespace dsinfer {
+namespace dsinfer::thread_pool_test {
 namespace {
 
 struct Chunk {
@@ -219,4 +219,4 @@ TEST(ThreadPool, DefaultThreadCountSharesTheMachineAmongLocalRanks) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::thread_pool_test

@@ -11,7 +11,7 @@
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
-namespace dsinfer {
+namespace dsinfer::tokenizer_deepseek_llm_test {
 namespace {
 
 using test::data_path;
@@ -82,4 +82,4 @@ TEST(TokenizerDeepSeekLlm, TwoTokenizersOnOneThread) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::tokenizer_deepseek_llm_test

@@ -15,7 +15,7 @@
 #include "core/error.h"
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::tokenizer_test {
 namespace {
 
 using nlohmann::json;
@@ -773,9 +773,9 @@ TEST(TokenizerErrors, SpecialTokensMustBeInTheVocabulary) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::tokenizer_test
 
-namespace dsinfer {
+namespace dsinfer::tokenizer_test {
 namespace {
 
 // A chat_template list without a "default" entry was read as no template at all, and a missing
@@ -793,4 +793,4 @@ TEST(TokenizerErrors, AChatTemplateListWithoutADefaultIsNamed) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::tokenizer_test

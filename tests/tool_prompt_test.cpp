@@ -10,7 +10,7 @@
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
-namespace dsinfer {
+namespace dsinfer::tool_prompt_test {
 namespace {
 
 using json = nlohmann::json;
@@ -90,4 +90,4 @@ TEST(ToolPrompt, ATemplateThatWritesToolsItselfIsLeftAlone) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::tool_prompt_test

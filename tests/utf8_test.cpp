@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-namespace dsinfer {
+namespace dsinfer::utf8_test {
 namespace {
 
 size_t seq(std::string_view s, size_t* maximal = nullptr, bool* truncated = nullptr) {
@@ -59,4 +59,4 @@ TEST(Utf8, CompletePrefixHoldsBackOnlyACutShortCharacter) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::utf8_test

@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 
-namespace dsinfer {
+namespace dsinfer::vocab_draw_test {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -400,4 +400,4 @@ TEST(VocabDraw, ASliceRefusesADrawThatNeedsTheWholeRow) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::vocab_draw_test

@@ -12,7 +12,7 @@
 
 #include "test_support.h"
 
-namespace dsinfer {
+namespace dsinfer::write_file_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -74,4 +74,4 @@ TEST(WriteFile, AFailedWriteLeavesNoPartialFile) {
 }
 
 }  // namespace
-}  // namespace dsinfer
+}  // namespace dsinfer::write_file_test
