@@ -113,6 +113,9 @@ class JsonReader {
   std::string_view escaped_string(std::string& buf);
   // The escape after a backslash (i_ past it) onto buf.
   void escape(std::string& buf);
+  // The length of the UTF-8 sequence at i_ (a non-ASCII lead byte); invalid text leaves the fast
+  // path (the full parser names it).
+  size_t multibyte_length() const;
   uint32_t hex4();
   std::string_view s_;
   size_t i_;

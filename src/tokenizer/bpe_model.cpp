@@ -130,15 +130,7 @@ std::string_view JsonReader::string(std::string& buf) {
     }
     if (c == '\\') break;
     if (c < 0x20) throw FastPathFailed{};
-    if (c < 0x80) {
-      ++i_;
-    } else {
-      size_t bad;
-      bool truncated;
-      const size_t len = utf8_sequence(s_, i_, &bad, &truncated);
-      if (len == 0) throw FastPathFailed{};
-      i_ += len;
-    }
+    i_ += c < 0x80 ? 1 : multibyte_length();
   }
   if (i_ >= s_.size()) throw FastPathFailed{};
   buf.assign(s_.substr(start, i_ - start));
@@ -160,15 +152,20 @@ std::string_view JsonReader::escaped_string(std::string& buf) {
       buf += char(c);
       ++i_;
     } else {
-      size_t bad;
-      bool truncated;
-      const size_t len = utf8_sequence(s_, i_, &bad, &truncated);
-      if (len == 0) throw FastPathFailed{};
+      const size_t len = multibyte_length();
       buf.append(s_.substr(i_, len));
       i_ += len;
     }
   }
   throw FastPathFailed{};
+}
+
+size_t JsonReader::multibyte_length() const {
+  size_t bad;
+  bool truncated;
+  const size_t len = utf8_sequence(s_, i_, &bad, &truncated);
+  if (len == 0) throw FastPathFailed{};
+  return len;
 }
 
 void JsonReader::escape(std::string& buf) {
