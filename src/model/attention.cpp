@@ -142,13 +142,30 @@ struct Query {
   int64_t pos;
 };
 
-// What every attention path of one layer reads.
+// What every attention path of one layer reads, with the shapes they all use.
 struct LayerAttention {
+  LayerAttention(const ForwardContext& ctx, const AttentionWeights& w, CacheLayer kv,
+                 float softmax_scale)
+      : ctx(ctx),
+        w(w),
+        kv(kv),
+        softmax_scale(softmax_scale),
+        H(ctx.plan.n_local_heads),
+        nope(ctx.config.qk_nope_head_dim),
+        v_dim(ctx.config.v_head_dim),
+        qk_dim(ctx.config.qk_head_dim()),
+        lora(ctx.config.kv_lora_rank),
+        entry_dim(kv.cache.entry_dim()) {}
   const ForwardContext& ctx;
   const AttentionWeights& w;
   CacheLayer kv;
   float softmax_scale;
+  int64_t H;  // this rank's heads
+  int64_t nope, v_dim, qk_dim, lora;
+  int64_t entry_dim;  // a cache entry: the latent and the rope key (lora + rope)
 };
+
+// (Each path copies what it reads into locals, not a structured binding: its lambdas capture them.)
 
 // Decode: per query, q_abs = W_k^T q_nope for each head, scores over the cache, the attended
 // latent; then W_v of every query's latent at once, straight from the checkpoint's wkv_b rows
@@ -167,14 +184,11 @@ void attend_per_query(const LayerAttention& a, const float* q, const std::vector
   KVCache& cache = a.kv.cache;
   const int layer = a.kv.layer;
   const float softmax_scale = a.softmax_scale;
-  const ModelConfig& c = ctx.config;
-  const int64_t H = ctx.plan.n_local_heads;
-  const int64_t nope = c.qk_nope_head_dim, v_dim = c.v_head_dim;
-  const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
+  const int64_t H = a.H, nope = a.nope, v_dim = a.v_dim, qk_dim = a.qk_dim, lora = a.lora;
   const int64_t n = static_cast<int64_t>(queries.size());
   int64_t max_keys = 0;
   for (const Query& query : queries) max_keys = std::max(max_keys, query.pos + 1);
-  const int64_t entry_dim = cache.entry_dim();
+  const int64_t entry_dim = a.entry_dim;
   ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
     const int64_t heads = h_end - h_begin;
     thread_local std::vector<float> w_v, q_cat, scores, o_lat;
@@ -253,12 +267,9 @@ void attend_per_query_split(const LayerAttention& a, const float* q,
   KVCache& cache = a.kv.cache;
   const int layer = a.kv.layer;
   const float softmax_scale = a.softmax_scale;
-  const ModelConfig& c = ctx.config;
-  const int64_t H = ctx.plan.n_local_heads;
-  const int64_t nope = c.qk_nope_head_dim, v_dim = c.v_head_dim;
-  const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
+  const int64_t H = a.H, nope = a.nope, v_dim = a.v_dim, qk_dim = a.qk_dim, lora = a.lora;
   const int64_t n = static_cast<int64_t>(queries.size());
-  const int64_t entry_dim = cache.entry_dim();
+  const int64_t entry_dim = a.entry_dim;
   // (the calling thread's buffers, reached from the pool's threads through these pointers)
   thread_local std::vector<float> q_cat_storage, o_storage, max_storage, sum_storage;
   thread_local std::vector<WeightMatrix> blocks_storage;
@@ -350,16 +361,13 @@ void attend_as_matrices(const LayerAttention& a, const SeqChunk& chunk, const fl
   const float softmax_scale = a.softmax_scale;
   const SeqId seq = chunk.seq;
   const int64_t seqlen = chunk.n_tokens, start_pos = chunk.start_pos;
-  const ModelConfig& c = ctx.config;
-  const int64_t H = ctx.plan.n_local_heads;
-  const int64_t nope = c.qk_nope_head_dim, v_dim = c.v_head_dim;
-  const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
+  const int64_t H = a.H, nope = a.nope, v_dim = a.v_dim, qk_dim = a.qk_dim, lora = a.lora;
   const int64_t n_blocks = (seqlen + kQueryBlock - 1) / kQueryBlock;
   auto block_keys = [&](int64_t qb) {
     return start_pos + std::min<int64_t>(seqlen, (qb + 1) * kQueryBlock);
   };
   const int64_t max_keys = block_keys(n_blocks - 1);
-  const int64_t entry_dim = cache.entry_dim();
+  const int64_t entry_dim = a.entry_dim;
   ctx.pool.parallel_for(H, [&](int64_t h_begin, int64_t h_end) {
     thread_local std::vector<float> w_v, q_cat, scores, o_lat;
     q_cat.resize(seqlen * entry_dim);       // [seqlen, lora + rope]: [q_abs | q_pe]
@@ -420,11 +428,8 @@ void attend_as_bf16_matrices(const LayerAttention& a, const SeqChunk& chunk, con
   const float softmax_scale = a.softmax_scale;
   const SeqId seq = chunk.seq;
   const int64_t seqlen = chunk.n_tokens, start_pos = chunk.start_pos;
-  const ModelConfig& c = ctx.config;
-  const int64_t H = ctx.plan.n_local_heads;
-  const int64_t nope = c.qk_nope_head_dim, v_dim = c.v_head_dim;
-  const int64_t qk_dim = c.qk_head_dim(), lora = c.kv_lora_rank;
-  const int64_t entry_dim = cache.entry_dim(), q_stride = H * qk_dim;
+  const int64_t H = a.H, nope = a.nope, v_dim = a.v_dim, qk_dim = a.qk_dim, lora = a.lora;
+  const int64_t entry_dim = a.entry_dim, q_stride = H * qk_dim;
   const int64_t max_keys = start_pos + seqlen;
   // (the calling thread's buffers, reached from the pool's threads through these pointers)
   thread_local std::vector<uint16_t> entries_storage, latents_t_storage, block_latents_t;
