@@ -75,6 +75,19 @@ TEST(CliTokenize, BadInputIsAClearError) {
   r = run_dsinfer("tokenize " + kTokenizer + " --input-file " + file);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find(":2"), std::string::npos) << r.err;
+  // one input only: --text beside --decode was silently ignored (PROBE-3 U4), and so is none
+  for (const std::string& args :
+       {std::string(" --decode 5 --text hi"), " --decode 5 --input-file " + file,
+        " --text hi --input-file " + file, std::string()}) {
+    r = run_dsinfer("tokenize " + kTokenizer + args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_NE(r.err.find("give exactly one of --text, --input-file and --decode"),
+              std::string::npos)
+        << args << ": " << r.err;
+  }
+  r = run_dsinfer("tokenize " + kTokenizer + " --decode ''");  // zero ids: an empty line
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "\n");
   r = run_dsinfer("tokenize --tokenizer-path /nonexistent --text hi");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("/nonexistent"), std::string::npos) << r.err;

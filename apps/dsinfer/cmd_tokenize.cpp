@@ -23,6 +23,7 @@ struct TokenizeOptions {
   bool add_special_tokens = false;
   bool chat = false;
   std::string decode;
+  bool has_decode = false;  // (given, if empty: zero ids decode to an empty line)
   bool skip_special_tokens = false;
 };
 
@@ -52,14 +53,15 @@ void print_ids(const std::vector<int32_t>& ids) {
 }
 
 void run_tokenize(const TokenizeOptions& o) {
+  // one input, never one silently ignored beside another (PROBE-3 U4)
+  check(o.has_text + !o.input_file.empty() + o.has_decode == 1,
+        "give exactly one of --text, --input-file and --decode");
   const Tokenizer tokenizer = Tokenizer::load(o.tokenizer_path);
-  if (!o.decode.empty()) {
+  if (o.has_decode) {
     const std::string text = tokenizer.decode(parse_ids(o.decode), o.skip_special_tokens);
     std::printf("%s\n", text.c_str());
     return;
   }
-  check(o.has_text != !o.input_file.empty(),
-        "give exactly one of --text, --input-file and --decode");
   std::vector<std::string> inputs;
   if (o.has_text) {
     inputs.push_back(o.text);
@@ -109,7 +111,9 @@ Command register_tokenize(CLI::App& app) {
                 "add BOS as transformers does (add_bos_token)");
   sub->add_flag("--chat", o->chat,
                 "apply the chat template to the text as a single user message first");
-  sub->add_option("--decode", o->decode, "space-separated ids to decode to text instead");
+  sub->add_option_function<std::string>(
+      "--decode", [o](const std::string& s) { o->decode = s, o->has_decode = true; },
+      "space-separated ids to decode to text instead");
   sub->add_flag("--skip-special-tokens", o->skip_special_tokens,
                 "with --decode: leave out special tokens");
   return {sub, [o] { run_tokenize(*o); }};
