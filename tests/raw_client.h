@@ -29,6 +29,8 @@ class RawClient {
   }
   ~RawClient() { close(fd_); }
   bool connected() const { return connected_; }
+  // Closes the sending side only (the answer can still be read).
+  void shut_write() const { shutdown(fd_, SHUT_WR); }
   bool send_text(const std::string& s) const {
     return send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size());
   }

@@ -1078,6 +1078,19 @@ TEST(Serve, QueuedStreamsAreKeptAliveAndAVanishedClientIsCancelled) {
   }
   EXPECT_EQ(abandoned + cancelled, 12);
   EXPECT_GE(abandoned, 8) << "hang-ups read after their client left still took a slot";
+  // one that closed only its sending side reads why nothing ran (a few tries: the server may
+  // read a request before the half-close arrives)
+  std::string half_closed;
+  for (int i = 0; i < 5 && half_closed.rfind("HTTP/1.1 499", 0) != 0; ++i) {
+    test::RawClient c(server.port());
+    json small = chat_body("Hi", 2);
+    c.send_text("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                std::to_string(small.dump().size()) + "\r\n\r\n" + small.dump());
+    c.shut_write();
+    half_closed = c.read_all(5);
+  }
+  EXPECT_EQ(half_closed.rfind("HTTP/1.1 499", 0), 0u) << half_closed.substr(0, 300);
+  EXPECT_CONTAINS(half_closed, "client_closed_request");
   auto after = server.post("/v1/chat/completions", chat_body("He was tired.", 4).dump());
   ASSERT_TRUE(after);
   EXPECT_EQ(after->status, 200);

@@ -137,10 +137,14 @@ void Server::handle(const httplib::Request& req, const std::string& body_text,
   check_ready();
   // A client that sent its request and hung up before it was read (a hang-up storm's kind) costs
   // nothing: no parse, no slot, no prefill. Counted as a slot until a probe noticed, such clients
-  // used to fill the queue whenever the provider threads ran late, and real clients got 429s.
+  // used to fill the queue whenever the provider threads ran late, and real clients got 429s. (One
+  // that only closed its sending side reads nginx's 499, never an empty 200.)
   if (!client_connected(GuardedHttpServer::request_socket())) {
     ++metrics_.requests_abandoned;
-    return;
+    throw ApiError{499, "invalid_request_error",
+                   "the client closed its connection (or its sending side) before the request was "
+                   "read; nothing was run",
+                   "", "client_closed_request"};
   }
   const json body = parse_body(body_text);
   std::vector<Job> jobs =
