@@ -1228,7 +1228,7 @@ TEST(Serve, SlowClientsStarveNoRequestAndHoldNoDrain) {
   EXPECT_LT(now_seconds() - t0, 6.0) << "slow clients held the drain";
 }
 
-using test::kAddressSanitizer;  // (story_server.h)
+using test::kAddressSanitizer;  // (test_support.h)
 
 // The server's resident memory in KiB (VmRSS), 0 when it cannot be read.
 int64_t rss_kib(pid_t pid) {

@@ -26,20 +26,6 @@ extern char** environ;
 
 namespace dsinfer::test {
 
-// Whether this build runs under AddressSanitizer: several times slower, and its quarantine holds up
-// to 256 MiB of freed memory (resident memory says nothing about growth there).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-
 class StoryServer {
  public:
   // backend "": one process; "mpi" or "gloo": two ranks through `dsinfer run -n 2 --comm B`.
