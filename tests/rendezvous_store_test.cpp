@@ -7,11 +7,13 @@
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <future>
 #include <string>
@@ -120,6 +122,41 @@ TEST(RendezvousStore, AGetWhoseClientLeftEndsItsWait) {
   StoreClient rank("127.0.0.1", port, milliseconds(5000));
   rank.set("k", "v");
   EXPECT_EQ(rank.get_within("k", milliseconds(100)), "v");
+}
+
+// A handled signal interrupts a blocked recv with EINTR (libFuzzer's timer did, in CI): a rank
+// waiting for a key retries instead of taking it for rank 0's death.
+TEST(RendezvousStore, ASignalDuringAWaitIsNotALostConnection) {
+  struct sigaction handled {
+  }, before{};
+  handled.sa_handler = [](int) {};
+  sigemptyset(&handled.sa_mask);
+  handled.sa_flags = 0;  // no SA_RESTART: the interrupted recv returns EINTR
+  ASSERT_EQ(sigaction(SIGUSR1, &handled, &before), 0);
+  const int port = pick_free_port();
+  StoreServer server("127.0.0.1", port);
+  StoreClient waiter("127.0.0.1", port, milliseconds(5000));
+  StoreClient setter("127.0.0.1", port, milliseconds(5000));
+  std::promise<std::string> got;
+  std::promise<void> may_end;  // the waiting thread outlives every signal sent to it
+  std::thread waiting([&] {
+    try {
+      got.set_value(waiter.get_within("k", milliseconds(3000)).value_or("(none)"));
+    } catch (const std::exception& e) {
+      got.set_value(std::string("error: ") + e.what());
+    }
+    may_end.get_future().wait();
+  });
+  for (int i = 0; i < 30; ++i) {  // 300 ms of signals, mostly landing in the blocked recv
+    pthread_kill(waiting.native_handle(), SIGUSR1);
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  setter.set("k", "v");
+  auto answer = got.get_future();
+  EXPECT_EQ(answer.get(), "v");
+  may_end.set_value();
+  waiting.join();
+  sigaction(SIGUSR1, &before, nullptr);
 }
 
 // A listening socket on a free port whose connections get `answer` (or nothing) and stay open.

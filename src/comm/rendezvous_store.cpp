@@ -34,10 +34,14 @@ std::string seconds_text(milliseconds t) {
   return out.str();
 }
 
+// A signal handled in this process (libFuzzer's timer, a profiler's, one installed without
+// SA_RESTART) interrupts a blocked send or recv with EINTR: that is no reason to lose the
+// connection, so it is retried (a retried recv waits its SO_RCVTIMEO afresh).
 bool send_all(int fd, const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
     const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
     if (k <= 0) return false;
     p += k, n -= static_cast<size_t>(k);
   }
@@ -48,6 +52,7 @@ bool recv_all(int fd, void* data, size_t n) {
   char* p = static_cast<char*>(data);
   while (n > 0) {
     const ssize_t k = ::recv(fd, p, n, 0);
+    if (k < 0 && errno == EINTR) continue;
     if (k <= 0) return false;
     p += k, n -= static_cast<size_t>(k);
   }
@@ -72,9 +77,6 @@ bool recv_str(int fd, std::string& s, bool* too_long = nullptr) {
   return recv_all(fd, s.data(), n);
 }
 
-// Reads the peer's hello, giving up at the first byte that differs (a stranger's 5 bytes must
-// not leave us waiting for 11 more). 1: it matched; 0: it differs; -1: the connection ended or
-// timed out first.
 // Whether the peer of `fd` has closed or broken its side (no request waiting to be read).
 bool peer_gone(int fd) {
   pollfd p{fd, POLLIN | POLLRDHUP, 0};
@@ -84,11 +86,15 @@ bool peer_gone(int fd) {
   return recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
+// Reads the peer's hello, giving up at the first byte that differs (a stranger's 5 bytes must
+// not leave us waiting for 11 more). 1: it matched; 0: it differs; -1: the connection ended or
+// timed out first.
 int recv_hello(int fd) {
   char got[kStoreHelloSize];
   size_t have = 0;
   while (have < kStoreHelloSize) {
     const ssize_t k = ::recv(fd, got + have, kStoreHelloSize - have, 0);
+    if (k < 0 && errno == EINTR) continue;
     if (k <= 0) return -1;
     if (std::memcmp(got + have, kStoreHello + have, static_cast<size_t>(k)) != 0) return 0;
     have += static_cast<size_t>(k);

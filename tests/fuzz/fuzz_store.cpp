@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -58,7 +59,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   timeval wait{0, 200000};  // (a kept watch line never closes: its client gives up)
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
   char buf[4096];
-  while (recv(fd, buf, sizeof buf, 0) > 0) {
+  ssize_t n = 0;
+  while ((n = recv(fd, buf, sizeof buf, 0)) > 0 || (n < 0 && errno == EINTR)) {
   }
   close(fd);
   static int inputs = 0;
