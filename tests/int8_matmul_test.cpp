@@ -127,8 +127,8 @@ TEST(Int8Matrix, ActivationsQuantizePerTokenPer128ColumnsToNearestEven) {
   x[static_cast<size_t>(cols + 129)] = std::nanf("");
   std::vector<uint8_t> q(static_cast<size_t>(int8_activation_bytes(2, cols)));
   std::vector<float> s(static_cast<size_t>(int8_activation_scales(2, cols)));
-  const Int8Activations a =
-      quantize_activations(ConstMatView(x.data(), 2, cols), q.data(), s.data(), pool);
+  const Int8Activations a = quantize_activations(ConstMatView(x.data(), 2, cols),
+                                                 Int8Bytes::kBiased, q.data(), s.data(), pool);
   EXPECT_EQ(a.padded_cols(), 256);
   EXPECT_EQ(s[0], 1.0f);
   EXPECT_EQ(q[0], 128 + 127);
@@ -140,6 +140,13 @@ TEST(Int8Matrix, ActivationsQuantizePerTokenPer128ColumnsToNearestEven) {
   for (int64_t c = 129; c < 256; ++c) ASSERT_EQ(q[c], 128) << c;  // zero and padding
   EXPECT_EQ(s[2], 0.0f);
   EXPECT_TRUE(std::isnan(s[3]));
+  // the signed form: the same q as int8 bits, 0 in the padding, the same scales
+  std::vector<uint8_t> qs(q.size());
+  std::vector<float> ss(s.size());
+  quantize_activations(ConstMatView(x.data(), 2, cols), Int8Bytes::kSigned, qs.data(), ss.data(),
+                       pool);
+  for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(qs[i], q[i] ^ 0x80) << i;
+  EXPECT_EQ(0, std::memcmp(ss.data(), s.data(), s.size() * sizeof(float)));
 }
 
 // Each supported kernel against the scalar oracle, bit for bit, over tile and padding edges;
@@ -156,6 +163,7 @@ TEST(Int8Matmul, EveryKernelGivesTheOraclesBitsWithinTheQuantizationError) {
                                    {16, 128, DType::kBF16},
                                    {17, 129, DType::kBF16},
                                    {70, 300, DType::kBF16},
+                                   {29, 256, DType::kBF16},  // 13 rows in the last block
                                    {130, 512, DType::kBF16},
                                    {1, 1, kInt4Storage},
                                    {17, 129, kInt4Storage},
@@ -168,8 +176,8 @@ TEST(Int8Matmul, EveryKernelGivesTheOraclesBitsWithinTheQuantizationError) {
       const std::vector<float> x = activations(n, cols, rng);
       std::vector<uint8_t> q(static_cast<size_t>(int8_activation_bytes(n, cols)));
       std::vector<float> sx(static_cast<size_t>(int8_activation_scales(n, cols)));
-      const Int8Activations a =
-          quantize_activations(ConstMatView(x.data(), n, cols), q.data(), sx.data(), pool);
+      const Int8Activations a = quantize_activations(ConstMatView(x.data(), n, cols),
+                                                     Int8Bytes::kBiased, q.data(), sx.data(), pool);
       std::vector<float> want(static_cast<size_t>(n * rows), -1.0f);
       int8_blocks_scalar(a, m, 0, m.row_blocks(), want.data(), rows);
       // the exact product, and the bound on what quantizing both sides can change
@@ -189,9 +197,18 @@ TEST(Int8Matmul, EveryKernelGivesTheOraclesBitsWithinTheQuantizationError) {
               << "row " << r << " token " << t;
         }
       }
+      // (the scalar oracle takes either form of the activations: the signed one too)
+      std::vector<uint8_t> qs(q.size());
+      std::vector<float> ss(sx.size());
+      const Int8Activations signed_a = quantize_activations(
+          ConstMatView(x.data(), n, cols), Int8Bytes::kSigned, qs.data(), ss.data(), pool);
+      std::vector<float> from_signed(want.size(), -3.0f);
+      int8_blocks_scalar(signed_a, m, 0, m.row_blocks(), from_signed.data(), rows);
+      ASSERT_EQ(0, std::memcmp(from_signed.data(), want.data(), want.size() * sizeof(float)));
       for (Int8Kernel k : kernels) {
         std::vector<float> got(static_cast<size_t>(n * rows), -2.0f);
-        int8_blocks_fn(k)(a, m, 0, m.row_blocks(), got.data(), rows);
+        int8_blocks_fn(k)(int8_bytes_of(k) == Int8Bytes::kSigned ? signed_a : a, m, 0,
+                          m.row_blocks(), got.data(), rows);
         ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
             << int8_kernel_name(k);
       }

@@ -94,14 +94,14 @@ namespace {
 // Every variant rounds the same (IEEE multiply, then nearest even), so the bits do not depend on
 // which one runs.
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void quantize_token(
-    const float* row, int64_t cols, uint8_t* q, float* scales) {
+    const float* row, int64_t cols, uint8_t bias, uint8_t* q, float* scales) {
   for (int64_t g = 0; g < quant_groups(cols); ++g) {
     const int64_t c0 = g * kQuantGroup, n = std::min(cols - c0, kQuantGroup);
     const float* x = row + c0;
     float amax = 0.0f;
     for (int64_t c = 0; c < n; ++c) amax = std::max(amax, std::fabs(x[c]));
     uint8_t* out = q + c0;
-    std::fill(out, out + kQuantGroup, uint8_t{128});
+    std::fill(out, out + kQuantGroup, bias);
     bool finite = std::isfinite(amax);  // a NaN may hide from max(): look at every value
     for (int64_t c = 0; c < n && finite; ++c) finite = !std::isnan(x[c]);
     if (!finite) {
@@ -113,20 +113,21 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
     const float inv = 127.0f / amax;
     for (int64_t c = 0; c < n; ++c) {
       const float v = std::clamp(std::nearbyint(x[c] * inv), -127.0f, 127.0f);
-      out[c] = static_cast<uint8_t>(static_cast<int32_t>(v) + 128);
+      out[c] = static_cast<uint8_t>(static_cast<int32_t>(v) + bias);  // (modulo 256)
     }
   }
 }
 
 }  // namespace
 
-Int8Activations quantize_activations(ConstMatView x, uint8_t* q_out, float* scale_out,
-                                     ThreadPool& pool) {
-  Int8Activations a{x.rows, x.cols, q_out, scale_out};
+Int8Activations quantize_activations(ConstMatView x, Int8Bytes bytes, uint8_t* q_out,
+                                     float* scale_out, ThreadPool& pool) {
+  Int8Activations a{x.rows, x.cols, bytes, q_out, scale_out};
   const int64_t groups = a.groups(), padded = a.padded_cols();
+  const uint8_t bias = bytes == Int8Bytes::kBiased ? 128 : 0;
   pool.parallel_for(x.rows, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t)
-      quantize_token(x.row(t), x.cols, q_out + t * padded, scale_out + t * groups);
+      quantize_token(x.row(t), x.cols, bias, q_out + t * padded, scale_out + t * groups);
   });
   return a;
 }

@@ -100,10 +100,17 @@ bool int8_repackable(const WeightMatrix& w);
 // pool. Throws Error for a weight quantize_row refuses (not finite, too large for an fp16 scale).
 Int8Matrix repack_int8(const WeightMatrix& w, ThreadPool& pool);
 
+// How a kernel takes the activations' q: as q + 128 in unsigned bytes (VPDPBUSD's u8 operand,
+// corrected by the matrix's q_sum), or as signed bytes (AVX2's VPSIGNB + VPMADDUBSW).
+enum class Int8Bytes { kBiased, kSigned };
+
 // Activations [n_tokens, cols] quantized for the kernels.
 struct Int8Activations {
   int64_t n_tokens = 0, cols = 0;
-  const uint8_t* q = nullptr;    // [n_tokens][padded_cols]: q + 128 (128 in the padding)
+  Int8Bytes bytes = Int8Bytes::kBiased;
+  // [n_tokens][padded_cols]: q + 128 (128 in the padding) when biased, else q's int8 bits (0 in
+  // the padding)
+  const uint8_t* q = nullptr;
   const float* scale = nullptr;  // [n_tokens][groups]: sx (0 for a group of zeros; NaN when
                                  // the group holds a NaN or an infinity, so the outputs are NaN)
   int64_t groups() const { return quant_groups(cols); }
@@ -117,8 +124,8 @@ inline int64_t int8_activation_bytes(int64_t n_tokens, int64_t cols) {
 inline int64_t int8_activation_scales(int64_t n_tokens, int64_t cols) {
   return n_tokens * quant_groups(cols);
 }
-// x [n_tokens, cols] into q_out and scale_out, tokens split across the pool.
-Int8Activations quantize_activations(ConstMatView x, uint8_t* q_out, float* scale_out,
-                                     ThreadPool& pool);
+// x [n_tokens, cols] into q_out and scale_out in the form `bytes`, tokens split across the pool.
+Int8Activations quantize_activations(ConstMatView x, Int8Bytes bytes, uint8_t* q_out,
+                                     float* scale_out, ThreadPool& pool);
 
 }  // namespace dsinfer

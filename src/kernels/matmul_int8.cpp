@@ -16,13 +16,20 @@ void int8_blocks_scalar(const Int8Activations& x, const Int8Matrix& w, int64_t b
       float acc = 0.0f;
       for (int64_t g = 0; g < groups; ++g) {
         int32_t sum = 0;
-        for (int64_t c = g * kQuantGroup; c < (g + 1) * kQuantGroup; ++c)
-          sum += (static_cast<int32_t>(q[c]) - 128) * w.at(r, c);
+        for (int64_t c = g * kQuantGroup; c < (g + 1) * kQuantGroup; ++c) {
+          const int32_t qx = x.bytes == Int8Bytes::kBiased ? static_cast<int32_t>(q[c]) - 128
+                                                           : static_cast<int8_t>(q[c]);
+          sum += qx * w.at(r, c);
+        }
         acc = std::fma(static_cast<float>(sum), x.scale[t * groups + g] * w.row_scale(r, g), acc);
       }
       y[t * y_stride + r] = acc;
     }
   }
+}
+
+Int8Bytes int8_bytes_of(Int8Kernel kernel) {
+  return kernel == Int8Kernel::kAvx2 ? Int8Bytes::kSigned : Int8Bytes::kBiased;
 }
 
 Int8BlocksFn int8_blocks_fn(Int8Kernel kernel) {
@@ -42,8 +49,8 @@ void int8_linear(Int8Kernel kernel, const float* x, int64_t n_tokens, const Int8
   thread_local std::vector<float> scales;
   q.resize(static_cast<size_t>(int8_activation_bytes(n_tokens, w.cols)));
   scales.resize(static_cast<size_t>(int8_activation_scales(n_tokens, w.cols)));
-  const Int8Activations a =
-      quantize_activations(ConstMatView(x, n_tokens, w.cols), q.data(), scales.data(), pool);
+  const Int8Activations a = quantize_activations(
+      ConstMatView(x, n_tokens, w.cols), int8_bytes_of(kernel), q.data(), scales.data(), pool);
   const Int8BlocksFn blocks = int8_blocks_fn(kernel);
   // Below this many multiply-adds, waking other threads costs more than it saves; chunks of 4
   // blocks keep the kernels' widest tiles whole.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/error.h"
 #include "kernels/matmul_int8.h"
 
 namespace dsinfer {
@@ -131,6 +132,7 @@ void blocks(const Int8Activations& x, const Int8Matrix& w, int64_t block_begin, 
 
 void int8_blocks_avx512vnni(const Int8Activations& x, const Int8Matrix& w, int64_t block_begin,
                             int64_t block_end, float* y, int64_t y_stride) {
+  check(x.bytes == Int8Bytes::kBiased, "int8_blocks_avx512vnni reads biased activation bytes");
   if (w.int4) return blocks<true>(x, w, block_begin, block_end, y, y_stride);
   blocks<false>(x, w, block_begin, block_end, y, y_stride);
 }
