@@ -8,6 +8,7 @@
 // permitted, without gloo (the gloo ones), or without torchrun / mpirun.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -21,6 +22,17 @@ using test::data_path;
 
 const std::string kScript = data_path("../two_host.sh");
 
+// What each process of the run wrote to its own files (the script prints them only when it ends
+// on its own, not when our timeout ends it).
+std::string logs_of_every_process(const std::string& dir) {
+  std::string all;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!entry.is_regular_file()) continue;
+    all += "----- " + entry.path().string() + "\n" + test::read_file(entry.path().string());
+  }
+  return all;
+}
+
 // two_host.sh's stderr (its ping and relay lines) goes to *err_out when given.
 void eval_across_two_hosts(const std::string& launcher, const std::string& network_env = "",
                            std::string* err_out = nullptr) {
@@ -29,15 +41,19 @@ void eval_across_two_hosts(const std::string& launcher, const std::string& netwo
   const std::string ckpt = test::convert_golden(model, 4);
   const std::string out = test::scratch_dir("out") + "/eval";
   const std::string logs = test::scratch_dir("logs");
+  // The eval takes seconds; a rank stuck in a collective names itself within the comm timeout,
+  // a rank stuck elsewhere is ended by the script's per-rank timeout, and the script by ours.
   auto r = test::run_command(network_env + " LAUNCHER=" + launcher +
-                             " RANKS_PER_HOST=2 TWO_HOST_TIMEOUT=240 TWO_HOST_LOGS=" + logs +
-                             " timeout 300 " + kScript + " " + DSINFER_BIN + " eval --ckpt-path " +
-                             ckpt + " --case " + golden + "/" + tag + ".json --out " + out);
+                             " RANKS_PER_HOST=2 DSINFER_COMM_TIMEOUT=90 TWO_HOST_TIMEOUT=150"
+                             " TWO_HOST_LOGS=" +
+                             logs + " timeout -k 10 240 " + kScript + " " + DSINFER_BIN +
+                             " eval --ckpt-path " + ckpt + " --case " + golden + "/" + tag +
+                             ".json --out " + out);
   if (r.exit_code == 77) GTEST_SKIP() << r.err;
   if (r.err.find("built without MPI") != std::string::npos) GTEST_SKIP() << "built without MPI";
   if (r.err.find("built without the gloo backend") != std::string::npos)
     GTEST_SKIP() << "built without gloo (cmake -DDSINFER_GLOO=ON)";
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err << logs_of_every_process(logs);
   const double worst =
       test::expect_logits_match(out + ".safetensors", golden + "/" + tag + ".safetensors");
   std::printf("[ golden ] %s %s on 2 namespaces x 2 ranks (%s): worst max|d|/max|ref| = %.3g\n",

@@ -77,6 +77,9 @@ cleanup() {
   done
   if [ -n "$relay_pid" ]; then
     kill -TERM "$relay_pid" 2>/dev/null
+    # it stops within its 0.2 s idle wake-up; a relay that does not is killed, not waited for
+    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$relay_pid" 2>/dev/null || break; sleep 0.5; done
+    kill -KILL "$relay_pid" 2>/dev/null
     wait "$relay_pid" 2>/dev/null
     [ -n "${TWO_HOST_RELAY_REPORT:-}" ] && cat "$logs/net_delay.err" >&2
   fi
@@ -86,7 +89,8 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT
-trap 'exit 143' TERM
+# ended from outside (a test's timeout): say what was still running, as a failure would
+trap 'echo "two_host: terminated while waiting for ${running_names:-nothing}" >&2; exit 143' TERM
 
 delay_us=${TWO_HOST_DELAY_US:-}
 rate=${TWO_HOST_RATE:-}
@@ -153,7 +157,7 @@ if [ "$launcher" = mpirun ]; then
   subnet=${addr_a%.*}.0/24
   ip netns exec "$ns_a" unshare --uts env TWO_HOST_NETNS="$addr_a=$ns_a $addr_b=$ns_b" \
     sh -c 'hostname "$0" && exec "$@"' "$ns_a" \
-    timeout "$rank_timeout" mpirun --allow-run-as-root --hostfile "$logs/hostfile" -n $world --map-by slot --bind-to none \
+    timeout -k 10 "$rank_timeout" mpirun --allow-run-as-root --hostfile "$logs/hostfile" -n $world --map-by slot --bind-to none \
     --mca plm_rsh_agent "$(readlink -f "$(dirname "$0")")/netns_rsh.sh" --mca btl vader,tcp,self \
     --mca btl_tcp_if_include "$subnet" --mca oob_tcp_if_include "$subnet" --mca mpi_yield_when_idle 1 ${TWO_HOST_MPI_ARGS:-} \
     "$bin" --threads 1 "$@" </dev/null >"$logs/rank0.out" 2>"$logs/mpirun.err" &
@@ -163,7 +167,7 @@ elif [ "$launcher" = torchrun ]; then
   for host in 0 1; do
     # torchrun's agent store holds MASTER_PORT; dsinfer's store goes to MASTER_PORT+1
     ip netns exec "$(ns_of $host)" env DSINFER_GLOO_IFACE="$(if_of $host)" \
-      timeout "$rank_timeout" torchrun --no_python --nnodes 2 --node_rank $host --nproc_per_node "$per_host" \
+      timeout -k 10 "$rank_timeout" torchrun --no_python --nnodes 2 --node_rank $host --nproc_per_node "$per_host" \
       --master_addr $addr_a --master_port $port --redirects 1 --tee 1 --log_dir "$logs/torchrun$host" \
       "$bin" --threads 1 "$@" </dev/null >"$logs/host$host.out" 2>"$logs/host$host.err" &
     pids+=($!)
@@ -174,33 +178,45 @@ else
     host=$((rank / per_host))
     ip netns exec "$(ns_of $host)" env WORLD_SIZE=$world RANK=$rank LOCAL_RANK=$((rank % per_host)) \
       LOCAL_WORLD_SIZE=$per_host MASTER_ADDR=$addr_a MASTER_PORT=$port DSINFER_GLOO_IFACE="$(if_of $host)" \
-      timeout "$rank_timeout" "$bin" --threads 1 "$@" </dev/null >"$logs/rank$rank.out" 2>"$logs/rank$rank.err" &
+      timeout -k 10 "$rank_timeout" "$bin" --threads 1 "$@" </dev/null >"$logs/rank$rank.out" 2>"$logs/rank$rank.err" &
     pids+=($!)
     names+=("rank $rank")
   done
 fi
 
 # Wait for all; the first failure ends the others (they would end on their own gloo timeout).
+# Polled, not `wait -n PIDS`: when several ranks end at once, bash reaps them together and a
+# later `wait -n` on the others says "no such job" (seen at 4 ranks timing out together), which
+# would lose the failure or wait for ever.
 status=0
 first_failure=""
-running=("${pids[@]}")  # not yet reaped (waiting on a reaped pid makes bash complain)
+running=("${pids[@]}")
+running_names=$(IFS=,; echo "${names[*]}")
 while [ "${#running[@]}" -gt 0 ]; do
-  done_pid=""
-  wait -n -p done_pid "${running[@]}"
-  rc=$?
-  [ -n "$done_pid" ] || break
+  sleep 0.1
   still=()
-  for p in "${running[@]}"; do [ "$p" != "$done_pid" ] && still+=("$p"); done
-  running=("${still[@]}")
   for i in "${!pids[@]}"; do
-    if [ "${pids[$i]}" = "$done_pid" ]; then
-      if [ $rc != 0 ] && [ -z "$first_failure" ]; then
-        first_failure="${names[$i]} exited with status $rc$([ $rc = 124 ] && echo ' (timed out)')"
-        status=1
-        for p in "${running[@]}"; do kill -TERM "$p" 2>/dev/null; done
-      fi
+    p=${pids[$i]}
+    [[ " ${running[*]} " == *" $p "* ]] || continue
+    if kill -0 "$p" 2>/dev/null; then
+      still+=("$p")
+      continue
+    fi
+    wait "$p"  # a background pid's status is kept after bash reaped it
+    rc=$?
+    if [ $rc != 0 ] && [ -z "$first_failure" ]; then
+      first_failure="${names[$i]} exited with status $rc$([ $rc = 124 ] && echo ' (timed out)')"
+      status=1
     fi
   done
+  running=("${still[@]}")
+  running_names=""
+  for i in "${!pids[@]}"; do
+    [[ " ${running[*]} " == *" ${pids[$i]} "* ]] && running_names+="${running_names:+, }${names[$i]}"
+  done
+  if [ $status != 0 ]; then
+    for p in "${running[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  fi
 done
 
 if [ "$launcher" = torchrun ]; then
