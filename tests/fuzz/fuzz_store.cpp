@@ -4,12 +4,14 @@
 // must be answered or closed without crashing, hanging or keeping its thread (a get whose client
 // left ends its wait); every 64 inputs a rank is still served, and the store's threads stay few.
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -40,6 +42,32 @@ Store& store() {
   return s;
 }
 
+// A connected socket to the store. A connect interrupted by libFuzzer's timer signal (EINTR, no
+// SA_RESTART) goes on in the background, so it is finished by polling, as a rank's client would
+// retry; only a store that refuses or never answers for 2 s is a finding.
+int connect_to_store(int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) fuzz::finding(std::string("socket: ") + std::strerror(errno));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+  int err = errno;
+  if (err == EINTR) {
+    pollfd p{fd, POLLOUT, 0};
+    int ready = 0;
+    for (int waited = 0; waited < 2000 && ready <= 0; waited += 100) ready = poll(&p, 1, 100);
+    socklen_t len = sizeof err;
+    if (ready <= 0)
+      err = ETIMEDOUT;
+    else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+      err = errno;
+    if (err == 0) return fd;
+  }
+  fuzz::finding(std::string("the store stopped accepting connections: ") + std::strerror(err));
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -47,13 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes;
   if (size > 0 && (data[0] & 1)) bytes.assign(kStoreHello, kStoreHelloSize);
   if (size > 0) bytes.append(reinterpret_cast<const char*>(data + 1), size - 1);
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(s.port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-    fuzz::finding("the store stopped accepting connections");
+  const int fd = connect_to_store(s.port);
   send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
   shutdown(fd, SHUT_WR);
   timeval wait{0, 200000};  // (a kept watch line never closes: its client gives up)
