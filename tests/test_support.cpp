@@ -2,11 +2,9 @@
 
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cctype>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -14,8 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "comm/backends.h"
+#include "convert/convert.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "engine/eval_case.h"
 #include "io/safetensors.h"
 
@@ -48,52 +47,6 @@ void write_file(const std::string& path, const std::string& text) {
   out << text;
 }
 
-CommandResult run_command(const std::string& command, const std::string& input) {
-  std::string dir = scratch_dir("cmd");
-  std::string in = dir + "/stdin", out = dir + "/stdout", err = dir + "/stderr";
-  write_file(in, input);
-  std::string cmd = command + " <" + in + " >" + out + " 2>" + err;
-  const auto start = std::chrono::steady_clock::now();
-  int status = std::system(cmd.c_str());
-  CommandResult result;
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  result.out = read_file(out);
-  result.err = read_file(err);
-  return result;
-}
-
-CommandResult run_dsinfer(const std::string& args, const std::string& input) {
-  return run_command(std::string(DSINFER_BIN) + " " + args, input);
-}
-
-bool has_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
-
-CommandResult run_mpi(int ranks, const std::string& args, const std::string& input, int timeout_s) {
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  return run_command("timeout " + std::to_string(timeout_s) + " mpirun -n " +
-                         std::to_string(ranks) + " --oversubscribe --bind-to none " + DSINFER_BIN +
-                         " --threads 1 " + args,
-                     input);
-}
-
-std::string backend_unavailable(const std::string& backend) {
-  if (!comm_backend_built(backend)) return "dsinfer was built without the " + backend + " backend";
-  if (backend == "mpi" && !has_mpirun())
-    return "mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)";
-  return "";
-}
-
-CommandResult run_ranks(const std::string& backend, int ranks, const std::string& args,
-                        const std::string& input, int timeout_s) {
-  if (backend == "mpi") return run_mpi(ranks, args, input, timeout_s);
-  return run_command("timeout " + std::to_string(timeout_s) + " " + DSINFER_BIN +
-                         " --threads 1 run -n " + std::to_string(ranks) + " --comm " + backend +
-                         " " + args,
-                     input);
-}
-
 std::string model_test_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string name = info.param;
   std::replace(name.begin(), name.end(), '-', '_');
@@ -114,11 +67,32 @@ std::string convert_golden(const std::string& model, int world_size, bool with_t
   for (char ch : formats) suffix += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '-';
   const std::string ckpt = scratch_dir("ckpt-" + model + "-mp" + std::to_string(world_size) +
                                        (keep_mtp ? "-mtp" : "") + suffix);
-  auto r = run_dsinfer("-q convert --hf-ckpt-path " + golden + "/hf --save-path " + ckpt +
-                       " --n-experts " + std::to_string(config["n_routed_experts"].get<int>()) +
-                       " --model-parallel " + std::to_string(world_size) +
-                       (keep_mtp ? " --keep-mtp" : "") + " " + formats);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // In this process (the library dsinfer convert calls): unit tests need no binary. convert's
+  // own tests run the binary and compare its files with the reference's.
+  ConvertOptions options;
+  options.hf_ckpt_path = golden + "/hf";
+  options.save_path = ckpt;
+  options.n_experts = config["n_routed_experts"].get<int>();
+  options.model_parallel = world_size;
+  options.keep_mtp = keep_mtp;
+  std::istringstream flags(formats);
+  for (std::string flag; flags >> flag;) {
+    if (flag == "--experts-int4") {
+      options.experts_int4 = true;
+    } else if (flag == "--int8") {
+      options.int8 = true;
+    } else {
+      ADD_FAILURE() << "convert_golden: unknown format flag " << flag;
+    }
+  }
+  const LogLevel level = log_level();
+  set_log_level(LogLevel::kQuiet);
+  try {
+    convert_checkpoint(options);
+  } catch (const Error& e) {
+    ADD_FAILURE() << "converting " << model << ": " << e.what();
+  }
+  set_log_level(level);
   if (with_tokenizer)
     for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
       fs::copy_file(data_path(std::string("tokenizer/deepseek-v3/") + f), ckpt + "/" + f);

@@ -23,6 +23,8 @@ struct CommandResult {
   std::string err;     // stderr
   double seconds = 0;  // wall time of the command
 };
+// The helpers from here to backend_unavailable start processes: they live in process_support.cpp,
+// which only the process, golden and slow test binaries link (unit tests start none).
 // Runs a shell command line (no redirections of its own) with stdin from `input`.
 CommandResult run_command(const std::string& command, const std::string& input = "");
 // Runs `dsinfer <args>` (args already shell-quoted where needed) with stdin from `input`.
@@ -45,10 +47,10 @@ std::string backend_test_name(const std::string& backend);
 // A model name as a gtest parameter name: "tiny-v2-lite" -> "tiny_v2_lite".
 std::string model_test_name(const ::testing::TestParamInfo<std::string>& info);
 
-// Converts tests/data/golden/<model>/hf at model-parallel `world_size` into a fresh scratch
-// directory (with the DeepSeek-V3 tokenizer files beside the shards when asked); returns it.
-// `formats`: convert's format flags ("--experts-int4", "--int8", both), each set in its own
-// directory.
+// Converts (in this process, as `dsinfer convert` does) tests/data/golden/<model>/hf at
+// model-parallel `world_size` into a fresh scratch directory (with the DeepSeek-V3 tokenizer files
+// beside the shards when asked); returns it. `formats`: convert's format flags ("--experts-int4",
+// "--int8", both), each set in its own directory.
 std::string convert_golden(const std::string& model, int world_size = 1,
                            bool with_tokenizer = false, bool keep_mtp = false,
                            const std::string& formats = "");  // keep_mtp: convert --keep-mtp
