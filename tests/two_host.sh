@@ -190,19 +190,20 @@ fi
 # would lose the failure or wait for ever.
 status=0
 first_failure=""
-running=("${pids[@]}")
-running_names=$(IFS=,; echo "${names[*]}")
+running=("${!pids[@]}")  # indices into pids / names
+running_names=$(printf '%s, ' "${names[@]}")
+running_names=${running_names%, }
 while [ "${#running[@]}" -gt 0 ]; do
   sleep 0.1
   still=()
-  for i in "${!pids[@]}"; do
-    p=${pids[$i]}
-    [[ " ${running[*]} " == *" $p "* ]] || continue
-    if kill -0 "$p" 2>/dev/null; then
-      still+=("$p")
+  running_names=""
+  for i in "${running[@]}"; do
+    if kill -0 "${pids[$i]}" 2>/dev/null; then
+      still+=("$i")
+      running_names+="${running_names:+, }${names[$i]}"
       continue
     fi
-    wait "$p"  # a background pid's status is kept after bash reaped it
+    wait "${pids[$i]}"  # a background pid's status is kept after bash reaped it
     rc=$?
     if [ $rc != 0 ] && [ -z "$first_failure" ]; then
       first_failure="${names[$i]} exited with status $rc$([ $rc = 124 ] && echo ' (timed out)')"
@@ -210,12 +211,8 @@ while [ "${#running[@]}" -gt 0 ]; do
     fi
   done
   running=("${still[@]}")
-  running_names=""
-  for i in "${!pids[@]}"; do
-    [[ " ${running[*]} " == *" ${pids[$i]} "* ]] && running_names+="${running_names:+, }${names[$i]}"
-  done
   if [ $status != 0 ]; then
-    for p in "${running[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    for i in "${running[@]}"; do kill -TERM "${pids[$i]}" 2>/dev/null; done
   fi
 done
 
