@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/mat_view.h"
 
 namespace dsinfer {
 
@@ -41,12 +42,12 @@ inline void configure_tiles() {
 
 constexpr int64_t kAmxTileK = 32;  // bf16 per A tile row (and k per B tile)
 
-// Activations x [n, K] (rows x_stride apart) as B tiles: tile (j, s) = tokens [16 j, 16 j + 16)
-// x k step s, at xv + (j * steps + s) * 512, element (kp, token, e) at kp * 32 + token * 2 + e =
-// bf16 of x[16 j + token, 32 s + 2 kp + e] (zero past n or K). Token tiles [j0, j1).
-inline void interleave_tokens(const float* x, int64_t x_stride, int64_t n, int64_t K, int64_t Kp,
-                              int64_t j0, int64_t j1, uint16_t* xv) {
-  const int64_t steps = Kp / kAmxTileK;
+// Activations x [n, K] as B tiles of Kp columns (K rounded up to whole k steps): tile (j, s) =
+// tokens [16 j, 16 j + 16) x k step s, at xv + (j * steps + s) * 512, element (kp, token, e) at
+// kp * 32 + token * 2 + e = bf16 of x[16 j + token, 32 s + 2 kp + e] (zero past n or K). Token
+// tiles [j0, j1).
+inline void interleave_tokens(ConstMatView x, int64_t Kp, int64_t j0, int64_t j1, uint16_t* xv) {
+  const int64_t n = x.rows, K = x.cols, steps = Kp / kAmxTileK;
   for (int64_t j = j0; j < j1; ++j) {
     uint16_t* tiles = xv + j * steps * 512;
     std::fill(tiles, tiles + steps * 512, uint16_t{0});
@@ -54,7 +55,7 @@ inline void interleave_tokens(const float* x, int64_t x_stride, int64_t n, int64
         _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                            _mm512_set1_epi32(16));  // kp * 16 dwords
     for (int64_t token = 0; token < 16 && 16 * j + token < n; ++token) {
-      const float* row = x + (16 * j + token) * x_stride;
+      const float* row = x.row(16 * j + token);
       int64_t k = 0;
       for (; k + kAmxTileK <= K; k += kAmxTileK) {
         // 32 values -> 16 bf16 pairs (round to nearest even), pair kp to row kp of the tile

@@ -114,8 +114,7 @@ struct AmxProducts {
   // Q^T as B tiles [head tiles][steps][512]
   static void queries(ConstMatView q_cat, const Shape& sh, Buffers& b) {
     b.q_tiles.resize(static_cast<size_t>(sh.head_tiles * sh.steps * 512));
-    interleave_tokens(q_cat.data, q_cat.stride, sh.heads, q_cat.cols, sh.Kp, 0, sh.head_tiles,
-                      b.q_tiles.data());
+    interleave_tokens(q_cat.top(sh.heads), sh.Kp, 0, sh.head_tiles, b.q_tiles.data());
   }
   static void block_scores(const uint16_t* a, int64_t a_stride, int64_t rows, const Shape& sh,
                            const Buffers& b, float* st) {

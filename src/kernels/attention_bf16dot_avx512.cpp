@@ -16,6 +16,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <cstring>
+#include <type_traits>
 
 #include "core/cpu.h"
 #include "kernels/attention_chunks_avx512.h"
@@ -58,18 +59,19 @@ void scores_block(const uint16_t* a, int64_t a_stride, const uint16_t* q_pairs, 
     for (int g = 0; g < G; ++g) _mm512_storeu_ps(st + r * Hp + kTile * g, acc[r][g]);
 }
 
-template <int R>
-void scores_keys(int64_t G, const uint16_t* a, int64_t a_stride, const uint16_t* q_pairs,
-                 int64_t Hp, int64_t pairs, float* st) {
+// f(std::integral_constant<int, G>) for G head vectors: the scores' block width as a constant, so
+// that each width's kernel is inlined where it is used.
+template <class F>
+void with_head_vectors(int64_t G, F&& f) {
   switch (G) {
     case 4:
-      return scores_block<R, 4>(a, a_stride, q_pairs, Hp, pairs, st);
+      return f(std::integral_constant<int, 4>{});
     case 3:
-      return scores_block<R, 3>(a, a_stride, q_pairs, Hp, pairs, st);
+      return f(std::integral_constant<int, 3>{});
     case 2:
-      return scores_block<R, 2>(a, a_stride, q_pairs, Hp, pairs, st);
+      return f(std::integral_constant<int, 2>{});
     default:
-      return scores_block<R, 1>(a, a_stride, q_pairs, Hp, pairs, st);
+      return f(std::integral_constant<int, 1>{});
   }
 }
 
@@ -139,12 +141,16 @@ struct Bf16DotProducts {
     for (int64_t g = 0; g < sh.head_tiles; g += kScoreHeadVectors) {
       const int64_t G = std::min<int64_t>(kScoreHeadVectors, sh.head_tiles - g);
       const uint16_t* q = b.q_tiles.data() + kTile * g * 2;
-      int64_t k = 0;
-      for (; k + kScoreKeys <= rows; k += kScoreKeys)
-        scores_keys<kScoreKeys>(G, a + k * a_stride, a_stride, q, sh.Hp, pairs,
-                                st + k * sh.Hp + kTile * g);
-      for (; k < rows; ++k)
-        scores_keys<1>(G, a + k * a_stride, a_stride, q, sh.Hp, pairs, st + k * sh.Hp + kTile * g);
+      with_head_vectors(G, [&](auto head_vectors) {
+        constexpr int kG = head_vectors();
+        int64_t k = 0;
+        for (; k + kScoreKeys <= rows; k += kScoreKeys)
+          scores_block<kScoreKeys, kG>(a + k * a_stride, a_stride, q, sh.Hp, pairs,
+                                       st + k * sh.Hp + kTile * g);
+        for (; k < rows; ++k)
+          scores_block<1, kG>(a + k * a_stride, a_stride, q, sh.Hp, pairs,
+                              st + k * sh.Hp + kTile * g);
+      });
     }
   }
   static void chunk_latents(int64_t n, const Shape& sh, Buffers& b) {

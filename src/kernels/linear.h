@@ -3,7 +3,7 @@
 // in fp32, so results differ from the reference's dequantize-then-matmul only by summation
 // order. Fast mode (KernelConfig::act kBF16) rounds the activations to bf16 first. Which kernel
 // runs is kernels/kernel_plan.h's plan(); the kernels per ISA live in matmul_*.cpp
-// (matmul_isa.h), the fast ones in matmul_amx.cpp and matmul_bf16dot_avx512.cpp.
+// (matmul_isa.h), the fast ones in matmul_amx.cpp and matmul_bf16dot_{gemm,gemv}_avx512.cpp.
 #pragma once
 
 #include <cstdint>

@@ -34,16 +34,16 @@ constexpr int64_t kPanelRows = 32;   // two A tiles of 16 rows
 constexpr int64_t kPairTokens = 32;  // two B tiles of 16 tokens
 constexpr int64_t kStepsPerBlock = kFp8Block / kTileK;
 
-// Rows [r0, r1) (r0 a multiple of 32) of y for all n tokens. Blocked so that both operands come
+// Rows [r0, r1) (r0 a multiple of 32) of y [n tokens, w.rows] from the interleaved tokens xv
+// (interleave_tokens, whole pairs of token tiles). Blocked so that both operands come
 // from L2: 256 rows x 1024 columns of weights converted at a time (each weight once), and for
 // every token pair the B tiles of those 1024 columns (64 KB) serve all 8 row panels.
 constexpr int64_t kBlockPanels = 8;  // 256 rows
 constexpr int64_t kBlockSteps = 32;  // 1024 columns (a multiple of the 128-column scale blocks)
 
-void amx_rows(const uint16_t* xv, int64_t n, int64_t Kp, const WeightMatrix& w, int64_t r0,
-              int64_t r1, float* y, int64_t y_stride) {
+void amx_rows(const uint16_t* xv, const WeightMatrix& w, int64_t r0, int64_t r1, MatView y) {
   configure_tiles();
-  const int64_t steps = Kp / kTileK, pairs = ceil_div(n, kPairTokens);
+  const int64_t n = y.rows, steps = ceil_div(w.cols, kTileK), pairs = ceil_div(n, kPairTokens);
   const bool scaled = w.dtype == DType::kF8E4M3;
   constexpr int64_t kWidth = kBlockSteps * kTileK;  // columns of the converted block
   thread_local std::vector<uint16_t> panel_buffer;
@@ -114,7 +114,7 @@ void amx_rows(const uint16_t* xv, int64_t n, int64_t Kp, const WeightMatrix& w, 
         const int64_t rp = rb + p * kPanelRows, n_rows = std::min(kPanelRows, r1 - rp);
         for (int64_t t = 0; t < std::min(kPairTokens, n - q * kPairTokens); ++t)
           for (int64_t r = 0; r < n_rows; ++r)
-            y[(q * kPairTokens + t) * y_stride + rp + r] = acc[r * kPairTokens + t];
+            y.row(q * kPairTokens + t)[rp + r] = acc[r * kPairTokens + t];
       }
   }
 }
@@ -141,11 +141,13 @@ void amx_linear(const float* x, int64_t n_tokens, const WeightMatrix& w, float* 
   xv_buffer.resize(static_cast<size_t>(token_tiles * Kp * 16));
   uint16_t* xv = xv_buffer.data();  // (the workers' own thread_local would be another vector)
   pool.parallel_for(token_tiles, [&](int64_t j0, int64_t j1) {
-    interleave_tokens(x, K, n_tokens, K, Kp, j0, j1, xv);
+    interleave_tokens(ConstMatView(x, n_tokens, K), Kp, j0, j1, xv);
   });
   pool.parallel_for(
       w.rows,
-      [&](int64_t begin, int64_t end) { amx_rows(xv, n_tokens, Kp, w, begin, end, y, w.rows); },
+      [&](int64_t begin, int64_t end) {
+        amx_rows(xv, w, begin, end, MatView(y, n_tokens, w.rows));
+      },
       kPanelRows);
 }
 
@@ -158,8 +160,8 @@ void amx_matmul_serial(const float* x, int64_t n_tokens, int64_t x_stride, const
   const int64_t token_tiles = ceil_div(n_tokens, kPairTokens) * 2;
   thread_local std::vector<uint16_t> xv;
   xv.resize(static_cast<size_t>(token_tiles * Kp * 16));
-  interleave_tokens(x, x_stride, n_tokens, K, Kp, 0, token_tiles, xv.data());
-  amx_rows(xv.data(), n_tokens, Kp, w, 0, w.rows, y, y_stride);
+  interleave_tokens(ConstMatView(x, n_tokens, K, x_stride), Kp, 0, token_tiles, xv.data());
+  amx_rows(xv.data(), w, 0, w.rows, MatView(y, n_tokens, w.rows, y_stride));
 }
 
 }  // namespace dsinfer

@@ -1,6 +1,6 @@
 // Weight rows to bf16 (fp8 e4m3 codes exactly), for the AVX-512 translation units that feed bf16
-// products (matmul_amx.cpp, matmul_bf16dot_avx512.cpp; include it only there). Internal linkage, so
-// each unit keeps its own copy built with its own flags.
+// products (matmul_amx.cpp, matmul_bf16dot_*_avx512.cpp; include it only there). Internal linkage,
+// so each unit keeps its own copy built with its own flags.
 #pragma once
 
 #include <immintrin.h>
@@ -116,6 +116,16 @@ inline void row_to_bf16(const WeightMatrix& w, int64_t r, int64_t c0, int64_t c1
     for (; k < end; ++k) out[k - c0] = f32_to_bf16(v[k]);
   }
   std::fill(out + (std::max(k, c0) - c0), out + (c1 - c0), uint16_t{0});
+}
+
+// What the sums of row r's bf16 products over columns [c0, c0 + 128) are multiplied by: the fp8
+// block scale, the int4 / int8 row's group scale (group_quant.h: groups are the same 128
+// columns), else 1.
+inline float block_scale(const WeightMatrix& w, int64_t r, int64_t c0) {
+  if (w.block_scaled()) return w.scale[(r / kFp8Block) * w.scale_cols() + c0 / kFp8Block];
+  if (w.group_scaled())
+    return _cvtsh_ss(w.group_scale[r * ceil_div(w.cols, kQuantGroup) + c0 / kQuantGroup]);
+  return 1.0f;
 }
 
 }  // namespace
