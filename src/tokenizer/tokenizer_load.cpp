@@ -47,23 +47,23 @@ struct FastTables {
   JsonRange vocab, merges;
 };
 
-void load_model(Impl& t, const json& root, const FastTables* fast) {
-  const json* m = member(root, "model");
-  if (!m || !m->is_object()) fail("no \"model\" object");
-  if (const json* type = member(*m, "type"); type && *type != "BPE")
+// The "model" object's options this tokenizer supports (BPE without dropout or byte fallback).
+void check_model_options(const json& m, BpeModel& model) {
+  if (const json* type = member(m, "type"); type && *type != "BPE")
     fail("model type ", json_excerpt(*type), " is not supported (only BPE)");
-  if (const json* d = member(*m, "dropout"); d && d->get<double>() != 0.0)
+  if (const json* d = member(m, "dropout"); d && d->get<double>() != 0.0)
     fail("BPE dropout is not supported");
-  if (get_bool(*m, "byte_fallback", false)) fail("BPE byte_fallback is not supported");
+  if (get_bool(m, "byte_fallback", false)) fail("BPE byte_fallback is not supported");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    if (const json* v = member(*m, key); v && !v->get<std::string>().empty())
+    if (const json* v = member(m, key); v && !v->get<std::string>().empty())
       fail("BPE ", key, " is not supported");
   }
-  BpeModel& model = t.model;
-  model.fuse_unk = get_bool(*m, "fuse_unk", false);
-  model.ignore_merges = get_bool(*m, "ignore_merges", false);
+  model.fuse_unk = get_bool(m, "fuse_unk", false);
+  model.ignore_merges = get_bool(m, "ignore_merges", false);
+}
 
-  // vocab
+// model.vocab, then the id tables (as long as the largest id) and the unknown token's id.
+void load_vocab(const json& m, const FastTables* fast, BpeModel& model) {
   int64_t max_id = -1;
   std::string max_token;
   auto add_token = [&](std::string_view token, int64_t id) {
@@ -89,7 +89,7 @@ void load_model(Impl& t, const json& root, const FastTables* fast) {
       r.expect('}');
     }
   } else {
-    const json* vocab = member(*m, "vocab");
+    const json* vocab = member(m, "vocab");
     if (!vocab || !vocab->is_object()) fail("model has no \"vocab\" object");
     model.vocab.reserve(vocab->size());
     for (auto it = vocab->begin(); it != vocab->end(); ++it) {
@@ -112,13 +112,16 @@ void load_model(Impl& t, const json& root, const FastTables* fast) {
       model.has_id[id] = 1;
     }
   }
-  if (const json* unk = member(*m, "unk_token")) {
+  if (const json* unk = member(m, "unk_token")) {
     const auto id = model.vocab.find(unk->get<std::string>());
     if (!id) fail("unk_token \"", unk->get<std::string>(), "\" is not in the vocab");
     model.unk_id = *id;
   }
+}
 
-  // merges (HF: "a b" strings, lines starting with "#version" skipped and not ranked, or [a, b])
+// model.merges (HF: "a b" strings, lines starting with "#version" skipped and not ranked, or
+// [a, b]), ranked in file order; every token must be in the vocab.
+void load_merges(const json& m, const FastTables* fast, BpeModel& model) {
   auto id_of = [&](std::string_view token, size_t line) {
     const auto id = model.vocab.find(token);
     if (!id) fail("merge ", line, ": token \"", token, "\" is not in the vocab");
@@ -167,7 +170,7 @@ void load_model(Impl& t, const json& root, const FastTables* fast) {
       r.expect(']');
     }
   } else {
-    const json* merges = member(*m, "merges");
+    const json* merges = member(m, "merges");
     if (!merges || !merges->is_array()) fail("model has no \"merges\" array");
     model.merges.reserve(merges->size());
     for (const json& entry : *merges) {
@@ -182,6 +185,14 @@ void load_model(Impl& t, const json& root, const FastTables* fast) {
       }
     }
   }
+}
+
+void load_model(Impl& t, const json& root, const FastTables* fast) {
+  const json* m = member(root, "model");
+  if (!m || !m->is_object()) fail("no \"model\" object");
+  check_model_options(*m, t.model);
+  load_vocab(*m, fast, t.model);
+  load_merges(*m, fast, t.model);
 }
 
 Behavior parse_behavior(const json& step) {
