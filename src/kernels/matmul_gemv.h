@@ -21,23 +21,20 @@ struct GemvTile {
   int64_t y_stride;
 };
 
+// gemv_group's columns from k as fp8 codes widened through L1 (where S does so): returns the
+// first column not taken. The phases below are inlined: the accumulators stay in registers.
 template <class S, WKind kind, int T, int R, GemvPrefetch P>
-inline void gemv_group(const GemvTile& tile) {
-  const WRows rows = tile.rows;
-  const int64_t K = tile.K, xs_stride = tile.xs_stride, y_stride = tile.y_stride;
-  const float* xs = tile.xs;
-  float* y = tile.y;
-  constexpr bool kPrefetch = P != GemvPrefetch::kNone;
-  using V = typename S::V;
-  constexpr int W = S::kWidth;
-  V acc[R][T];
-  for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t) acc[i][t] = S::zero();
-  int64_t k = 0;
-  // The next group of rows, prefetched at the pace this one is read (R rows x 2W codes an
-  // iteration): rows shorter than a few KB end before the hardware prefetcher has caught on.
-  const uint8_t* next = rows[R].data;
+[[gnu::always_inline]] inline int64_t gemv_fp8_through_l1(const GemvTile& tile,
+                                                          typename S::V (&acc)[R][T], int64_t k) {
   if constexpr (kind == WKind::kFp8 && S::kFp8ThroughL1) {
+    const WRows rows = tile.rows;
+    const int64_t K = tile.K, xs_stride = tile.xs_stride;
+    const float* xs = tile.xs;
+    using V = typename S::V;
+    constexpr int W = S::kWidth;
+    // The next group of rows, prefetched at the pace this one is read (R rows x 2W codes an
+    // iteration): rows shorter than a few KB end before the hardware prefetcher has caught on.
+    const uint8_t* next = rows[R].data;
     // 2W codes a row at a time: widened to fp16 patterns in one wide integer step and stored,
     // then converted to fp32 straight from L1 (a memory-operand conversion needs no shuffle
     // port, which the register form would share with the widening): fewer uops per byte.
@@ -57,7 +54,24 @@ inline void gemv_group(const GemvTile& tile) {
       }
     }
   }
+  return k;
+}
+
+// gemv_group's columns from k of int4 / int8 rows, a scale group at a time; returns the first
+// column not taken.
+template <class S, WKind kind, int T, int R, GemvPrefetch P>
+[[gnu::always_inline]] inline int64_t gemv_group_scaled(const GemvTile& tile,
+                                                        typename S::V (&acc)[R][T], int64_t k) {
   if constexpr (Format<kind>::kGroupScaled) {
+    const WRows rows = tile.rows;
+    const int64_t K = tile.K, xs_stride = tile.xs_stride;
+    const float* xs = tile.xs;
+    using V = typename S::V;
+    constexpr int W = S::kWidth;
+    // The next group of rows, prefetched at the pace this one is read (R rows x 2W codes an
+    // iteration): rows shorter than a few KB end before the hardware prefetcher has caught on.
+    const uint8_t* next = rows[R].data;
+    constexpr bool kPrefetch = P != GemvPrefetch::kNone;
     // A group of 128 columns at a time, so that each row's scale is widened once per group (the
     // generic load below converts it per vector). int4 where S has a 16-entry table lookup: the
     // group's 16 values (q - 8) x scale, exact, in one register per row, indexed by the nibbles.
@@ -100,8 +114,21 @@ inline void gemv_group(const GemvTile& tile) {
       }
     }
   }
+  return k;
+}
+
+// gemv_group's columns from k in whole 64-byte lines, each row's line 8 KB / R ahead prefetched
+// (GemvPrefetch::kWrapped); returns the first column not taken.
+template <class S, WKind kind, int T, int R, GemvPrefetch P>
+[[gnu::always_inline]] inline int64_t gemv_wrapped_prefetch(const GemvTile& tile,
+                                                            typename S::V (&acc)[R][T], int64_t k) {
   if constexpr (P == GemvPrefetch::kWrapped && !Format<kind>::kGroupScaled &&
                 !(kind == WKind::kFp8 && S::kFp8ThroughL1)) {
+    const WRows rows = tile.rows;
+    const int64_t K = tile.K, xs_stride = tile.xs_stride;
+    const float* xs = tile.xs;
+    using V = typename S::V;
+    constexpr int W = S::kWidth;
     // One prefetch per 64-byte line of each row, 8 KB / R ahead; past the row's end
     // into the same row of the next group (rows are `stride` apart, so that is R - 1 rows on).
     constexpr int64_t kLineCols = 64 / Format<kind>::offset(1);
@@ -121,6 +148,23 @@ inline void gemv_group(const GemvTile& tile) {
       }
     }
   }
+  return k;
+}
+
+template <class S, WKind kind, int T, int R, GemvPrefetch P>
+inline void gemv_group(const GemvTile& tile) {
+  const WRows rows = tile.rows;
+  const int64_t K = tile.K, xs_stride = tile.xs_stride, y_stride = tile.y_stride;
+  const float* xs = tile.xs;
+  float* y = tile.y;
+  using V = typename S::V;
+  constexpr int W = S::kWidth;
+  V acc[R][T];
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) acc[i][t] = S::zero();
+  int64_t k = gemv_fp8_through_l1<S, kind, T, R, P>(tile, acc, 0);
+  k = gemv_group_scaled<S, kind, T, R, P>(tile, acc, k);
+  k = gemv_wrapped_prefetch<S, kind, T, R, P>(tile, acc, k);
   for (; k + W <= K; k += W) {
     V xv[T];
     for (int t = 0; t < T; ++t) xv[t] = S::load(xs + t * xs_stride + k);
