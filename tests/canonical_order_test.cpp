@@ -68,6 +68,7 @@ constexpr GemvTuning kGemvTunings[] = {
     {16, 8, GemvPrefetch::kWrapped, 4, kGemvAlways, 0,
      6},                                                // Zen 5's: the GEMV at every token count
     {8, 8, GemvPrefetch::kWrapped, 4, 31, 4},           // Zen 3's: fp8 rows 4 at a time for 1 token
+    {8, 8, GemvPrefetch::kWrapped, 4, 0, 0, 4, true},   // Zen 4's: one token plain
     {4, 2, GemvPrefetch::kWrapped, 2, 0, 16},           // fp8 rows more at a time than the others
     {2, 2, GemvPrefetch::kNone, 3, kGemvAlways, 0, 6},  // 6 rows for 3 tokens, the fp16 form at 4
 };

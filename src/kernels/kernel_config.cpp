@@ -81,8 +81,10 @@ GemvTuning gemv_tuning_of(CpuFamily family) {
               /*gemv_max_tokens=*/kGemvAlways, /*fp8_rows_one_token=*/0,
               /*rows_many_tokens=*/6};
     case CpuFamily::kZen4:
-      return {/*rows_one_token=*/8, /*rows_two_tokens=*/8, GemvPrefetch::kNone,
-              /*fp8_subnormal_tokens=*/0};
+      return {/*rows_one_token=*/8,   /*rows_two_tokens=*/8,
+              GemvPrefetch::kWrapped, /*fp8_subnormal_tokens=*/4,
+              /*gemv_max_tokens=*/0,  /*fp8_rows_one_token=*/0,
+              /*rows_many_tokens=*/4, /*plain_single_token=*/true};
     case CpuFamily::kZen3:
       return {/*rows_one_token=*/8,   /*rows_two_tokens=*/8,
               GemvPrefetch::kWrapped, /*fp8_subnormal_tokens=*/4,
@@ -180,6 +182,11 @@ void apply_gemv_overrides(GemvTuning& t) {
           " is not 4 or 6 (GEMV rows per group for 3-4 tokens)");
     t.rows_many_tokens = text[0] - '0';
   }
+  if (const char* v = variable("DSINFER_GEMV_SINGLE_PLAIN")) {
+    const std::string text(v);
+    check(text == "0" || text == "1", "DSINFER_GEMV_SINGLE_PLAIN=", text, " is not 0 or 1");
+    t.plain_single_token = text == "1";
+  }
   if (const char* v = variable("DSINFER_GEMV_MAX_TOKENS")) {
     const std::string text(v);
     check(text.size() <= 18 && text.find_first_not_of("0123456789") == std::string::npos,
@@ -224,6 +231,7 @@ std::string describe(const KernelConfig& c) {
          " for 1/2/3-4 tokens, prefetch " + gemv_prefetch_name(g.prefetch) +
          ", fp8 subnormal form up to " + std::to_string(g.fp8_subnormal_tokens) + " tokens";
   if (g.fp8_rows_one_token) out += " (" + std::to_string(g.fp8_rows_one_token) + " rows for 1)";
+  if (g.plain_single_token) out += ", one token plain (fp8 through fp16, no prefetch)";
   if (g.gemv_max_tokens)
     out += ", GEMV up to " +
            (g.gemv_max_tokens == kGemvAlways ? std::string("any number of")

@@ -41,6 +41,9 @@ struct GemvTuning {
   int fp8_rows_one_token =
       0;                     // rows per group for 1 token of subnormal-form fp8 (0: rows_one_token)
   int rows_many_tokens = 4;  // rows per group for 3-4 tokens (4, or 6 on AVX-512)
+  // products of one token (decode batch 1) read fp8 through fp16 and prefetch nothing, whatever
+  // the two settings above say for more tokens
+  bool plain_single_token = false;
   bool operator==(const GemvTuning&) const = default;
 };
 inline constexpr int64_t kGemvAlways = INT64_MAX;
@@ -94,7 +97,7 @@ KernelConfig with_isa(KernelConfig config, Isa isa);
 //   DSINFER_VNNI=0  turn those off; DSINFER_GEMV_ROWS=1..16 (1 token), _ROWS2=1..8 (2 tokens),
 //   _ROWS_MANY=4|6 (3-4 tokens), _ROWS_FP8=0..16 (1 token of subnormal-form fp8),
 //   _PREFETCH=none|ahead|wrapped, _FP8_SUBNORMAL=0..4 (tokens), _MAX_TOKENS=N (0: the ISA's switch
-//   to the GEMM).
+//   to the GEMM), _SINGLE_PLAIN=0|1 (one token: fp8 through fp16, no prefetch).
 // A bad value is an Error naming the variable.
 KernelConfig with_environment_overrides(KernelConfig config);
 // One line for logs and bench reports: "avx512, exact, batch invariant, gemv intel-like ...".

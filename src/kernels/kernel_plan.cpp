@@ -57,9 +57,20 @@ int64_t gemv_chunk_rows(const WeightMatrix& w, int64_t n_tokens) {
   return w.row_stride() <= 8192 ? 48 : 24;
 }
 
+// The tuning for a product of n_tokens: a plain single token (Zen 4, where the subnormal form
+// and the wrapped prefetch pay from 2 tokens on and cost at 1) drops both, before the stride's
+// cap on rows, which only the wrapped prefetch needs.
+GemvTuning tuning_for(GemvTuning t, int64_t n_tokens, int64_t row_stride) {
+  if (n_tokens == 1 && t.plain_single_token) {
+    t.prefetch = GemvPrefetch::kNone;
+    t.fp8_subnormal_tokens = 0;
+  }
+  return tuning_for_stride(t, row_stride);
+}
+
 GemvPlan gemv_plan(const WeightMatrix& w, int64_t n_tokens, const KernelConfig& config) {
   const IsaLimits isa = isa_limits(config.isa);
-  const GemvTuning t = tuning_for_stride(config.gemv, w.row_stride());
+  const GemvTuning t = tuning_for(config.gemv, n_tokens, w.row_stride());
   GemvPlan g;
   for (int T = 1; T <= 4; ++T) g.rows_per_group[T - 1] = gemv_rows_per_group(w, t, isa, T);
   g.fp8_subnormal_tokens =
