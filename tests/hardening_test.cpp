@@ -54,7 +54,8 @@ TEST(Hardening, ABadGemvTuningVariableIsOneClearError) {
          "DSINFER_GEMV_FP8_SUBNORMAL=9 is not a number of tokens from 0 to 4"},
         {"DSINFER_GEMV_MAX_TOKENS=-1", "DSINFER_GEMV_MAX_TOKENS=-1 is not a number of tokens"},
         {"DSINFER_GEMV_ROWS_FP8=6", "DSINFER_GEMV_ROWS_FP8=6 is not a power of two from 1 to 16"},
-        {"DSINFER_GEMV_ROWS_MANY=8", "DSINFER_GEMV_ROWS_MANY=8 is not 4 or 6"}}) {
+        {"DSINFER_GEMV_ROWS_MANY=8", "DSINFER_GEMV_ROWS_MANY=8 is not 4 or 6"},
+        {"DSINFER_GEMV_SINGLE_PLAIN=yes", "DSINFER_GEMV_SINGLE_PLAIN=yes is not 0 or 1"}}) {
     SCOPED_TRACE(setting);
     expect_error(run_command(setting + " " + kBin + " generate --ckpt-path " + tiny_ckpt() +
                              " --input-file " + prompts + " --max-new-tokens 2"),

@@ -79,6 +79,20 @@ TEST(KernelPlan, GemvGroupsFollowTheTuningWithinTheIsasRegisters) {
   EXPECT_EQ(plan(shape(DType::kF8E4M3, 2048, 7168), 8, zen5).gemv.chunk_rows, 0);
 }
 
+// Zen 4: the subnormal fp8 form and the wrapped prefetch from 2 tokens on; one token plain.
+TEST(KernelPlan, APlainSingleTokenDropsTheSubnormalFormAndThePrefetch) {
+  KernelConfig zen4 = family(CpuFamily::kZen4);
+  const WeightMatrix fp8 = shape(DType::kF8E4M3, 2048, 7168);
+  const GemvPlan one = plan(fp8, 1, zen4).gemv, two = plan(fp8, 2, zen4).gemv;
+  EXPECT_EQ(one.prefetch, GemvPrefetch::kNone);
+  EXPECT_EQ(one.fp8_subnormal_tokens, 0);
+  EXPECT_EQ(two.prefetch, GemvPrefetch::kWrapped);
+  EXPECT_EQ(two.fp8_subnormal_tokens, 4);
+  zen4.gemv.plain_single_token = false;
+  EXPECT_EQ(plan(fp8, 1, zen4).gemv.prefetch, GemvPrefetch::kWrapped);
+  EXPECT_EQ(plan(fp8, 1, zen4).gemv.fp8_subnormal_tokens, 4);
+}
+
 TEST(KernelPlan, FastModeTakesItsOwnKernelsWhereTheyPay) {
   const KernelConfig intel = family(CpuFamily::kIntel, ActDType::kBF16);
   const KernelConfig zen5 = family(CpuFamily::kZen5, ActDType::kBF16);
