@@ -16,10 +16,10 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <cstring>
-#include <type_traits>
 
 #include "core/cpu.h"
 #include "kernels/attention_chunks_avx512.h"
+#include "kernels/count_dispatch.h"
 #include "kernels/fast_decode_attention.h"
 
 namespace dsinfer {
@@ -57,22 +57,6 @@ void scores_block(const uint16_t* a, int64_t a_stride, const uint16_t* q_pairs, 
   }
   for (int r = 0; r < R; ++r)
     for (int g = 0; g < G; ++g) _mm512_storeu_ps(st + r * Hp + kTile * g, acc[r][g]);
-}
-
-// f(std::integral_constant<int, G>) for G head vectors: the scores' block width as a constant, so
-// that each width's kernel is inlined where it is used.
-template <class F>
-void with_head_vectors(int64_t G, F&& f) {
-  switch (G) {
-    case 4:
-      return f(std::integral_constant<int, 4>{});
-    case 3:
-      return f(std::integral_constant<int, 3>{});
-    case 2:
-      return f(std::integral_constant<int, 2>{});
-    default:
-      return f(std::integral_constant<int, 1>{});
-  }
 }
 
 // O rows h0 .. h0 + H, column vectors from c0 (C of them) += P . L over `pairs` key pairs.
@@ -141,7 +125,7 @@ struct Bf16DotProducts {
     for (int64_t g = 0; g < sh.head_tiles; g += kScoreHeadVectors) {
       const int64_t G = std::min<int64_t>(kScoreHeadVectors, sh.head_tiles - g);
       const uint16_t* q = b.q_tiles.data() + kTile * g * 2;
-      with_head_vectors(G, [&](auto head_vectors) {
+      with_count_up_to_4(G, [&](auto head_vectors) {
         constexpr int kG = head_vectors();
         int64_t k = 0;
         for (; k + kScoreKeys <= rows; k += kScoreKeys)

@@ -15,13 +15,13 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/mat_view.h"
 #include "kernels/aligned_buffer.h"
+#include "kernels/count_dispatch.h"
 #include "kernels/weights_to_bf16_avx512.h"
 
 namespace dsinfer {
@@ -151,22 +151,6 @@ void micro(const uint16_t* w, int64_t w_stride, const uint32_t* xp, int64_t step
   }
 }
 
-// f(std::integral_constant<int, NV>) for a tile of nv token vectors: the micro-kernel's width as
-// a constant, so that each width's micro-kernel is inlined where it is used.
-template <class F>
-void with_vectors(int64_t nv, F&& f) {
-  switch (nv) {
-    case 1:
-      return f(std::integral_constant<int, 1>{});
-    case 2:
-      return f(std::integral_constant<int, 2>{});
-    case 3:
-      return f(std::integral_constant<int, 3>{});
-    default:
-      return f(std::integral_constant<int, 4>{});
-  }
-}
-
 // Asks for the weight bytes of rows [r0, r1), columns [c0, c0 + 128), in L2 ahead of their
 // conversion: a block's rows are a row apart, a stride the hardware prefetchers do not follow,
 // so without this each conversion waits on memory (a fifth of a 512-token product's time on
@@ -244,7 +228,7 @@ void bf16dot_rows(const uint32_t* xp, const TokenTiles& token_tiles, const Weigh
             const uint16_t* panel =
                 direct ? bf16_rows + (rc + p * kRows) * K + c0
                        : reinterpret_cast<const uint16_t*>(wbuf + p * kRows * kBlockPairs);
-            with_vectors(nv, [&](auto vectors) {
+            with_count_up_to_4(nv, [&](auto vectors) {
               micro<vectors()>(panel, direct ? K / 2 : kBlockPairs, x_block, steps,
                                scales + p * kRows,
                                cbuf + p * kRows * kSumsStride + j * kTileTokens);
