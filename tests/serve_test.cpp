@@ -1198,9 +1198,14 @@ TEST(Serve, SlowClientsStarveNoRequestAndHoldNoDrain) {
                             "Content-Type: application/json\r\nContent-Length: " +
                             std::to_string(body.size()) + "\r\n\r\n" + body));
   std::atomic<bool> done{false};
+  // (the trickle walks `slow` while the test replaces its clients below: both under this lock)
+  std::mutex slow_mutex;
   std::thread trickle([&] {
     while (!done) {
-      for (auto& s : slow) s->send_text("X");
+      {
+        std::lock_guard<std::mutex> lock(slow_mutex);
+        for (auto& s : slow) s->send_text("X");
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
     }
   });
@@ -1216,10 +1221,13 @@ TEST(Serve, SlowClientsStarveNoRequestAndHoldNoDrain) {
   for (auto& s : slow) timed_out += s->read_all(5).rfind("HTTP/1.1 408", 0) == 0;
   EXPECT_EQ(timed_out, 100);
   // SIGTERM while fresh slow clients trickle (within their deadline) and the stream is unread
-  slow.clear();
-  for (int i = 0; i < 20; ++i) {
-    slow.push_back(std::make_unique<test::RawClient>(server.port()));
-    slow.back()->send_text("GET /health HTTP/1.1\r\n");
+  {
+    std::lock_guard<std::mutex> lock(slow_mutex);
+    slow.clear();
+    for (int i = 0; i < 20; ++i) {
+      slow.push_back(std::make_unique<test::RawClient>(server.port()));
+      slow.back()->send_text("GET /health HTTP/1.1\r\n");
+    }
   }
   const double t0 = now_seconds();
   EXPECT_EQ(server.terminate(), 0);
