@@ -216,6 +216,57 @@ TEST(Int8Matmul, EveryKernelGivesTheOraclesBitsWithinTheQuantizationError) {
   }
 }
 
+// int4 weights at their extremes (q = 7 and -7 everywhere, and alternating) against activations
+// at theirs (q = 127 and -127 everywhere, and alternating): the AVX2 kernel takes the nibbles as
+// VPMADDUBSW's unsigned operand, whose int16 pair sums must never saturate; every kernel keeps
+// the oracle's bits, and the all-equal cases are the integers one can work out by hand.
+TEST(Int8Matmul, Int4ProductsAtTheIntegerExtremesKeepTheOraclesBits) {
+  std::vector<Int8Kernel> kernels;
+  if (cpu_supports(Isa::kAvx2)) kernels.push_back(Int8Kernel::kAvx2);
+  if (cpu_supports(Isa::kAvx512) && cpu_has_avx512_vnni())
+    kernels.push_back(Int8Kernel::kAvx512Vnni);
+  if (kernels.empty()) GTEST_SKIP() << "no vector int8 kernel runs on this CPU";
+  std::mt19937 rng(4);
+  ThreadPool pool(2);
+  constexpr int64_t rows = 3, cols = 256, n = 3;
+  Stored s(kInt4Storage, rows, cols, rng);
+  const int64_t stride = quant_row_bytes(QuantFormat::kInt4, cols);
+  for (int64_t i = 0; i < stride; ++i) {
+    s.bytes[static_cast<size_t>(i)] = 0xFF;               // row 0: q = 7
+    s.bytes[static_cast<size_t>(stride + i)] = 0x11;      // row 1: q = -7
+    s.bytes[static_cast<size_t>(2 * stride + i)] = 0x1F;  // row 2: 7, -7 by 16 columns
+  }
+  for (int64_t i = 0; i < rows * quant_groups(cols); ++i)
+    s.group_scales[static_cast<size_t>(i)] = f32_to_f16(1.0f);
+  const Int8Matrix m = repack_int8(s.w, pool);
+  std::vector<float> x(static_cast<size_t>(n * cols));
+  for (int64_t c = 0; c < cols; ++c) {
+    x[static_cast<size_t>(c)] = 127.0f;                               // q = 127, sx = 1
+    x[static_cast<size_t>(cols + c)] = -127.0f;                       // q = -127
+    x[static_cast<size_t>(2 * cols + c)] = c % 2 ? 127.0f : -127.0f;  // by turns
+  }
+  for (Int8Bytes bytes : {Int8Bytes::kBiased, Int8Bytes::kSigned}) {
+    std::vector<uint8_t> q(static_cast<size_t>(int8_activation_bytes(n, cols)));
+    std::vector<float> sx(static_cast<size_t>(int8_activation_scales(n, cols)));
+    const Int8Activations a =
+        quantize_activations(ConstMatView(x.data(), n, cols), bytes, q.data(), sx.data(), pool);
+    std::vector<float> want(static_cast<size_t>(n * rows), -1.0f);
+    int8_blocks_scalar(a, m, 0, m.row_blocks(), want.data(), rows);
+    // 256 columns of 7 x 127, sx = sw = 1: 227584
+    EXPECT_EQ(want[0], 227584.0f);
+    EXPECT_EQ(want[1], -227584.0f);
+    EXPECT_EQ(want[static_cast<size_t>(rows)], -227584.0f);
+    EXPECT_EQ(want[static_cast<size_t>(rows + 1)], 227584.0f);
+    for (Int8Kernel k : kernels) {
+      if (int8_bytes_of(k) != bytes) continue;
+      std::vector<float> got(want.size(), -2.0f);
+      int8_blocks_fn(k)(a, m, 0, m.row_blocks(), got.data(), rows);
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+          << int8_kernel_name(k);
+    }
+  }
+}
+
 // linear() in int8 mode: the plan picks the int8 kernel for a matrix with an int8 form, and a
 // token's outputs are the same bits whatever its batch and the pool's size.
 TEST(Int8Matmul, LinearIsBatchAndThreadInvariant) {
