@@ -12,7 +12,8 @@
 // which for the 14 MB expert matrices stays in a 32 MB L3: is a kernel bound by its own work or
 // by memory?); MATMUL_FAST=1
 // runs fast mode (activations rounded to bf16: AMX or VDPBF16PS from kFastGemmMinTokens tokens),
-// MATMUL_INT8=1 int8 mode (each copy repacked as int8 first: kernels/int8_matrix.h).
+// MATMUL_INT8=1 int8 mode (each copy repacked as int8 first: kernels/int8_matrix.h);
+// MATMUL_VARIANT=1 the batch-variant kernels (`--batch-variant`: no canonical order).
 //
 // Weights are random fp8 codes with block scales (and bf16 for the head shape), several copies
 // so that the working set is far larger than the caches, in 2 MB transparent huge pages as
@@ -158,7 +159,10 @@ int main(int argc, char** argv) {
     base.act = ActDType::kBF16;
   const char* int8 = std::getenv("MATMUL_INT8");
   if (int8 && std::string(int8) == "1") base.act = ActDType::kInt8;
-  std::printf("activations %s\n", act_dtype_name(base.act));
+  if (const char* variant = std::getenv("MATMUL_VARIANT"); variant && std::string(variant) == "1")
+    base.batch_invariant = false;
+  std::printf("activations %s, %s\n", act_dtype_name(base.act),
+              base.batch_invariant ? "batch invariant" : "batch variant");
   // (Intel's and AMD Zen 5's GemvTuning, kernels/kernel_config.h)
   const std::pair<const char*, GemvTuning> kStreamings[] = {
       {"intel", gemv_tuning_of(CpuFamily::kIntel)},
