@@ -73,10 +73,25 @@ struct Avx2 {
         _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
   static float half(uint16_t bits) { return _cvtsh_ss(bits); }  // fp16 -> fp32, exact
-  // (an 8-entry VPERMPS cannot hold the 16 int4 values: the GEMV loads them as every other format)
+  // (an 8-entry VPERMPS cannot hold the 16 int4 values: the GEMV widens them, int4_block)
   static constexpr bool kInt4Table = false;
   static V int4_table(V) { return zero(); }
   static void int4_pair(const uint8_t*, V, V&, V&) {}
+  // One 16-byte int4 block (32 columns, kernels/group_quant.h) as w[0..3], columns 0-7, 8-15,
+  // 16-23, 24-31, each (n - 8) x scale = fma(n, scale, -8 x scale), exact (an fp16 scale times an
+  // integer below 16 fits fp32's mantissa). Each 8 bytes are widened once for their low and high
+  // nibbles (the generic load widens them twice and takes 8 off in the integers).
+  static constexpr bool kInt4Widen = true;
+  static void int4_block(const uint8_t* p, V scale, V minus_8_scale, V (&w)[4]) {
+    for (int half = 0; half < 2; ++half) {
+      const __m256i bytes =
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * half)));
+      const __m256i low = _mm256_and_si256(bytes, _mm256_set1_epi32(15));
+      const __m256i high = _mm256_srli_epi32(bytes, 4);
+      w[half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(low), scale, minus_8_scale);
+      w[2 + half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(high), scale, minus_8_scale);
+    }
+  }
 };
 
 }  // namespace

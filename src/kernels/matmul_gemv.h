@@ -74,7 +74,8 @@ template <class S, WKind kind, int T, int R, GemvPrefetch P>
     constexpr bool kPrefetch = P != GemvPrefetch::kNone;
     // A group of 128 columns at a time, so that each row's scale is widened once per group (the
     // generic load below converts it per vector). int4 where S has a 16-entry table lookup: the
-    // group's 16 values (q - 8) x scale, exact, in one register per row, indexed by the nibbles.
+    // group's 16 values (q - 8) x scale, exact, in one register per row, indexed by the nibbles;
+    // else, where S widens a whole 16-byte block at once (int4_block), a block at a time.
     const int64_t K_vec = K - K % W;
     for (; k < K_vec;) {
       const int64_t group_end = min64((k / kQuantGroup + 1) * kQuantGroup, K_vec);
@@ -98,6 +99,23 @@ template <class S, WKind kind, int T, int R, GemvPrefetch P>
             V lo, hi;
             S::int4_pair(rows[i].data + k / 2, table[i], lo, hi);
             for (int t = 0; t < T; ++t) acc[i][t] = S::fma(hi, x1[t], S::fma(lo, x0[t], acc[i][t]));
+          }
+        }
+      }
+      if constexpr (kind == WKind::kInt4 && S::kInt4Widen) {
+        constexpr int kVectors = kInt4Block / W;  // a 16-byte block's 32 columns
+        V minus_8_scale[R];
+        for (int i = 0; i < R; ++i) minus_8_scale[i] = S::mul(S::set1(-8.0f), scale[i]);
+        for (; k + kInt4Block <= group_end; k += kInt4Block) {
+          if (kPrefetch && k % kQuantGroup == 0)
+            for (int i = 0; i < R; ++i)
+              __builtin_prefetch(next + (k / kQuantGroup * R + i) * 64, 0, 2);
+          for (int i = 0; i < R; ++i) {
+            V w[kVectors];
+            S::int4_block(rows[i].data + k / 2, scale[i], minus_8_scale[i], w);
+            for (int t = 0; t < T; ++t)
+              for (int v = 0; v < kVectors; ++v)  // columns k + v W: each lane's k in order
+                acc[i][t] = S::fma(w[v], S::load(xs + t * xs_stride + k + v * W), acc[i][t]);
           }
         }
       }
