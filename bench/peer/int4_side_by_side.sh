@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Int4 routed experts against fp8 on the bench slice, and the peer (ik_llama.cpp) with the same
-# mix, in one run, alternating (dsinfer fp8, dsinfer --experts-int4, peer Q8_0, peer Q8_0 with
-# Q4_0 experts, for ROUNDS rounds: the host's bandwidth moves from minute to minute), exact mode,
-# same thread count; then one table of decode batch 1 / 4 and prefill 64 / 512 ranges, dsinfer's
+# mix, in one run, alternating (dsinfer fp8, dsinfer --experts-int4 in exact mode and in int8 mode
+# (--act-dtype int8: int4 x int8 products), peer Q8_0, peer Q8_0 with Q4_0 experts, for ROUNDS
+# rounds: the host's bandwidth moves from minute to minute), same thread count; then one table of decode batch 1 / 4 and prefill 64 / 512 ranges, dsinfer's
 # weight bytes per token, and the speed ratios int4 / fp8 per round. The peer's Q4_0 (one fp16
 # scale per 32 weights, 4.5 bits) is the nearest GGUF type to dsinfer's int4 (one per 128, 4.125).
 # Usage: bash bench/peer/int4_side_by_side.sh [workdir]   (default /work/peer; see peer_setup.sh)
@@ -28,9 +28,9 @@ fi
 OUT=$W/int4-side-by-side-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 echo "results in $OUT" >&2
-ds_run() {  # name ckpt round
+ds_run() {  # name ckpt round [global flags]
   echo "round $3: dsinfer $1" >&2
-  "$DSINFER" --threads "$THREADS" bench --ckpt-path "$2" --json --serving 0 --runs 1 --passes 2 \
+  "$DSINFER" --threads "$THREADS" "${@:4}" bench --ckpt-path "$2" --json --serving 0 --runs 1 --passes 2 \
     >"$OUT/dsinfer-$1-$3.json" 2>"$OUT/dsinfer-$1-$3.log"
 }
 peer_run() {  # name gguf round
@@ -42,6 +42,7 @@ peer_run() {  # name gguf round
 for round in $(seq "$ROUNDS"); do
   ds_run fp8 "$MP1" "$round"
   ds_run int4 "$MP1_INT4" "$round"
+  ds_run int4-int8 "$MP1_INT4" "$round" --act-dtype int8
   peer_run q8 "$GGUF16" "$round"
   peer_run q4exps "$GGUF_Q4" "$round"
 done
@@ -51,7 +52,7 @@ out, peer_commit, peer_args, threads = sys.argv[1:5]
 rounds = len(glob.glob(os.path.join(out, "dsinfer-fp8-*.json")))
 def load(name):
     return json.load(open(os.path.join(out, name)))
-ds = {k: [load(f"dsinfer-{k}-{i}.json") for i in range(1, rounds + 1)] for k in ("fp8", "int4")}
+ds = {k: [load(f"dsinfer-{k}-{i}.json") for i in range(1, rounds + 1)] for k in ("fp8", "int4", "int4-int8")}
 peer = {k: [load(f"peer-{k}-{i}.json") for i in range(1, rounds + 1)] for k in ("q8", "q4exps")}
 def span(values, fmt="{:.1f}"):
     values = [v for v in values if v is not None]
@@ -65,12 +66,13 @@ def prefill(run, tokens, key):
 def peer_ts(run, n_prompt, n_gen):
     return next(e["avg_ts"] for e in run if e["n_prompt"] == n_prompt and e["n_gen"] == n_gen)
 ceil = [r["ceilings"]["read_gbps"] for k in ds for r in ds[k]]
-print(f"int4 routed experts against fp8 on the bench slice, dsinfer exact mode and ik_llama.cpp {peer_commit} "
+print(f"int4 routed experts against fp8 on the bench slice, dsinfer (exact mode unless said) and ik_llama.cpp {peer_commit} "
       f"({peer_args}), {threads} threads, {rounds} rounds alternating; read ceiling {span(ceil)} GB/s")
 print()
 print("| | weight GB per decode token | decode batch 1 tok/s (GB/s) | decode batch 4 tok/s | prefill 64 tok/s | prefill 512 tok/s |")
 print("|---|---|---|---|---|---|")
-for k, name in (("fp8", "dsinfer fp8 (as converted)"), ("int4", "dsinfer --experts-int4")):
+for k, name in (("fp8", "dsinfer fp8 (as converted)"), ("int4", "dsinfer --experts-int4"),
+                ("int4-int8", "dsinfer --experts-int4, --act-dtype int8")):
     runs = ds[k]
     print(f"| {name} | {decode(runs[0], 1, 'weight_bytes_per_token') / 1e9:.2f} | "
           f"{span([decode(r, 1, 'tokens_per_s') for r in runs], '{:.2f}')} ({span([decode(r, 1, 'gbps') for r in runs])}) | "
@@ -91,5 +93,9 @@ print("int4 / fp8 per round (same round, adjacent runs): dsinfer decode batch 1 
 parts = lambda run: {p["part"]: p for p in next(d for d in run["decode"] if d["batch"] == 1)["parts_rank0"]}
 print("dsinfer decode batch 1, the moe part (routed + shared experts, router): fp8 "
       f"{span([parts(r)['moe']['seconds'] * 1e3 for r in ds['fp8']])} ms for {parts(ds['fp8'][0])['moe']['weight_bytes'] / 1e6:.0f} MB, int4 "
-      f"{span([parts(r)['moe']['seconds'] * 1e3 for r in ds['int4']])} ms for {parts(ds['int4'][0])['moe']['weight_bytes'] / 1e6:.0f} MB")
+      f"{span([parts(r)['moe']['seconds'] * 1e3 for r in ds['int4']])} ms for {parts(ds['int4'][0])['moe']['weight_bytes'] / 1e6:.0f} MB, int4 in int8 mode "
+      f"{span([parts(r)['moe']['seconds'] * 1e3 for r in ds['int4-int8']])} ms for {parts(ds['int4-int8'][0])['moe']['weight_bytes'] / 1e6:.0f} MB; "
+      f"as GB/s against each run's read ceiling: fp8 {span([parts(r)['moe']['weight_bytes'] / parts(r)['moe']['seconds'] / 1e9 / r['ceilings']['read_gbps'] for r in ds['fp8']], '{:.2f}')}, "
+      f"int4 {span([parts(r)['moe']['weight_bytes'] / parts(r)['moe']['seconds'] / 1e9 / r['ceilings']['read_gbps'] for r in ds['int4']], '{:.2f}')}, "
+      f"int4 in int8 mode {span([parts(r)['moe']['weight_bytes'] / parts(r)['moe']['seconds'] / 1e9 / r['ceilings']['read_gbps'] for r in ds['int4-int8']], '{:.2f}')}")
 PYEOF
