@@ -110,6 +110,10 @@ template <class S, WKind kind, int T, int R, GemvPrefetch P>
           if (kPrefetch && k % kQuantGroup == 0)
             for (int i = 0; i < R; ++i)
               __builtin_prefetch(next + (k / kQuantGroup * R + i) * 64, 0, 2);
+          // and each row 1 KB ahead (as the generic loop's 2 KB in columns): expert w1 at 1
+          // token 6-7 -> 8.4-9.1 GB/s on Zen 3, w2's 1 KB rows level
+          if (k % kQuantGroup == 0)
+            for (int i = 0; i < R; ++i) __builtin_prefetch(rows[i].data + k / 2 + 1024, 0, 3);
           for (int i = 0; i < R; ++i) {
             V w[kVectors];
             S::int4_block(rows[i].data + k / 2, scale[i], minus_8_scale[i], w);
