@@ -1077,7 +1077,10 @@ TEST(Serve, QueuedStreamsAreKeptAliveAndAVanishedClientIsCancelled) {
     cancelled = counter("dsinfer_requests_cancelled_total");
   }
   EXPECT_EQ(abandoned + cancelled, 12);
-  EXPECT_GE(abandoned, 8) << "hang-ups read after their client left still took a slot";
+  // Which of the two a hang-up meets is a race between its FIN and the server's read: most are
+  // abandoned before they take a slot, but on 2 loaded cores 7 of 10 were seen (a fresh clone's
+  // parallel ctest, 2026-12-07), so the test asks for most of them, not a fixed 8.
+  EXPECT_GE(abandoned, 6) << "hang-ups read after their client left still took a slot";
   // one that closed only its sending side reads why nothing ran (a few tries: the server may
   // read a request before the half-close arrives)
   std::string half_closed;
