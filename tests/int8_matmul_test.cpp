@@ -149,13 +149,19 @@ TEST(Int8Matrix, ActivationsQuantizePerTokenPer128ColumnsToNearestEven) {
   EXPECT_EQ(0, std::memcmp(ss.data(), s.data(), s.size() * sizeof(float)));
 }
 
-// Each supported kernel against the scalar oracle, bit for bit, over tile and padding edges;
-// and the oracle within the quantization's error of the exact product.
-TEST(Int8Matmul, EveryKernelGivesTheOraclesBitsWithinTheQuantizationError) {
+// The vector int8 kernels this CPU runs.
+std::vector<Int8Kernel> vector_int8_kernels() {
   std::vector<Int8Kernel> kernels;
   if (cpu_supports(Isa::kAvx2)) kernels.push_back(Int8Kernel::kAvx2);
   if (cpu_supports(Isa::kAvx512) && cpu_has_avx512_vnni())
     kernels.push_back(Int8Kernel::kAvx512Vnni);
+  return kernels;
+}
+
+// Each supported kernel against the scalar oracle, bit for bit, over tile and padding edges;
+// and the oracle within the quantization's error of the exact product.
+TEST(Int8Matmul, EveryKernelGivesTheOraclesBitsWithinTheQuantizationError) {
+  const std::vector<Int8Kernel> kernels = vector_int8_kernels();
   if (kernels.empty()) GTEST_SKIP() << "no vector int8 kernel runs on this CPU";
   std::mt19937 rng(2);
   ThreadPool pool(2);
@@ -221,10 +227,7 @@ TEST(Int8Matmul, EveryKernelGivesTheOraclesBitsWithinTheQuantizationError) {
 // VPMADDUBSW's unsigned operand, whose int16 pair sums must never saturate; every kernel keeps
 // the oracle's bits, and the all-equal cases are the integers one can work out by hand.
 TEST(Int8Matmul, Int4ProductsAtTheIntegerExtremesKeepTheOraclesBits) {
-  std::vector<Int8Kernel> kernels;
-  if (cpu_supports(Isa::kAvx2)) kernels.push_back(Int8Kernel::kAvx2);
-  if (cpu_supports(Isa::kAvx512) && cpu_has_avx512_vnni())
-    kernels.push_back(Int8Kernel::kAvx512Vnni);
+  const std::vector<Int8Kernel> kernels = vector_int8_kernels();
   if (kernels.empty()) GTEST_SKIP() << "no vector int8 kernel runs on this CPU";
   std::mt19937 rng(4);
   ThreadPool pool(2);
