@@ -13,7 +13,8 @@
 // by memory?); MATMUL_FAST=1
 // runs fast mode (activations rounded to bf16: AMX or VDPBF16PS from kFastGemmMinTokens tokens),
 // MATMUL_INT8=1 int8 mode (each copy repacked as int8 first: kernels/int8_matrix.h);
-// MATMUL_VARIANT=1 the batch-variant kernels (`--batch-variant`: no canonical order).
+// MATMUL_VARIANT=1 the batch-variant kernels (`--batch-variant`: no canonical order);
+// MATMUL_GFLOP=N the work of each measurement (default 20: at 512 tokens one or two calls).
 //
 // Weights are random fp8 codes with block scales (and bf16 for the head shape), several copies
 // so that the working set is far larger than the caches, in 2 MB transparent huge pages as
@@ -39,6 +40,13 @@ namespace {
 
 using namespace dsinfer;
 using Clock = std::chrono::steady_clock;
+
+// Multiply-adds x 2 each measurement runs at least (MATMUL_GFLOP, default 20): one call of a
+// 512-token expert GEMM is 15 GFLOP, and a single call on a shared host is noise.
+int64_t work_flops() {
+  const char* g = std::getenv("MATMUL_GFLOP");
+  return static_cast<int64_t>((g ? std::atof(g) : 20.0) * 1e9);
+}
 
 // Bytes of weights each shape cycles through (MATMUL_MB, default 256 MB).
 int64_t working_set_bytes() {
@@ -186,8 +194,7 @@ int main(int argc, char** argv) {
         const int64_t flops = 2 * n * s.rows * s.cols;
         const int calls = static_cast<int>(std::max<int64_t>(
             static_cast<int64_t>(m.copies.size()),
-            std::min<int64_t>(200,
-                              int64_t{20'000'000'000} / (flops * (isa == Isa::kScalar ? 8 : 1)))));
+            std::min<int64_t>(200, work_flops() / (flops * (isa == Isa::kScalar ? 8 : 1)))));
         KernelConfig k = with_isa(base, isa);
         auto run = [&](const char* label) {
           linear(k, x.data(), n, m.copies[0], y.data(), pool);  // warm-up
