@@ -48,8 +48,9 @@ std::vector<float> random_x(std::mt19937& rng, int64_t n) {
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // Shapes with tails everywhere: rows not a multiple of the GEMV's 4 or 8 or the GEMM's 6-row
-// panels, chunks or fp8 row blocks; columns not a multiple of the lanes or of the 256-column
-// panels; rows more than 8 KB apart (f32 2100: the GEMV takes 5-16 tokens over 24 rows at a time).
+// panels, chunks or fp8 row blocks; columns not a multiple of the lanes or of the 256- or
+// 512-column panels; rows more than 8 KB apart (f32 2100: the GEMV takes 5-16 tokens over 24 rows
+// at a time).
 struct Shape {
   int64_t rows, cols;
 };

@@ -21,6 +21,8 @@ struct Avx2 {
   static constexpr int kDotTokens = 2;  // dot_rows: 2x6 accumulators, 2 tokens + 1 row vector
   static constexpr int kDotRows = 6;
   static constexpr int kGemmChunkTiles = 8;  // token tiles whose lane partials stay in L2
+  // canonical GEMM panels of 512 columns: 64 steps a call (256: 32) ran 5-10% faster on Zen 3
+  static constexpr int kGemmPanelColumns = 512;
   static V zero() { return _mm256_setzero_ps(); }
   static V load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }

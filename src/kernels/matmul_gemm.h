@@ -19,7 +19,9 @@ struct Gemm {
   static constexpr int kNV = S::kGemmVectors;  // vectors of tokens per tile
   static constexpr int kNT = kNV * kW;         // tokens per tile
   static constexpr int kR = S::kGemmRows;      // rows per panel (kNV * kR accumulators)
-  static constexpr int64_t kKC = 256;  // columns per panel (a multiple of the fp8 block and of kW)
+  // columns per panel (a multiple of the fp8 block and of kW): each micro-kernel call runs kKC / kW
+  // steps between its loads and stores of the phase sums
+  static constexpr int64_t kKC = S::kGemmPanelColumns;
 
   static int64_t tiles(int64_t n) { return (n + kNT - 1) / kNT; }
 
@@ -90,7 +92,8 @@ struct Gemm {
   // Blocking (BLIS's, with the tokens as its B panel): a chunk of kNCT token tiles and kMC rows,
   // their phase sums in scratch (kMC x kNCT * kNT x kW floats, L2); inside it kKC-column panels,
   // each panel's weights converted to fp32 once for the whole chunk, then every row panel passes
-  // over one token tile (kKC x kNT floats) while it stays in L1.
+  // over one token tile (kKC x kNT floats) while it sits in L1 (or, at AVX2's 512 columns, each
+  // phase's eighth of it does).
   static constexpr int64_t kMC = 8 * kR;               // rows per chunk
   static constexpr int64_t kNCT = S::kGemmChunkTiles;  // token tiles per chunk
 
