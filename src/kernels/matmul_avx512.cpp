@@ -26,7 +26,7 @@ struct Avx512 {
   static constexpr int kDotTokens = 4;  // dot_rows: 4x5 accumulators, 4 + 5 operands
   static constexpr int kDotRows = 5;
   static constexpr int kGemmChunkTiles = 2;      // token tiles whose lane partials stay in L2
-  static constexpr int kGemmPanelColumns = 256;  // canonical GEMM panels (64 token tiles: 64 KB)
+  static constexpr int kGemmPanelColumns = 256;  // canonical GEMM panels (x 64 tokens: 64 KB)
   static V zero() { return _mm512_setzero_ps(); }
   static V load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
