@@ -45,6 +45,34 @@ TEST(Ceilings, PlausibleOnEveryIsa) {
   EXPECT_EQ(measure_bf16_gflops(pool, Isa::kAvx2, 1000, 1), 0);  // no bf16 dot below AVX-512
 }
 
+// The AVX2 int8 ceiling runs kAccumulators chains of products that differ (each chain multiplies
+// its own accumulator's bytes), so no compiler can compute one chain's products and reuse them
+// for the rest, as it did when every chain multiplied the same operands: its value is the scalar
+// model's of independent chains. All of a chain's 32-bit lanes hold one value, so one int32 a
+// chain models it: bytes b0..b3 (little-endian), x * (b0 + b1) + x * (b2 + b3) added (no int16
+// saturation at x <= 3).
+TEST(Ceilings, Int8LoopAvx2RunsIndependentChains) {
+  if (!cpu_supports(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  for (const float seed : {0.0f, 1.0f, 2.0f}) {
+    const int64_t iterations = 5;
+    const int32_t x = 1 + static_cast<int>(seed) % 3;
+    uint32_t total = 0;
+    for (int j = 0; j < bench_detail::kAccumulators; ++j) {
+      uint32_t acc = static_cast<uint32_t>(j);
+      for (int64_t i = 0; i < iterations; ++i) {
+        int32_t products = 0;
+        for (int b = 0; b < 4; ++b) products += x * static_cast<int8_t>(acc >> (8 * b));
+        acc += static_cast<uint32_t>(products);
+      }
+      total += acc;
+    }
+    float expected = 0;
+    for (int lane = 0; lane < 8; ++lane)
+      expected += static_cast<float>(static_cast<int32_t>(total));
+    EXPECT_EQ(bench_detail::int8_loop_avx2(iterations, seed), expected) << "seed " << seed;
+  }
+}
+
 struct Loaded {
   std::unique_ptr<Comm> comm = make_local_comm();
   ThreadPool pool{1};
