@@ -45,10 +45,10 @@ namespace dsinfer::bench_detail {
 
 float int8_loop_avx2(int64_t iterations, float seed) {
   // int8 mode's AVX2 sequence without its sign step: VPMADDUBSW (32 byte products summed in
-  // pairs), VPMADDWD (pairs of those into int32), VPADDD. Each chain's signed operand is its own
-  // accumulator's bytes: with one operand shared by every chain, GCC computed the products once
-  // per round and added them 12 times, and the "peak" was VPADDD's (2.7x the fp32 FMA peak on
-  // Zen 3, where the real products run at ~1.5x). The values wrap and do not matter.
+  // pairs), VPMADDWD (pairs of those into int32), VPADDD. Each chain multiplies its own
+  // accumulator's bytes: with operands shared by every chain, GCC computed the products once a
+  // round and measured VPADDD (bench/README.md, Zen 3 2026-12-08). The values wrap and do not
+  // matter.
   const __m256i x = _mm256_set1_epi8(static_cast<char>(1 + static_cast<int>(seed) % 3));
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i acc[kAccumulators];
